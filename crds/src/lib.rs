@@ -1,0 +1,1 @@
+//! Multus' NetworkAttachmentDefinition as a Rust type.

@@ -1,0 +1,13 @@
+//! Helpers for tests that run on the local control plane started by `e2e/testbed up`.
+//!
+//! A test asks for [`client`] (a kube 5 client for the testbed's apiserver) and a [`TestNamespace`] (a
+//! fresh, uniquely named namespace deleted when dropped unless `LINKERD_MULTUS_KEEP_NAMESPACES=1`). When
+//! the control plane is not up, these helpers panic with the command that starts it: a test that needs
+//! the apiserver never passes without one.
+
+mod namespace;
+mod testbed;
+
+pub use namespace::TestNamespace;
+pub use testbed::{client, kubeconfig_path, kubectl, testbed_dir, workspace_root};
+pub use namespace::unique_name;
