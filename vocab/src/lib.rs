@@ -66,3 +66,14 @@ pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8081";
 pub const DEFAULT_TLS_CERT_FILE: &str = "/etc/webhook/certs/tls.crt";
 pub const DEFAULT_TLS_KEY_FILE: &str = "/etc/webhook/certs/tls.key";
 pub const DEFAULT_LEASE_NAME: &str = "linkerd-multus-operator";
+
+// === The CNI node installer (linkerd-cni-install) ===
+
+/// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
+pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Placeholders Linkerd's `cni_network_config` template may hold; the installer fills them.
+pub const PLACEHOLDER_KUBECONFIG_FILEPATH: &str = "__KUBECONFIG_FILEPATH__";
+pub const PLACEHOLDER_LOG_LEVEL: &str = "__LOG_LEVEL__";
+pub const PLACEHOLDER_SERVICE_HOST: &str = "__KUBERNETES_SERVICE_HOST__";
+pub const PLACEHOLDER_SERVICE_PORT: &str = "__KUBERNETES_SERVICE_PORT__";
+pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
