@@ -1,0 +1,47 @@
+//! The webhook's command-line flags; the operator flattens them into its own CLI.
+
+/// Flags of the admission webhook (served by the operator process).
+#[derive(clap::Args, Clone, Debug)]
+pub struct WebhookArgs {
+    /// Address the HTTPS admission webhook listens on.
+    #[arg(long, env = "WEBHOOK_ADDR", default_value = vocab::DEFAULT_WEBHOOK_ADDR)]
+    pub webhook_addr: String,
+
+    /// PEM certificate chain the webhook serves; re-read whenever the file changes (no restart needed).
+    /// Ignored in self-managed mode (--webhook-cert-secret).
+    #[arg(long, env = "TLS_CERT_FILE", default_value = vocab::DEFAULT_TLS_CERT_FILE)]
+    pub tls_cert_file: std::path::PathBuf,
+
+    /// PEM private key matching --tls-cert-file; re-read whenever the file changes.
+    #[arg(long, env = "TLS_KEY_FILE", default_value = vocab::DEFAULT_TLS_KEY_FILE)]
+    pub tls_key_file: std::path::PathBuf,
+
+    /// Self-managed certificate mode, for clusters without cert-manager: the name of a Secret (in the
+    /// operator's namespace) where the operator keeps its own CA and serving certificate, rotating them
+    /// well before expiry. Unset: serve the files given by --tls-cert-file/--tls-key-file.
+    #[arg(long, env = "WEBHOOK_CERT_SECRET")]
+    pub webhook_cert_secret: Option<String>,
+
+    /// Self-managed mode: the MutatingWebhookConfiguration whose caBundle the operator keeps in sync with
+    /// its CA (only the entries pointing at --webhook-service-name are patched; nothing if it is absent).
+    #[arg(long, env = "WEBHOOK_CONFIG_NAME")]
+    pub webhook_config_name: Option<String>,
+
+    /// Self-managed mode: the Service in front of the webhook; the certificate is issued for its DNS names.
+    #[arg(
+        long,
+        env = "WEBHOOK_SERVICE_NAME",
+        default_value = "linkerd-multus-webhook"
+    )]
+    pub webhook_service_name: String,
+
+    /// Namespace annotation holding OpenShift's `<first uid>/<size>` range; attached pods there get a
+    /// proxy uid of first + --proxy-uid-offset.
+    #[arg(long, env = "NAMESPACE_UID_RANGE_ANNOTATION", default_value = vocab::OPENSHIFT_UID_RANGE_ANNOTATION)]
+    pub namespace_uid_range_annotation: String,
+
+    /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
+    /// and not 0 (the app containers run as the range's first uid).
+    #[arg(long, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID as u64)]
+    pub proxy_uid_offset: u64,
+}

@@ -1,0 +1,37 @@
+//! The webhook's errors: one variant per failing step, each saying what to do.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read TLS file {path}: {source}; mount the serving certificate there or point --tls-cert-file/--tls-key-file elsewhere")]
+    ReadTls {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid TLS material in {path}: {reason}")]
+    InvalidTls { path: PathBuf, reason: String },
+    #[error("invalid --webhook-addr {addr}: {source}")]
+    BadAddr {
+        addr: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    #[error("cannot bind the webhook server to {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the webhook server failed: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error("self-managed certificate: {0}")]
+    SelfManaged(String),
+    #[error("kubernetes API call failed while {action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+}
