@@ -6,7 +6,10 @@
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 
 mod args;
+pub mod decision;
 mod error;
+pub mod networks;
+pub mod uid_range;
 
 pub use args::WebhookArgs;
 pub use error::Error;

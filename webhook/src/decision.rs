@@ -1,0 +1,177 @@
+//! The webhook's decision: a pure function of the pod, its namespace's annotations and the flags, giving
+//! the JSON patch to return and the warnings to show. No I/O here, so every rule is table-tested.
+
+use std::collections::BTreeMap;
+
+use json_patch::{AddOperation, Patch, PatchOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use crate::networks::{self, Attachment};
+use crate::uid_range::UidRange;
+
+/// The flags the decision depends on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionConfig {
+    /// The Linkerd control-plane namespace; its control-plane pods are always attached.
+    pub linkerd_namespace: String,
+    /// The NetworkAttachmentDefinition to attach, from the pod's own namespace.
+    pub nad_name: String,
+    /// Namespace annotation carrying OpenShift's `<first uid>/<size>` range.
+    pub uid_range_annotation: String,
+    /// Proxy uid = first uid of the range + this offset.
+    pub proxy_uid_offset: u64,
+}
+
+/// What the decision did to the pod (one per admission request, for metrics and logs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The pod is attached by this patch (and maybe more annotations are set).
+    Attached,
+    /// The pod should be attached and already carries everything: empty patch.
+    Unchanged,
+    /// The pod is not attached (not selected, or its networks annotation cannot be read).
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Attached => "attached",
+            Self::Unchanged => "unchanged",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// The decision's result: a JSON patch against the pod as received, warnings for the user, the outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub patch: Patch,
+    pub warnings: Vec<String>,
+    pub outcome: Outcome,
+}
+
+/// Escapes one JSON pointer token (RFC 6901): `~` first, then `/`.
+pub fn escape_pointer_token(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Decides what to change on the pod `meta` created in `namespace`, whose namespace carries
+/// `ns_annotations` (None when they could not be read).
+pub fn decide(
+    meta: &ObjectMeta,
+    namespace: &str,
+    ns_annotations: Option<&BTreeMap<String, String>>,
+    cfg: &DecisionConfig,
+) -> Decision {
+    let empty = BTreeMap::new();
+    let pod = meta.annotations.as_ref().unwrap_or(&empty);
+    let ns = ns_annotations.unwrap_or(&empty);
+    let effective = |key: &str| pod.get(key).or_else(|| ns.get(key)).map(String::as_str);
+
+    // Ordered, so the patch is deterministic.
+    let mut set: BTreeMap<String, String> = BTreeMap::new();
+    let mut warnings = Vec::new();
+
+    // 1. The pod's own value wins; the namespace's is copied so the pod says what applied to it.
+    for key in [vocab::MULTUS_ANNOTATION, vocab::INJECT_ANNOTATION] {
+        if let (None, Some(value)) = (pod.get(key), ns.get(key)) {
+            set.insert(key.to_string(), value.clone());
+        }
+    }
+
+    // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
+    let control_plane = namespace == cfg.linkerd_namespace
+        && meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(vocab::CONTROL_PLANE_COMPONENT_LABEL))
+            .is_some_and(|v| !v.is_empty());
+    let selected = control_plane
+        || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
+            && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));
+
+    let mut attached = false;
+    if selected {
+        // 3. The networks annotation, never rewritten when it cannot be read.
+        let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
+        match networks::attach(current, &cfg.nad_name, namespace) {
+            Ok(Attachment::Present) => attached = true,
+            Ok(Attachment::Set(value)) => {
+                attached = true;
+                set.insert(vocab::NETWORKS_ANNOTATION.to_string(), value);
+            }
+            Err(e) => warnings.push(format!(
+                "linkerd-multus: pod not attached to {}: annotation {} is not a Multus network list ({e}); \
+                 fix it or add {} to it yourself",
+                cfg.nad_name,
+                vocab::NETWORKS_ANNOTATION,
+                cfg.nad_name
+            )),
+        }
+    }
+
+    // 4. OpenShift: a proxy uid inside the namespace's range, unless someone already chose one.
+    if attached && !control_plane && effective(vocab::PROXY_UID_ANNOTATION).is_none() {
+        if let Some(range) = ns.get(&cfg.uid_range_annotation) {
+            match UidRange::parse(range).and_then(|r| r.proxy_uid(cfg.proxy_uid_offset)) {
+                Ok(uid) => {
+                    set.insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
+                }
+                Err(e) => warnings.push(format!(
+                    "linkerd-multus: {} not set: namespace annotation {}: {e}; set {} on the pod or \
+                     namespace to a uid inside the namespace's range other than its first, or fix \
+                     the range or the operator's --proxy-uid-offset",
+                    vocab::PROXY_UID_ANNOTATION,
+                    cfg.uid_range_annotation,
+                    vocab::PROXY_UID_ANNOTATION
+                )),
+            }
+        }
+    }
+
+    let patch = annotation_patch(meta.annotations.is_some(), set);
+    let outcome = match (attached, patch.0.is_empty()) {
+        (false, _) => Outcome::Skipped,
+        (true, true) => Outcome::Unchanged,
+        (true, false) => Outcome::Attached,
+    };
+    Decision {
+        patch,
+        warnings,
+        outcome,
+    }
+}
+
+/// The JSON patch setting `set` in the pod's annotations; one `add` of the whole map when it is absent.
+fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Patch {
+    if set.is_empty() {
+        return Patch(Vec::new());
+    }
+    let op = |path: String, value: Value| {
+        // The pointers are built from escaped tokens, so parsing cannot fail; fall back to the
+        // unescaped token list rather than panic should jsonptr ever disagree.
+        let path = json_patch::jsonptr::PointerBuf::parse(path.clone()).unwrap_or_else(|_| {
+            json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').skip(1))
+        });
+        PatchOperation::Add(AddOperation { path, value })
+    };
+    if !has_annotations {
+        let map: serde_json::Map<String, Value> = set
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        return Patch(vec![op("/metadata/annotations".into(), Value::Object(map))]);
+    }
+    Patch(
+        set.into_iter()
+            .map(|(k, v)| {
+                op(
+                    format!("/metadata/annotations/{}", escape_pointer_token(&k)),
+                    Value::String(v),
+                )
+            })
+            .collect(),
+    )
+}

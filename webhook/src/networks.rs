@@ -1,0 +1,251 @@
+//! Multus' pod networks annotation (`k8s.v1.cni.cncf.io/networks`): does it already reference our
+//! NetworkAttachmentDefinition, and what is the value with it appended?
+//!
+//! Multus accepts two formats and so do we: a comma list of `[namespace/]name[@interface]` (spaces around
+//! items allowed) and a JSON list of objects `{"name", "namespace", "interface", ...}`. Anything else is
+//! refused with a reason, so the caller leaves the value untouched instead of corrupting it.
+
+use std::fmt;
+
+/// Why a networks annotation value cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworksError(String);
+
+impl fmt::Display for NetworksError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One network the pod asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Selection {
+    namespace: Option<String>,
+    name: String,
+}
+
+/// A parsed annotation value, remembering its format so an append keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Format {
+    CommaList,
+    JsonList,
+}
+
+/// Characters Multus allows in each part of a comma-list item.
+fn valid_part(part: &str) -> bool {
+    part.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn parse_item(item: &str) -> Result<Selection, NetworksError> {
+    let (namespace, rest) = match item.split_once('/') {
+        Some((ns, rest)) => (Some(ns), rest),
+        None => (None, item),
+    };
+    let name = match rest.split_once('@') {
+        Some((name, iface)) => {
+            if iface.is_empty() || !valid_part(iface) || iface.contains('@') {
+                return Err(NetworksError(format!(
+                    "item {item:?} has an invalid interface name"
+                )));
+            }
+            name
+        }
+        None => rest,
+    };
+    if name.is_empty() || !valid_part(name) {
+        return Err(NetworksError(format!(
+            "item {item:?} has an invalid network name"
+        )));
+    }
+    if let Some(ns) = namespace {
+        if ns.is_empty() || !valid_part(ns) {
+            return Err(NetworksError(format!(
+                "item {item:?} has an invalid namespace"
+            )));
+        }
+    }
+    Ok(Selection {
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+    })
+}
+
+fn parse_json(value: &str) -> Result<Vec<Selection>, NetworksError> {
+    let items: Vec<serde_json::Value> = serde_json::from_str(value)
+        .map_err(|e| NetworksError(format!("not a valid JSON list: {e}")))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let obj = item
+                .as_object()
+                .ok_or_else(|| NetworksError(format!("JSON list element {i} is not an object")))?;
+            let name = match obj.get("name") {
+                Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+                _ => {
+                    return Err(NetworksError(format!(
+                        "JSON list element {i} has no non-empty string \"name\""
+                    )))
+                }
+            };
+            let namespace = match obj.get("namespace") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(s)) if s.is_empty() => None,
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(_) => {
+                    return Err(NetworksError(format!(
+                        "JSON list element {i} has a \"namespace\" that is not a string"
+                    )))
+                }
+            };
+            Ok(Selection { namespace, name })
+        })
+        .collect()
+}
+
+/// Parses a value into its format and selections. An empty (or blank) value is an empty comma list.
+fn parse(value: &str) -> Result<(Format, Vec<Selection>), NetworksError> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Ok((Format::CommaList, Vec::new()));
+    }
+    if trimmed.starts_with('[') {
+        return Ok((Format::JsonList, parse_json(trimmed)?));
+    }
+    // Multus treats any of these characters as JSON; a bare object is not a list it accepts.
+    if trimmed.contains(['{', '"', '[']) {
+        return Err(NetworksError(
+            "looks like JSON but is not a JSON list of objects".to_string(),
+        ));
+    }
+    let items = trimmed
+        .split(',')
+        .map(|item| {
+            let item = item.trim();
+            if item.is_empty() {
+                Err(NetworksError(
+                    "the comma list has an empty item".to_string(),
+                ))
+            } else {
+                parse_item(item)
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((Format::CommaList, items))
+}
+
+/// What to do with a pod's networks annotation to attach `nad` (in the pod's namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attachment {
+    /// The value already references the attachment: leave it.
+    Present,
+    /// Set the annotation to this value (the old one with the attachment appended, same format).
+    Set(String),
+}
+
+/// Decides how the annotation `current` (None: absent) must change so the pod in `pod_namespace` uses the
+/// NetworkAttachmentDefinition `nad` from its own namespace. Errors when `current` cannot be parsed.
+pub fn attach(
+    current: Option<&str>,
+    nad: &str,
+    pod_namespace: &str,
+) -> Result<Attachment, NetworksError> {
+    let Some(current) = current else {
+        return Ok(Attachment::Set(nad.to_string()));
+    };
+    let (format, selections) = parse(current)?;
+    let present = selections
+        .iter()
+        .any(|s| s.name == nad && s.namespace.as_deref().is_none_or(|ns| ns == pod_namespace));
+    if present {
+        return Ok(Attachment::Present);
+    }
+    let kept = current.trim_end();
+    let value = match format {
+        Format::CommaList if selections.is_empty() => nad.to_string(),
+        Format::CommaList => {
+            // Keep the author's separator style.
+            let sep = if kept.contains(", ") { ", " } else { "," };
+            format!("{kept}{sep}{nad}")
+        }
+        Format::JsonList => {
+            // Insert textually before the closing bracket so the existing text stays byte for byte.
+            let entry = serde_json::json!({ "name": nad }).to_string();
+            let body = kept
+                .strip_suffix(']')
+                .ok_or_else(|| NetworksError("JSON list does not end with ']'".to_string()))?
+                .trim_end();
+            if selections.is_empty() {
+                format!("{body}{entry}]")
+            } else {
+                format!("{body},{entry}]")
+            }
+        }
+    };
+    Ok(Attachment::Set(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(current: &str) -> Result<Attachment, NetworksError> {
+        attach(Some(current), "linkerd-cni", "app")
+    }
+
+    #[test]
+    fn comma_lists() {
+        assert_eq!(
+            set("macvlan"),
+            Ok(Attachment::Set("macvlan,linkerd-cni".into()))
+        );
+        assert_eq!(
+            set(" a , other/b@eth1 "),
+            Ok(Attachment::Set(" a , other/b@eth1, linkerd-cni".into()))
+        );
+        assert_eq!(set("linkerd-cni@net9"), Ok(Attachment::Present));
+        assert_eq!(set("a, app/linkerd-cni"), Ok(Attachment::Present));
+        assert_eq!(
+            set("other/linkerd-cni"),
+            Ok(Attachment::Set("other/linkerd-cni,linkerd-cni".into()))
+        );
+        assert_eq!(set("   "), Ok(Attachment::Set("linkerd-cni".into())));
+        assert!(set("a,,b").is_err());
+        assert!(set("a/b/c").is_err());
+        assert!(set("a@").is_err());
+        assert!(set("a@b@c").is_err());
+        assert!(set("/a").is_err());
+        assert!(set("a b").is_err());
+    }
+
+    #[test]
+    fn json_lists() {
+        assert_eq!(
+            set(r#"[ {"name":"a"} ]"#),
+            Ok(Attachment::Set(
+                r#"[ {"name":"a"},{"name":"linkerd-cni"}]"#.into()
+            ))
+        );
+        assert_eq!(
+            set("[]"),
+            Ok(Attachment::Set(r#"[{"name":"linkerd-cni"}]"#.into()))
+        );
+        assert_eq!(
+            set(r#"[{"name":"linkerd-cni","namespace":"app","interface":"x"}]"#),
+            Ok(Attachment::Present)
+        );
+        assert_eq!(
+            set(r#"[{"name":"linkerd-cni","namespace":""}]"#),
+            Ok(Attachment::Present)
+        );
+        assert!(matches!(
+            set(r#"[{"name":"linkerd-cni","namespace":"other"}]"#),
+            Ok(Attachment::Set(_))
+        ));
+        assert!(set(r#"{"name":"a"}"#).is_err());
+        assert!(set(r#"[{"name":1}]"#).is_err());
+        assert!(set(r#"["a"]"#).is_err());
+        assert!(set("[").is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! The decision table: every rule of the webhook's decision, each networks format, pointer escaping,
+//! every uid-range failure. Each case asserts the whole output (patch, warnings, outcome), then applies
+//! the patch to the pod and decides again: the second patch must be empty (reinvocation idempotence).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
+use serde_json::{json, Value};
+
+const NS: &str = "app";
+// Literal pointers on purpose: they pin the RFC 6901 escaping of the vocabulary's keys.
+const P_NETWORKS: &str = "/metadata/annotations/k8s.v1.cni.cncf.io~1networks";
+const P_MULTUS: &str = "/metadata/annotations/linkerd.io~1multus";
+const P_INJECT: &str = "/metadata/annotations/linkerd.io~1inject";
+const P_UID: &str = "/metadata/annotations/config.linkerd.io~1proxy-uid";
+
+const M: &str = vocab::MULTUS_ANNOTATION;
+const I: &str = vocab::INJECT_ANNOTATION;
+const N: &str = vocab::NETWORKS_ANNOTATION;
+const U: &str = vocab::PROXY_UID_ANNOTATION;
+const R: &str = vocab::OPENSHIFT_UID_RANGE_ANNOTATION;
+const CP: &str = vocab::CONTROL_PLANE_COMPONENT_LABEL;
+
+fn cfg() -> DecisionConfig {
+    DecisionConfig {
+        linkerd_namespace: "linkerd".into(),
+        nad_name: vocab::NAD_NAME.into(),
+        uid_range_annotation: R.into(),
+        proxy_uid_offset: 2102,
+    }
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn add(path: &str, value: Value) -> Value {
+    json!({ "op": "add", "path": path, "value": value })
+}
+
+fn obj(pairs: &[(&str, &str)]) -> Value {
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    )
+}
+
+struct Case {
+    name: &'static str,
+    namespace: &'static str,
+    /// The pod's metadata as JSON (None annotations: the key is absent).
+    pod: Value,
+    ns: Option<BTreeMap<String, String>>,
+    patch: Vec<Value>,
+    warnings: Vec<&'static str>,
+    outcome: Outcome,
+}
+
+fn pod(annotations: Option<&[(&str, &str)]>, labels: &[(&str, &str)]) -> Value {
+    let mut meta = json!({ "name": "p", "labels": obj(labels) });
+    if let Some(a) = annotations {
+        meta["annotations"] = obj(a);
+    }
+    json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": { "containers": [] } })
+}
+
+const W_BAD_NETWORKS_PREFIX: &str = "linkerd-multus: pod not attached to linkerd-cni: annotation k8s.v1.cni.cncf.io/networks is not a Multus network list (";
+const W_BAD_NETWORKS_SUFFIX: &str = "); fix it or add linkerd-cni to it yourself";
+const W_UID_PREFIX: &str = "linkerd-multus: config.linkerd.io/proxy-uid not set: namespace annotation openshift.io/sa.scc.uid-range: ";
+const W_UID_SUFFIX: &str = "; set config.linkerd.io/proxy-uid on the pod or namespace to a uid inside the namespace's range other than its first, or fix the range or the operator's --proxy-uid-offset";
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+fn w_networks(reason: &str) -> &'static str {
+    leak(format!(
+        "{W_BAD_NETWORKS_PREFIX}{reason}{W_BAD_NETWORKS_SUFFIX}"
+    ))
+}
+fn w_uid(reason: &str) -> &'static str {
+    leak(format!("{W_UID_PREFIX}{reason}{W_UID_SUFFIX}"))
+}
+
+fn cases() -> Vec<Case> {
+    use Outcome::*;
+    let on = [(M, "enabled")];
+    let range = [(M, "enabled"), (R, "1000650000/10000")];
+    let c = |name, namespace, pod, ns, patch, warnings, outcome| Case {
+        name,
+        namespace,
+        pod,
+        ns,
+        patch,
+        warnings,
+        outcome,
+    };
+    vec![
+        // --- rule 1 and 2: effective values, copying, selection ---
+        c("ns enabled, pod without annotations map: whole map added", NS, pod(None, &[]), Some(map(&on)),
+          vec![add("/metadata/annotations", json!({ N: "linkerd-cni", M: "enabled" }))], vec![], Attached),
+        c("ns enabled, pod with empty annotations map: per-key adds", NS, pod(Some(&[]), &[]), Some(map(&on)),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("nothing anywhere: nothing written (no empty strings)", NS, pod(None, &[]), Some(map(&[])),
+          vec![], vec![], Skipped),
+        c("namespace annotations unknown, pod silent: nothing", NS, pod(None, &[]), None,
+          vec![], vec![], Skipped),
+        c("namespace annotations unknown, pod enabled: attached from the pod alone", NS,
+          pod(Some(&[(M, "enabled")]), &[]), None,
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        c("pod enabled, ns silent", NS, pod(Some(&[(M, "enabled")]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        c("pod disabled overrides ns enabled: nothing copied, skipped", NS, pod(Some(&[(M, "disabled")]), &[]),
+          Some(map(&on)), vec![], vec![], Skipped),
+        c("pod enabled overrides ns disabled", NS, pod(Some(&[(M, "enabled")]), &[]), Some(map(&[(M, "disabled")])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        c("ns disabled: copied, skipped", NS, pod(Some(&[]), &[]), Some(map(&[(M, "disabled")])),
+          vec![add(P_MULTUS, json!("disabled"))], vec![], Skipped),
+        c("multus value is case-sensitive: Enabled is not enabled", NS, pod(Some(&[(M, "Enabled")]), &[]),
+          Some(map(&[])), vec![], vec![], Skipped),
+        c("ns inject disabled: both copied, skipped", NS, pod(Some(&[]), &[]),
+          Some(map(&[(M, "enabled"), (I, "disabled")])),
+          vec![add(P_INJECT, json!("disabled")), add(P_MULTUS, json!("enabled"))], vec![], Skipped),
+        c("pod inject disabled beats ns inject enabled", NS, pod(Some(&[(I, "disabled")]), &[]),
+          Some(map(&[(M, "enabled"), (I, "enabled")])),
+          vec![add(P_MULTUS, json!("enabled"))], vec![], Skipped),
+        c("pod inject enabled beats ns inject disabled", NS, pod(Some(&[(I, "enabled")]), &[]),
+          Some(map(&[(M, "enabled"), (I, "disabled")])),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("inject ingress still attached (anything but disabled)", NS, pod(Some(&[]), &[]),
+          Some(map(&[(M, "enabled"), (I, "ingress")])),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_INJECT, json!("ingress")), add(P_MULTUS, json!("enabled"))],
+          vec![], Attached),
+        c("inject copied even when multus is off", NS, pod(None, &[]), Some(map(&[(I, "enabled")])),
+          vec![add("/metadata/annotations", json!({ I: "enabled" }))], vec![], Skipped),
+        c("pod already has both, ns has both: no copy", NS, pod(Some(&[(M, "enabled"), (I, "enabled")]), &[]),
+          Some(map(&[(M, "disabled"), (I, "disabled")])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        // --- control plane ---
+        c("control-plane pod in linkerd ns: attached without any annotation", "linkerd",
+          pod(None, &[(CP, "destination")]), Some(map(&[])),
+          vec![add("/metadata/annotations", json!({ N: "linkerd-cni" }))], vec![], Attached),
+        c("control-plane pod attached even with multus disabled and inject disabled", "linkerd",
+          pod(Some(&[(M, "disabled"), (I, "disabled")]), &[(CP, "identity")]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        c("empty control-plane label does not count", "linkerd", pod(None, &[(CP, "")]), Some(map(&[])),
+          vec![], vec![], Skipped),
+        c("control-plane label outside the linkerd ns does not count", NS, pod(None, &[(CP, "destination")]),
+          Some(map(&[])), vec![], vec![], Skipped),
+        c("control-plane pod gets no proxy uid even with a range", "linkerd", pod(Some(&[]), &[(CP, "proxy-injector")]),
+          Some(map(&range)),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        // --- rule 3: networks, comma lists ---
+        c("comma list without us: appended", NS, pod(Some(&[(N, "macvlan-conf")]), &[]), Some(map(&on)),
+          vec![add(P_NETWORKS, json!("macvlan-conf,linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("comma list with spaces: separator style kept", NS, pod(Some(&[(M, "enabled"), (N, " a , other/b@eth1 ")]), &[]),
+          Some(map(&[])), vec![add(P_NETWORKS, json!(" a , other/b@eth1, linkerd-cni"))], vec![], Attached),
+        c("comma list already referencing us by bare name", NS, pod(Some(&[(M, "enabled"), (N, "a,linkerd-cni")]), &[]),
+          Some(map(&[])), vec![], vec![], Unchanged),
+        c("comma list referencing us with our namespace and an interface", NS,
+          pod(Some(&[(M, "enabled"), (N, "app/linkerd-cni@net1")]), &[]), Some(map(&[])), vec![], vec![], Unchanged),
+        c("same name in another namespace is not us: appended", NS,
+          pod(Some(&[(M, "enabled"), (N, "other/linkerd-cni")]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!("other/linkerd-cni,linkerd-cni"))], vec![], Attached),
+        c("blank networks value replaced by our name", NS, pod(Some(&[(M, "enabled"), (N, "  ")]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+        c("comma list with an empty item: untouched, warning", NS, pod(Some(&[(M, "enabled"), (N, "a,,b")]), &[]),
+          Some(map(&[])), vec![], vec![w_networks("the comma list has an empty item")], Skipped),
+        c("comma list item with two slashes: untouched, warning", NS, pod(Some(&[(M, "enabled"), (N, "a/b/c")]), &[]),
+          Some(map(&[])), vec![], vec![w_networks("item \"a/b/c\" has an invalid network name")], Skipped),
+        c("comma list item with a space inside: untouched, warning", NS, pod(Some(&[(M, "enabled"), (N, "my net")]), &[]),
+          Some(map(&[])), vec![], vec![w_networks("item \"my net\" has an invalid network name")], Skipped),
+        c("unparseable networks on a skipped pod: no warning, untouched", NS, pod(Some(&[(N, "a,,b")]), &[]),
+          Some(map(&[])), vec![], vec![], Skipped),
+        c("unparseable networks still lets the ns annotations be copied, no uid", NS, pod(Some(&[(N, "x@")]), &[]),
+          Some(map(&range)), vec![add(P_MULTUS, json!("enabled"))],
+          vec![w_networks("item \"x@\" has an invalid interface name")], Skipped),
+        // --- rule 3: networks, JSON lists ---
+        c("JSON list without us: appended in JSON, text kept", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"[ { "name": "macvlan", "interface": "eth1" } ]"#)]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!(r#"[ { "name": "macvlan", "interface": "eth1" },{"name":"linkerd-cni"}]"#))],
+          vec![], Attached),
+        c("empty JSON list: our object added", NS, pod(Some(&[(M, "enabled"), (N, "[]")]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!(r#"[{"name":"linkerd-cni"}]"#))], vec![], Attached),
+        c("JSON list referencing us with our namespace", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"[{"name":"linkerd-cni","namespace":"app"}]"#)]), &[]), Some(map(&[])),
+          vec![], vec![], Unchanged),
+        c("JSON list referencing us without namespace", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"[{"name":"x"},{"name":"linkerd-cni","interface":"l5d"}]"#)]), &[]),
+          Some(map(&[])), vec![], vec![], Unchanged),
+        c("JSON list with us in another namespace: appended", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"[{"name":"linkerd-cni","namespace":"linkerd"}]"#)]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!(r#"[{"name":"linkerd-cni","namespace":"linkerd"},{"name":"linkerd-cni"}]"#))],
+          vec![], Attached),
+        c("bare JSON object (not a list): untouched, warning (the Go operator corrupted this)", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"{"name":"macvlan"}"#)]), &[]), Some(map(&[])), vec![],
+          vec![w_networks("looks like JSON but is not a JSON list of objects")], Skipped),
+        c("truncated JSON list: untouched, warning", NS, pod(Some(&[(M, "enabled"), (N, r#"[{"name":"a"}"#)]), &[]),
+          Some(map(&[])), vec![],
+          vec![w_networks("not a valid JSON list: EOF while parsing a list at line 1 column 13")], Skipped),
+        c("JSON list element without a name: untouched, warning", NS,
+          pod(Some(&[(M, "enabled"), (N, r#"[{"interface":"eth1"}]"#)]), &[]), Some(map(&[])), vec![],
+          vec![w_networks("JSON list element 0 has no non-empty string \"name\"")], Skipped),
+        c("JSON list of strings: untouched, warning", NS, pod(Some(&[(M, "enabled"), (N, r#"["a"]"#)]), &[]),
+          Some(map(&[])), vec![], vec![w_networks("JSON list element 0 is not an object")], Skipped),
+        // --- rule 4: OpenShift proxy uid ---
+        c("uid range: proxy uid = first + 2102", NS, pod(Some(&[]), &[]), Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))],
+          vec![], Attached),
+        c("uid range but the pod chose a proxy uid: kept", NS, pod(Some(&[(U, "1234")]), &[]), Some(map(&range)),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("uid range but the namespace chose a proxy uid: kept", NS, pod(Some(&[]), &[]),
+          Some(map(&[(M, "enabled"), (R, "1000650000/10000"), (U, "1000650007")])),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("uid range on a skipped pod: nothing", NS, pod(Some(&[]), &[]), Some(map(&[(R, "1000650000/10000")])),
+          vec![], vec![], Skipped),
+        c("uid range with a pod already attached: only the uid", NS,
+          pod(Some(&[(M, "enabled"), (N, "linkerd-cni")]), &[]), Some(map(&[(R, "5000/3000")])),
+          vec![add(P_UID, json!("7102"))], vec![], Attached),
+        c("malformed uid range (no slash): warning, no uid", NS, pod(Some(&[(M, "enabled")]), &[]),
+          Some(map(&[(R, "1000650000")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
+          vec![w_uid("\"1000650000\" is not \"<first uid>/<size>\" (no '/')")], Attached),
+        c("malformed uid range (letters): warning, no uid", NS, pod(Some(&[(M, "enabled")]), &[]),
+          Some(map(&[(R, "abc/10000")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
+          vec![w_uid("\"abc/10000\" is not \"<first uid>/<size>\" (the first uid is not a decimal number)")], Attached),
+        c("malformed uid range (number too large): warning", NS, pod(Some(&[(M, "enabled")]), &[]),
+          Some(map(&[(R, "99999999999/10000")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
+          vec![w_uid("\"99999999999/10000\" is not \"<first uid>/<size>\" (a number is larger than the largest uid)")],
+          Attached),
+        c("uid range too small for the offset: warning", NS, pod(Some(&[(M, "enabled")]), &[]),
+          Some(map(&[(R, "1000650000/2102")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
+          vec![w_uid("the proxy uid offset 2102 is not smaller than the range size 2102")], Attached),
+        c("uid range overflowing the largest uid: warning", NS, pod(Some(&[(M, "enabled")]), &[]),
+          Some(map(&[(R, "4294966000/10000")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
+          vec![w_uid("4294966000 + offset 2102 is larger than the largest uid")], Attached),
+        // --- escaping and odd keys ---
+        c("existing keys with ~ and / are left alone, ours escaped", NS,
+          pod(Some(&[("a~b/c", "x"), (M, "enabled")]), &[]), Some(map(&[])),
+          vec![add(P_NETWORKS, json!("linkerd-cni"))], vec![], Attached),
+    ]
+}
+
+fn meta_of(pod: &Value) -> ObjectMeta {
+    serde_json::from_value(pod["metadata"].clone()).expect("test pod metadata")
+}
+
+#[test]
+fn decision_table() {
+    let cases = cases();
+    assert!(cases.len() >= 40, "only {} cases", cases.len());
+    let cfg = cfg();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let d = decide(&meta_of(&case.pod), case.namespace, case.ns.as_ref(), &cfg);
+        let got_patch = serde_json::to_value(&d.patch).expect("patch serializes");
+        let got_warnings: Vec<&str> = d.warnings.iter().map(String::as_str).collect();
+        if got_patch != Value::Array(case.patch.clone())
+            || got_warnings != case.warnings
+            || d.outcome != case.outcome
+        {
+            failures.push(format!(
+                "{}:\n  patch    {got_patch}\n  expected {}\n  warnings {got_warnings:?}\n  expected {:?}\n  outcome  {:?} expected {:?}",
+                case.name,
+                Value::Array(case.patch.clone()),
+                case.warnings,
+                d.outcome,
+                case.outcome
+            ));
+            continue;
+        }
+        // Reinvocation: decide again on the patched pod.
+        let mut patched = case.pod.clone();
+        json_patch::patch(&mut patched, &d.patch)
+            .unwrap_or_else(|e| panic!("{}: patch does not apply: {e}", case.name));
+        let again = decide(&meta_of(&patched), case.namespace, case.ns.as_ref(), &cfg);
+        let expected_again = match case.outcome {
+            Outcome::Skipped => Outcome::Skipped,
+            _ => Outcome::Unchanged,
+        };
+        if !again.patch.0.is_empty()
+            || again.outcome != expected_again
+            || again.warnings != d.warnings
+        {
+            failures.push(format!(
+                "{}: not idempotent: second decision {again:?}",
+                case.name
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// The escaping itself, on keys that contain both special characters.
+#[test]
+fn pointer_tokens_escape_tilde_then_slash() {
+    use linkerd_multus_webhook::decision::escape_pointer_token;
+    assert_eq!(escape_pointer_token("a~1/b"), "a~01~1b");
+    assert_eq!(
+        escape_pointer_token(N),
+        P_NETWORKS.trim_start_matches("/metadata/annotations/")
+    );
+    let mut doc = json!({ "metadata": { "annotations": {} } });
+    let path = format!("/metadata/annotations/{}", escape_pointer_token("x~/y"));
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{ "op": "add", "path": path, "value": "v" }])).unwrap();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    assert_eq!(
+        doc,
+        json!({ "metadata": { "annotations": { "x~/y": "v" } } })
+    );
+}
