@@ -1,3 +1,22 @@
 //! The linkerd-cni CNI plugin (the pod's iptables rules for the Linkerd proxy) and its node installer.
+//!
+//! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, [`pod`] the pod
+//! through the apiserver, [`overrides`] applies its annotations, [`plan`] turns the settings into
+//! rules (pure), and [`iptables`] applies them inside the pod's netns ([`netns`]) with one
+//! `iptables-restore` per family. [`commands::run`] ties it together for the binary.
 
+pub mod cni;
+pub mod commands;
+pub mod config;
 pub mod install;
+pub mod iptables;
+pub mod logging;
+pub mod netns;
+pub mod overrides;
+pub mod plan;
+pub mod pod;
+pub mod ports;
+
+pub use commands::{run, Outcome};
+pub use config::{LinkerdConfig, PluginConfig};
+pub use iptables::{IptablesError, IptablesMode};

@@ -1,1 +1,24 @@
-fn main() {}
+//! `linkerd-cni`: the CNI plugin binary. A runtime runs it with `CNI_*` variables and the network
+//! config on stdin; it prints only the CNI result or error JSON on stdout and logs to stderr.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut stdin = Vec::new();
+    // An unreadable stdin is the same as an empty config: the library reports it as such.
+    let _ = std::io::stdin().read_to_end(&mut stdin);
+    let vars = std::env::vars_os().map(|(k, v)| {
+        (
+            k.to_string_lossy().into_owned(),
+            v.to_string_lossy().into_owned(),
+        )
+    });
+    let outcome = linkerd_cni::run(vars, &stdin);
+    if let Some(out) = outcome.stdout {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{out}");
+        let _ = stdout.flush();
+    }
+    ExitCode::from(outcome.exit_code)
+}

@@ -1,0 +1,193 @@
+//! The plugin's entry point: read the environment and stdin, run the command, and say what goes to
+//! stdout and which exit code. Each command lives in its own file.
+
+mod add;
+mod check;
+mod del;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::cni::{codes, version_info, CniEnv, CniError, Command};
+use crate::config::PluginConfig;
+use crate::iptables::{self, Tools};
+use crate::netns::NetnsError;
+use crate::overrides;
+use crate::plan::{self, Family, Plan, RuleSettings};
+use crate::pod::{self, PodError};
+use crate::{logging, IptablesError};
+
+/// What the binary prints on stdout (if anything) and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub stdout: Option<String>,
+    pub exit_code: u8,
+}
+
+/// Runs one plugin invocation. `vars` are the process environment, `stdin` the network config.
+pub fn run<I, K, V>(vars: I, stdin: &[u8]) -> Outcome
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    // The version our answer is written in: the config's if it is readable, else the newest.
+    let requested: Option<String> = serde_json::from_slice::<Value>(stdin)
+        .ok()
+        .and_then(|v| v.get("cniVersion")?.as_str().map(str::to_string));
+    let error_version = requested
+        .as_deref()
+        .and_then(crate::cni::CniVersion::parse)
+        .unwrap_or(crate::cni::CniVersion::LATEST);
+    let fail = |e: CniError| {
+        tracing::error!(code = e.code, details = %e.details, "{}", e.msg);
+        Outcome {
+            stdout: Some(e.to_json(error_version.as_str()).to_string()),
+            exit_code: 1,
+        }
+    };
+    let env = match CniEnv::from_vars(vars) {
+        Ok(env) => env,
+        Err(e) => {
+            logging::init(tracing::Level::INFO, None);
+            return fail(e);
+        }
+    };
+    match env.command {
+        Command::Version => {
+            return Outcome {
+                stdout: Some(version_info(requested.as_deref()).to_string()),
+                exit_code: 0,
+            }
+        }
+        // We keep no state outside the pod's netns and need nothing to be ready.
+        Command::Status | Command::Gc => {
+            return Outcome {
+                stdout: None,
+                exit_code: 0,
+            }
+        }
+        _ => {}
+    }
+    let cfg = match PluginConfig::parse(stdin) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            logging::init(tracing::Level::INFO, None);
+            return fail(e.to_cni());
+        }
+    };
+    logging::init(cfg.log_level, cfg.log_file.as_deref());
+    tracing::debug!(command = ?env.command, container = %env.container_id, netns = %env.netns,
+        args = ?env.args, "invoked");
+    let result = match env.command {
+        Command::Add => add::add(&env, &cfg).map(Some),
+        Command::Check => check::check(&env, &cfg).map(|()| None),
+        Command::Del => del::del(&env, &cfg).map(|()| None),
+        Command::Version | Command::Status | Command::Gc => Ok(None),
+    };
+    match result {
+        Ok(stdout) => Outcome {
+            stdout: stdout.map(|v| v.to_string()),
+            exit_code: 0,
+        },
+        Err(e) => fail(e),
+    }
+}
+
+/// The pod this call is for, from `CNI_ARGS`; `None` when the caller is not Kubernetes.
+fn pod_ref(env: &CniEnv) -> Option<(&str, &str)> {
+    Some((
+        env.args.get("K8S_POD_NAMESPACE")?,
+        env.args.get("K8S_POD_NAME")?,
+    ))
+}
+
+/// Looks the pod up and decides its settings; `None` means "not ours: pass through" (logged).
+fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>, CniError> {
+    let Some((namespace, name)) = pod_ref(env) else {
+        tracing::info!(container = %env.container_id, "no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS: not a pod, passing through");
+        return Ok(None);
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CniError::new(
+                codes::IO_FAILURE,
+                "cannot start the async runtime",
+                e.to_string(),
+            )
+        })?;
+    let facts = runtime
+        .block_on(pod::fetch(&cfg.kubeconfig, namespace, name))
+        .map_err(|e| pod_error(&e))?;
+    if let Some(reason) = facts.skip_reason() {
+        tracing::info!(pod = %format!("{namespace}/{name}"), "skipping: {reason}");
+        return Ok(None);
+    }
+    let settings = overrides::settings_for(&cfg.linkerd, &facts).map_err(|e| {
+        CniError::new(
+            codes::INVALID_ANNOTATION,
+            format!("pod {namespace}/{name}: {e}"),
+            e.key,
+        )
+    })?;
+    tracing::debug!(pod = %format!("{namespace}/{name}"), ?settings, "settings");
+    Ok(Some(settings))
+}
+
+fn pod_error(e: &PodError) -> CniError {
+    let code = if e.is_transient() {
+        codes::TRY_AGAIN_LATER
+    } else {
+        codes::POD_LOOKUP_FAILED
+    };
+    CniError::new(code, e.to_string(), "")
+}
+
+/// The families the config asks for: IPv4 always, IPv6 when `ipv6` is true.
+fn families(cfg: &PluginConfig) -> Vec<Family> {
+    if cfg.linkerd.ipv6 {
+        vec![Family::V4, Family::V6]
+    } else {
+        vec![Family::V4]
+    }
+}
+
+/// Finds the binaries for every family before touching the netns, so a missing binary fails
+/// cleanly and changes nothing.
+fn tools(cfg: &PluginConfig) -> Result<Vec<Tools>, CniError> {
+    let dirs = iptables::search_path();
+    families(cfg)
+        .into_iter()
+        .map(|f| {
+            iptables::resolve(
+                cfg.linkerd.iptables_mode,
+                f,
+                cfg.linkerd.use_wait_flag,
+                &dirs,
+            )
+            .map_err(|e| iptables_error(&e))
+        })
+        .collect()
+}
+
+fn plans(settings: &RuleSettings, cfg: &PluginConfig) -> Vec<Plan> {
+    families(cfg)
+        .into_iter()
+        .map(|f| plan::plan(settings, f))
+        .collect()
+}
+
+fn iptables_error(e: &IptablesError) -> CniError {
+    CniError::new(codes::IO_FAILURE, e.to_string(), "")
+}
+
+fn netns_error(e: &NetnsError) -> CniError {
+    CniError::new(codes::IO_FAILURE, e.to_string(), "")
+}
+
+fn netns_path(env: &CniEnv) -> &Path {
+    Path::new(&env.netns)
+}

@@ -1,0 +1,253 @@
+//! Running `iptables-restore` / `iptables-save` of the configured flavour.
+//!
+//! One `iptables-restore --noflush` per family applies a whole plan atomically (Linkerd's own
+//! plugin execs iptables once per rule). `--noflush` keeps every chain we do not declare intact.
+//! Reading back uses the `-save` of the same flavour: legacy and nft do not see each other's rules.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::plan::Family;
+
+/// `linkerd.iptables-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IptablesMode {
+    /// `iptables-legacy-restore` (Linkerd's default).
+    Legacy,
+    /// `iptables-nft-restore`.
+    Nft,
+    /// Whatever `iptables-restore` is on the node (its alternatives choice).
+    Plain,
+}
+
+impl IptablesMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IptablesMode::Legacy => "legacy",
+            IptablesMode::Nft => "nft",
+            IptablesMode::Plain => "plain",
+        }
+    }
+
+    /// Flavours to try, in order, when a binary is missing: nft → plain → legacy.
+    fn fallbacks(self) -> &'static [IptablesMode] {
+        match self {
+            IptablesMode::Nft => &[IptablesMode::Nft, IptablesMode::Plain, IptablesMode::Legacy],
+            IptablesMode::Plain => &[IptablesMode::Plain, IptablesMode::Legacy],
+            IptablesMode::Legacy => &[IptablesMode::Legacy, IptablesMode::Plain],
+        }
+    }
+
+    /// The restore and save binary names of this flavour.
+    fn binaries(self, family: Family) -> (String, String) {
+        let base = match family {
+            Family::V4 => "iptables",
+            Family::V6 => "ip6tables",
+        };
+        let infix = match self {
+            IptablesMode::Legacy => "-legacy",
+            IptablesMode::Nft => "-nft",
+            IptablesMode::Plain => "",
+        };
+        (
+            format!("{base}{infix}-restore"),
+            format!("{base}{infix}-save"),
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IptablesError {
+    #[error("no {family} iptables binaries for mode {mode}: tried {tried}")]
+    Missing {
+        family: &'static str,
+        mode: &'static str,
+        tried: String,
+    },
+    #[error("cannot run {bin}: {source}")]
+    Spawn {
+        bin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{bin} failed ({status}): {stderr}")]
+    Failed {
+        bin: String,
+        status: String,
+        stderr: String,
+    },
+}
+
+/// The binaries for one family, found on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tools {
+    pub family: Family,
+    /// The flavour actually used (after fallback).
+    pub mode: IptablesMode,
+    pub restore: PathBuf,
+    pub save: PathBuf,
+    pub use_wait_flag: bool,
+}
+
+/// Where binaries are looked for: `$PATH`, then the sbin directories a kubelet's minimal
+/// environment may lack.
+pub fn search_path() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for d in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+        let d = PathBuf::from(d);
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
+/// Finds the tools for `mode`, falling back when a flavour's binaries are missing (logged, since
+/// rules written by another flavour are invisible to this one).
+pub fn resolve(
+    mode: IptablesMode,
+    family: Family,
+    use_wait_flag: bool,
+    dirs: &[PathBuf],
+) -> Result<Tools, IptablesError> {
+    let find = |name: &str| dirs.iter().map(|d| d.join(name)).find(|p| p.is_file());
+    let mut tried = Vec::new();
+    for flavour in mode.fallbacks() {
+        let (restore, save) = flavour.binaries(family);
+        if let (Some(restore), Some(save)) = (find(&restore), find(&save)) {
+            if *flavour != mode {
+                tracing::warn!(
+                    wanted = mode.as_str(),
+                    using = flavour.as_str(),
+                    "iptables binaries of mode {} are missing; falling back to {}",
+                    mode.as_str(),
+                    flavour.as_str()
+                );
+            }
+            return Ok(Tools {
+                family,
+                mode: *flavour,
+                restore,
+                save,
+                use_wait_flag,
+            });
+        }
+        tried.push(restore);
+    }
+    Err(IptablesError::Missing {
+        family: family.label(),
+        mode: mode.as_str(),
+        tried: tried.join(", "),
+    })
+}
+
+impl Tools {
+    /// `<flavour>-save -t nat`. Runs in the calling thread's network namespace.
+    pub fn save_nat(&self) -> Result<String, IptablesError> {
+        let out = Command::new(&self.save)
+            .args(["-t", "nat"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| spawn_error(&self.save, source))?;
+        if !out.status.success() {
+            return Err(failed(&self.save, &out.status, &out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `<flavour>-restore --noflush [-w]` with `input` on stdin.
+    pub fn restore(&self, input: &str) -> Result<(), IptablesError> {
+        let mut args: Vec<OsString> = vec!["--noflush".into()];
+        if self.use_wait_flag {
+            args.push("-w".into());
+        }
+        let mut child = Command::new(&self.restore)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| spawn_error(&self.restore, source))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .map_err(|source| spawn_error(&self.restore, source))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|source| spawn_error(&self.restore, source))?;
+        if !out.status.success() {
+            return Err(failed(&self.restore, &out.status, &out.stderr));
+        }
+        Ok(())
+    }
+}
+
+fn spawn_error(bin: &Path, source: std::io::Error) -> IptablesError {
+    IptablesError::Spawn {
+        bin: bin.display().to_string(),
+        source,
+    }
+}
+
+fn failed(bin: &Path, status: &std::process::ExitStatus, stderr: &[u8]) -> IptablesError {
+    IptablesError::Failed {
+        bin: bin.display().to_string(),
+        status: status.to_string(),
+        stderr: String::from_utf8_lossy(stderr).trim().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with(names: &[&str]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for n in names {
+            std::fs::write(d.path().join(n), "").unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn picks_the_modes_binaries() {
+        let d = dir_with(&[
+            "iptables-nft-restore",
+            "iptables-nft-save",
+            "iptables-restore",
+            "iptables-save",
+        ]);
+        let t = resolve(IptablesMode::Nft, Family::V4, true, &[d.path().into()]).unwrap();
+        assert_eq!(t.mode, IptablesMode::Nft);
+        assert_eq!(t.restore, d.path().join("iptables-nft-restore"));
+        assert_eq!(t.save, d.path().join("iptables-nft-save"));
+    }
+
+    /// A node without iptables-nft still gets rules, from the next flavour in line.
+    #[test]
+    fn falls_back_nft_plain_legacy() {
+        let d = dir_with(&[
+            "ip6tables-legacy-restore",
+            "ip6tables-legacy-save",
+            "ip6tables-nft-restore",
+        ]);
+        let t = resolve(IptablesMode::Nft, Family::V6, false, &[d.path().into()]).unwrap();
+        assert_eq!(t.mode, IptablesMode::Legacy);
+        assert_eq!(t.save, d.path().join("ip6tables-legacy-save"));
+    }
+
+    #[test]
+    fn missing_everywhere_is_an_error_listing_what_was_tried() {
+        let d = dir_with(&[]);
+        let e = resolve(IptablesMode::Legacy, Family::V4, false, &[d.path().into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no ipv4 iptables binaries for mode legacy: tried iptables-legacy-restore, iptables-restore"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! What the plugin needs to know about a pod, read through the kubeconfig with short timeouts and
+//! a few retries (a CNI ADD blocks the pod's start; an unreachable apiserver must fail fast and
+//! clearly so the kubelet retries).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// Timeouts per request; with [`ATTEMPTS`] tries, an unreachable apiserver fails ADD within ~10 s.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAY: Duration = Duration::from_millis(300);
+
+/// The facts about a pod the rules depend on. Built from API objects by [`PodFacts::from_objects`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    pub annotations: BTreeMap<String, String>,
+    pub namespace_annotations: BTreeMap<String, String>,
+    /// A container, or a native-sidecar init container, named `linkerd-proxy`.
+    pub has_proxy: bool,
+    /// An init container `linkerd-init`: the pod sets up its own rules.
+    pub has_init_container: bool,
+    /// `runAsUser` of the proxy container (else the pod's), the uid the proxy really runs as.
+    pub proxy_run_as_user: Option<i64>,
+    /// Labelled as a Linkerd control-plane component.
+    pub control_plane: bool,
+    /// Ports and target ports of `default/kubernetes`; empty when not read.
+    pub apiserver_ports: Vec<u16>,
+}
+
+impl PodFacts {
+    /// Pure: extracts the facts from the API objects.
+    pub fn from_objects(pod: &Pod, ns: Option<&Namespace>, apiserver: Option<&Service>) -> Self {
+        let spec = pod.spec.as_ref();
+        let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
+        let inits = spec
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or_default();
+        let proxy = containers
+            .iter()
+            .find(|c| c.name == vocab::PROXY_CONTAINER)
+            .or_else(|| {
+                // A native sidecar is an init container that keeps running.
+                inits.iter().find(|c| {
+                    c.name == vocab::PROXY_CONTAINER
+                        && c.restart_policy.as_deref() == Some("Always")
+                })
+            });
+        let proxy_run_as_user = proxy
+            .and_then(|c| c.security_context.as_ref())
+            .and_then(|sc| sc.run_as_user)
+            .or_else(|| {
+                proxy.and(
+                    spec.and_then(|s| s.security_context.as_ref())
+                        .and_then(|sc| sc.run_as_user),
+                )
+            });
+        let mut apiserver_ports = Vec::new();
+        for p in apiserver
+            .and_then(|s| s.spec.as_ref())
+            .and_then(|s| s.ports.as_deref())
+            .unwrap_or_default()
+        {
+            let target = match &p.target_port {
+                Some(IntOrString::Int(n)) => u16::try_from(*n).ok(),
+                _ => None,
+            };
+            for port in [u16::try_from(p.port).ok(), target].into_iter().flatten() {
+                if !apiserver_ports.contains(&port) {
+                    apiserver_ports.push(port);
+                }
+            }
+        }
+        Self {
+            annotations: pod.metadata.annotations.clone().unwrap_or_default(),
+            namespace_annotations: ns
+                .and_then(|n| n.metadata.annotations.clone())
+                .unwrap_or_default(),
+            has_proxy: proxy.is_some(),
+            has_init_container: inits.iter().any(|c| c.name == vocab::INIT_CONTAINER),
+            proxy_run_as_user,
+            control_plane: pod
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(vocab::CONTROL_PLANE_COMPONENT_LABEL)),
+            apiserver_ports,
+        }
+    }
+
+    /// Why this pod gets no rules from us, if it doesn't.
+    pub fn skip_reason(&self) -> Option<&'static str> {
+        if !self.has_proxy {
+            Some("the pod has no linkerd-proxy container")
+        } else if self.has_init_container {
+            Some("the pod has a linkerd-init container, which sets up its own rules")
+        } else {
+            None
+        }
+    }
+}
+
+/// Why the pod could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    #[error("cannot read kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build a Kubernetes client from {path}: {message}")]
+    Client { path: String, message: String },
+    #[error("the Kubernetes API at {url} could not be reached after {ATTEMPTS} attempts (kubeconfig {path}): {message}")]
+    Unreachable {
+        url: String,
+        path: String,
+        message: String,
+    },
+    #[error("reading {what} failed: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl PodError {
+    /// Transient failures ask the runtime to retry (CNI code 11); the rest are plain failures.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, PodError::Unreachable { .. })
+    }
+}
+
+/// Is this error worth another attempt (network, timeout, server-side 5xx/429)?
+fn retryable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Reads the pod, its namespace and (for control-plane pods) `default/kubernetes`.
+pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<PodFacts, PodError> {
+    let path = kubeconfig.display().to_string();
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|source| PodError::Kubeconfig {
+        path: path.clone(),
+        source,
+    })?;
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| PodError::Client {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(READ_TIMEOUT);
+    let url = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|e| PodError::Client {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+
+    let unreachable = |e: kube::Error| PodError::Unreachable {
+        url: url.clone(),
+        path: path.clone(),
+        message: error_chain(&e),
+    };
+    let pod: Pod = with_retries(|| {
+        let api = Api::<Pod>::namespaced(client.clone(), namespace);
+        async move { api.get(name).await }
+    })
+    .await
+    .map_err(|e| {
+        if retryable(&e) {
+            unreachable(e)
+        } else {
+            PodError::Api {
+                what: format!("pod {namespace}/{name}"),
+                source: e,
+            }
+        }
+    })?;
+    // The namespace only supplies fallback annotations; without read access we go on without it.
+    let ns = match with_retries(|| {
+        let api = Api::<Namespace>::all(client.clone());
+        async move { api.get(namespace).await }
+    })
+    .await
+    {
+        Ok(ns) => Some(ns),
+        Err(e) => {
+            tracing::warn!(namespace, error = %e, "cannot read the pod's namespace; using the pod's annotations only");
+            None
+        }
+    };
+    let mut facts = PodFacts::from_objects(&pod, ns.as_ref(), None);
+    if facts.control_plane {
+        match with_retries(|| {
+            let api = Api::<Service>::namespaced(client.clone(), "default");
+            async move { api.get("kubernetes").await }
+        })
+        .await
+        {
+            Ok(svc) => facts = PodFacts::from_objects(&pod, ns.as_ref(), Some(&svc)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read default/kubernetes; skipping ports 443 and 6443 outbound")
+            }
+        }
+    }
+    Ok(facts)
+}
+
+async fn with_retries<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e) if attempt < ATTEMPTS && retryable(&e) => {
+                tracing::debug!(attempt, error = %e, "Kubernetes API call failed; retrying");
+                attempt += 1;
+                tokio::time::sleep(RETRY_DELAY).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The error with its sources, so "connection refused" is not hidden behind "client error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let msg = src.to_string();
+        if !s.contains(&msg) {
+            s.push_str(": ");
+            s.push_str(&msg);
+        }
+        cur = src.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": {"linkerd.io/control-plane-component": "destination"}},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn finds_the_proxy_and_its_uid() {
+        let p = pod(json!({"containers": [
+            {"name": "app"},
+            {"name": "linkerd-proxy", "securityContext": {"runAsUser": 1000650000}}
+        ]}));
+        let f = PodFacts::from_objects(&p, None, None);
+        assert!(f.has_proxy && !f.has_init_container && f.control_plane);
+        assert_eq!(f.proxy_run_as_user, Some(1000650000));
+        assert_eq!(f.skip_reason(), None);
+    }
+
+    #[test]
+    fn pod_level_run_as_user_applies_to_the_proxy() {
+        let p = pod(json!({"securityContext": {"runAsUser": 5000},
+                           "containers": [{"name": "linkerd-proxy"}]}));
+        assert_eq!(
+            PodFacts::from_objects(&p, None, None).proxy_run_as_user,
+            Some(5000)
+        );
+    }
+
+    /// Native sidecars (Linkerd 2.15+) are init containers with restartPolicy Always.
+    #[test]
+    fn native_sidecar_proxy_counts_plain_init_container_does_not() {
+        let sidecar = pod(json!({"containers": [{"name": "app"}],
+            "initContainers": [{"name": "linkerd-proxy", "restartPolicy": "Always"}]}));
+        assert!(PodFacts::from_objects(&sidecar, None, None).has_proxy);
+        let plain = pod(json!({"containers": [{"name": "app"}],
+            "initContainers": [{"name": "linkerd-proxy"}]}));
+        assert!(!PodFacts::from_objects(&plain, None, None).has_proxy);
+    }
+
+    #[test]
+    fn skip_reasons() {
+        let none = pod(json!({"containers": [{"name": "app"}]}));
+        assert_eq!(
+            PodFacts::from_objects(&none, None, None).skip_reason(),
+            Some("the pod has no linkerd-proxy container")
+        );
+        let init = pod(json!({"containers": [{"name": "linkerd-proxy"}],
+            "initContainers": [{"name": "linkerd-init"}]}));
+        assert!(PodFacts::from_objects(&init, None, None)
+            .skip_reason()
+            .unwrap()
+            .contains("linkerd-init"));
+    }
+
+    #[test]
+    fn apiserver_ports_and_target_ports() {
+        let svc: Service = serde_json::from_value(json!({"spec": {"ports": [
+            {"port": 443, "targetPort": 6443}, {"port": 8443, "targetPort": "https"}
+        ]}}))
+        .unwrap();
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"annotations": {"a": "b"}}})).unwrap();
+        let f = PodFacts::from_objects(
+            &pod(json!({"containers": [{"name": "linkerd-proxy"}]})),
+            Some(&ns),
+            Some(&svc),
+        );
+        assert_eq!(f.apiserver_ports, vec![443, 6443, 8443]);
+        assert_eq!(
+            f.namespace_annotations.get("a").map(String::as_str),
+            Some("b")
+        );
+    }
+}
