@@ -1,1 +1,33 @@
-//! The node installer behind `linkerd-cni-install` (see the `linkerd-cni-install` binary).
+//! The node installer behind `linkerd-cni-install`: puts the linkerd-cni plugin on a node and keeps it
+//! there (binary, kubeconfig, and in `append` mode an entry at the end of the primary network config),
+//! and takes it all back out on SIGTERM.
+//!
+//! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
+//! remove the entry), [`template`] (Linkerd's config template), [`kubeconfig`], [`revert`]. The I/O
+//! shell: [`files`] (atomic writes), [`installer`] (one pass), [`run`] (watch loop and signals).
+
+pub mod args;
+pub mod chain;
+pub mod error;
+pub mod files;
+pub mod installer;
+pub mod kubeconfig;
+pub mod primary;
+pub mod revert;
+pub mod run;
+pub mod template;
+
+pub use args::{Args, ChainMode, Settings};
+pub use error::InstallError;
+pub use installer::{Installer, Report};
+pub use run::{main, run};
+
+/// Logs to stderr (the container log), `RUST_LOG` filtering, `info` by default.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}

@@ -1,0 +1,240 @@
+//! The installer's flags (each also an environment variable, as a DaemonSet sets them) and the
+//! settings resolved from them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use vocab::{
+    DEFAULT_CNI_BIN_DIR, DEFAULT_CNI_NET_DIR, DEFAULT_KUBECONFIG_NAME, DEFAULT_SERVICE_ACCOUNT_DIR,
+    PLUGIN_TYPE,
+};
+
+/// Where linkerd-cni goes in the node's network config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChainMode {
+    /// Append linkerd-cni as the last plugin of the primary network config (plain clusters).
+    Append,
+    /// Touch no network config: Multus attaches the plugin through a NetworkAttachmentDefinition
+    /// (OpenShift, Multus clusters).
+    None,
+}
+
+/// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which removes
+/// what it added.
+///
+/// Every pass: copies the plugin binary into the CNI bin dir, writes the plugin's kubeconfig from this
+/// pod's service account, and (in `append` mode) makes linkerd-cni the last plugin of the primary
+/// network config, the first *.conflist/*.conf/*.json in the net dir. Passes run when the net dir or
+/// the service-account dir change, and every few seconds as a safety net.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = "linkerd-cni-install", version)]
+pub struct Args {
+    /// Node directory of CNI network configs, as the node sees it (written under --host-prefix).
+    #[arg(long, env = "DEST_CNI_NET_DIR", default_value = DEFAULT_CNI_NET_DIR)]
+    pub dest_cni_net_dir: PathBuf,
+
+    /// Node directory of CNI plugin binaries (OpenShift: /var/lib/cni/bin).
+    #[arg(long, env = "DEST_CNI_BIN_DIR", default_value = DEFAULT_CNI_BIN_DIR)]
+    pub dest_cni_bin_dir: PathBuf,
+
+    /// Log level of the linkerd-cni plugin: fills the template's __LOG_LEVEL__ (default "info") and,
+    /// when given, replaces a literal "log_level" too.
+    #[arg(long, env = "CNI_LOG_LEVEL")]
+    pub cni_log_level: Option<String>,
+
+    /// File name of the plugin's kubeconfig in the net dir.
+    #[arg(long, env = "KUBECONFIG_FILE_NAME", default_value = DEFAULT_KUBECONFIG_NAME)]
+    pub kubeconfig_name: String,
+
+    /// `append`: chain linkerd-cni after the primary network; `none`: leave network configs alone
+    /// (Multus/OpenShift attach it with a NetworkAttachmentDefinition).
+    #[arg(long, env = "CNI_CHAIN_MODE", value_enum, default_value_t = ChainMode::Append)]
+    pub chain_mode: ChainMode,
+
+    /// Directory holding this pod's service-account `token` and `ca.crt`.
+    #[arg(long, env = "SERVICE_ACCOUNT_DIR", default_value = DEFAULT_SERVICE_ACCOUNT_DIR)]
+    pub service_account_dir: PathBuf,
+
+    /// The linkerd-cni binary to install [default: linkerd-cni next to this installer].
+    #[arg(long, env = "PLUGIN_BINARY")]
+    pub plugin_binary: Option<PathBuf>,
+
+    /// The plugin's network config template (Linkerd's ConfigMap key cni_network_config); without it
+    /// and without --cni-network-config-file, Linkerd's defaults are used.
+    #[arg(long, env = "CNI_NETWORK_CONFIG", hide_env_values = true)]
+    pub cni_network_config: Option<String>,
+
+    /// File holding the network config template; re-read every pass. Wins over CNI_NETWORK_CONFIG.
+    #[arg(long, env = "CNI_NETWORK_CONFIG_FILE")]
+    pub cni_network_config_file: Option<PathBuf>,
+
+    /// Where the node's root is mounted in this container (e.g. /host); the dest dirs are written
+    /// below it, while paths inside configs stay as the node sees them.
+    #[arg(long, env = "CONTAINER_MOUNT_PREFIX")]
+    pub host_prefix: Option<PathBuf>,
+
+    /// On SIGTERM, also remove the plugin binary (by default it stays, so pods already set up by it
+    /// can still be torn down by the runtime).
+    #[arg(long, env = "UNINSTALL_BINARY")]
+    pub uninstall_binary: bool,
+
+    /// Install once and exit (non-zero if a step failed) instead of watching.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Seconds between safety-net passes when no file change is seen.
+    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 5)]
+    pub resync_seconds: u64,
+}
+
+/// Where the network config template comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateSource {
+    Text(String),
+    File(PathBuf),
+    Default,
+}
+
+/// Everything a pass needs, resolved once from [`Args`] and the environment.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Net dir as this process writes it (prefix applied).
+    pub net_dir: PathBuf,
+    /// Bin dir as this process writes it (prefix applied).
+    pub bin_dir: PathBuf,
+    pub kubeconfig_name: String,
+    /// The kubeconfig's path as the node (and so the plugin) sees it.
+    pub kubeconfig_node_path: String,
+    pub chain_mode: ChainMode,
+    pub service_account_dir: PathBuf,
+    pub plugin_binary: PathBuf,
+    pub template: TemplateSource,
+    pub log_level_override: Option<String>,
+    pub service_host: Option<String>,
+    pub service_port: Option<String>,
+    pub uninstall_binary: bool,
+    pub once: bool,
+    pub resync: Duration,
+}
+
+impl Settings {
+    /// Resolves `args`; `env` looks up KUBERNETES_SERVICE_HOST/PORT and `installer` is this process'
+    /// own path (for the default plugin binary). Both passed in so tests need no process state.
+    pub fn resolve(
+        args: Args,
+        env: impl Fn(&str) -> Option<String>,
+        installer: Option<&Path>,
+    ) -> Self {
+        let under_prefix = |dir: &Path| match &args.host_prefix {
+            Some(prefix) => prefix.join(dir.strip_prefix("/").unwrap_or(dir)),
+            None => dir.to_path_buf(),
+        };
+        let plugin_binary = args.plugin_binary.clone().unwrap_or_else(|| {
+            installer
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("."))
+                .join(PLUGIN_TYPE)
+        });
+        let template = match (&args.cni_network_config_file, &args.cni_network_config) {
+            (Some(file), _) => TemplateSource::File(file.clone()),
+            (None, Some(text)) if !text.trim().is_empty() => TemplateSource::Text(text.clone()),
+            _ => TemplateSource::Default,
+        };
+        Settings {
+            net_dir: under_prefix(&args.dest_cni_net_dir),
+            bin_dir: under_prefix(&args.dest_cni_bin_dir),
+            kubeconfig_node_path: args
+                .dest_cni_net_dir
+                .join(&args.kubeconfig_name)
+                .to_string_lossy()
+                .into_owned(),
+            kubeconfig_name: args.kubeconfig_name,
+            chain_mode: args.chain_mode,
+            service_account_dir: args.service_account_dir,
+            plugin_binary,
+            template,
+            log_level_override: args.cni_log_level,
+            service_host: env("KUBERNETES_SERVICE_HOST").filter(|v| !v.is_empty()),
+            service_port: env("KUBERNETES_SERVICE_PORT").filter(|v| !v.is_empty()),
+            uninstall_binary: args.uninstall_binary,
+            once: args.once,
+            resync: Duration::from_secs(args.resync_seconds.max(1)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(flags: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("linkerd-cni-install").chain(flags.iter().copied()))
+            .expect("parses")
+    }
+
+    #[test]
+    fn defaults() {
+        let s = Settings::resolve(
+            parse(&[]),
+            |_| None,
+            Some(Path::new("/usr/bin/linkerd-cni-install")),
+        );
+        assert_eq!(s.net_dir, PathBuf::from(DEFAULT_CNI_NET_DIR));
+        assert_eq!(s.bin_dir, PathBuf::from(DEFAULT_CNI_BIN_DIR));
+        assert_eq!(
+            s.kubeconfig_node_path,
+            format!("{DEFAULT_CNI_NET_DIR}/{DEFAULT_KUBECONFIG_NAME}")
+        );
+        assert_eq!(s.chain_mode, ChainMode::Append);
+        assert_eq!(s.plugin_binary, PathBuf::from("/usr/bin/linkerd-cni"));
+        assert_eq!(s.template, TemplateSource::Default);
+        assert_eq!(s.service_host, None);
+    }
+
+    #[test]
+    fn prefix_moves_writes_not_config_paths() {
+        let args = parse(&[
+            "--host-prefix",
+            "/host",
+            "--dest-cni-bin-dir",
+            "/var/lib/cni/bin",
+            "--chain-mode",
+            "none",
+        ]);
+        let s = Settings::resolve(
+            args,
+            |k| (k == "KUBERNETES_SERVICE_HOST").then(|| "::1".into()),
+            None,
+        );
+        assert_eq!(s.net_dir, PathBuf::from("/host/etc/cni/net.d"));
+        assert_eq!(s.bin_dir, PathBuf::from("/host/var/lib/cni/bin"));
+        assert_eq!(
+            s.kubeconfig_node_path,
+            format!("{DEFAULT_CNI_NET_DIR}/{DEFAULT_KUBECONFIG_NAME}")
+        );
+        assert_eq!(s.chain_mode, ChainMode::None);
+        assert_eq!(s.service_host.as_deref(), Some("::1"));
+    }
+
+    #[test]
+    fn template_file_wins_and_bad_mode_is_rejected() {
+        let s = Settings::resolve(
+            parse(&[
+                "--cni-network-config",
+                "{}",
+                "--cni-network-config-file",
+                "/t",
+            ]),
+            |_| None,
+            None,
+        );
+        assert_eq!(s.template, TemplateSource::File("/t".into()));
+        let s = Settings::resolve(
+            parse(&["--cni-network-config", "{\"type\":1}"]),
+            |_| None,
+            None,
+        );
+        assert_eq!(s.template, TemplateSource::Text("{\"type\":1}".into()));
+        assert!(Args::try_parse_from(["x", "--chain-mode", "prepend"]).is_err());
+    }
+}

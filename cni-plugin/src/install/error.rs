@@ -1,0 +1,82 @@
+//! Everything that can stop one installer step, each with what to do about it.
+
+use super::chain::ChainError;
+use super::template::TemplateError;
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cannot read the plugin binary {path}: {source} (set --plugin-binary to the linkerd-cni binary)")]
+    ReadPluginBinary {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {path}: {source}{}", writable_hint(source))]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot remove {path}: {source}{}", writable_hint(source))]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot list {path}: {source} (is the host directory mounted into this container?)")]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the service-account file {path}: {source}; the kubeconfig needs the pod's token and CA (see --service-account-dir); retrying")]
+    ServiceAccount {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the service-account token {path} is empty; retrying")]
+    EmptyToken { path: PathBuf },
+    #[error("{name} is not set; Kubernetes sets it in every pod, and the kubeconfig's server address comes from it")]
+    MissingEnv { name: &'static str },
+    #[error("cannot read the CNI network config template {path}: {source}")]
+    ReadTemplate {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error("primary network config {path}: {source}; linkerd-cni is not chained until it is fixed (retrying)")]
+    Unparseable {
+        path: PathBuf,
+        #[source]
+        source: ChainError,
+    },
+    #[error("cannot turn {from} into a list: {to} already exists; remove one of them")]
+    ConvertTargetExists { from: PathBuf, to: PathBuf },
+    #[error("{failed} install step(s) failed (see the errors above)")]
+    Incomplete { failed: usize },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] io::Error),
+}
+
+fn writable_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::ReadOnlyFilesystem => {
+            " (the directory is on a read-only file system: mount the host directory read-write)"
+        }
+        io::ErrorKind::PermissionDenied => {
+            " (permission denied: the installer must run as root with the host directory mounted read-write)"
+        }
+        _ => "",
+    }
+}

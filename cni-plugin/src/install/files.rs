@@ -1,0 +1,108 @@
+//! The few file operations the installer needs, done so a runtime never sees a half-written file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Mode of the installed plugin binary.
+pub const BINARY_MODE: u32 = 0o755;
+/// Mode of the kubeconfig: it holds a token.
+pub const KUBECONFIG_MODE: u32 = 0o600;
+/// Mode of a network config we create when there is no original to copy it from.
+pub const CONFIG_MODE: u32 = 0o644;
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory (so the rename stays on one
+/// file system), fsync, rename over `path`, fsync the directory. The temp name ends in `.tmp`, an
+/// extension no runtime reads as a network config.
+pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = parent(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.{}.linkerd-cni-install.tmp",
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The umask may have narrowed `mode`; the binary must end up executable whatever it is.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The file's bytes, or `None` when it does not exist.
+pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Permission bits of an existing file.
+pub fn mode_of(path: &Path) -> Option<u32> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777)
+}
+
+/// Removes a file; a missing one is fine.
+pub fn remove_optional(path: &Path) -> io::Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Names of the regular files in `dir` (not recursive).
+pub fn file_names(dir: &Path) -> io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_sets_mode_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        atomic_write(&path, b"one", KUBECONFIG_MODE).expect("write");
+        atomic_write(&path, b"two", BINARY_MODE).expect("overwrite");
+        assert_eq!(fs::read(&path).expect("read"), b"two");
+        assert_eq!(mode_of(&path), Some(BINARY_MODE));
+        assert_eq!(file_names(dir.path()).expect("list"), vec!["f".to_string()]);
+    }
+}

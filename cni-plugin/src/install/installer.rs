@@ -1,0 +1,433 @@
+//! One install pass and the uninstall: the I/O shell around the pure decisions in [`super::chain`],
+//! [`super::kubeconfig`], [`super::template`] and [`super::revert`]. Every write says why in the log.
+
+use super::args::{ChainMode, Settings, TemplateSource};
+use super::chain::{self, ConfigKind, Outcome};
+use super::error::InstallError;
+use super::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
+use super::revert::{self, Applied, Revert};
+use super::{kubeconfig, primary, template};
+use std::fs;
+use std::path::{Path, PathBuf};
+use vocab::PLUGIN_TYPE;
+
+/// Log level used for `__LOG_LEVEL__` when `--cni-log-level` is not given.
+const DEFAULT_PLUGIN_LOG_LEVEL: &str = "info";
+
+/// What a pass or the uninstall did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// One line per change, with its reason.
+    pub changes: Vec<String>,
+    pub errors: Vec<InstallError>,
+}
+
+/// The installer's state between passes: what it wrote to the primary config.
+#[derive(Debug)]
+pub struct Installer {
+    settings: Settings,
+    applied: Option<Applied>,
+}
+
+impl Installer {
+    pub fn new(settings: Settings) -> Self {
+        Installer {
+            settings,
+            applied: None,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Brings the node to the installed state. The network config is only patched once the binary
+    /// and the kubeconfig are in place: a chain naming a plugin that cannot run would fail every new
+    /// pod on the node.
+    pub fn pass(&mut self) -> Report {
+        let mut report = Report::default();
+        let binary = self.ensure_binary();
+        let kubeconfig = self.ensure_kubeconfig();
+        let ready = binary.is_ok() && kubeconfig.is_ok();
+        for step in [binary, kubeconfig] {
+            match step {
+                Ok(Some(change)) => report.changes.push(change),
+                Ok(None) => {}
+                Err(e) => report.errors.push(e),
+            }
+        }
+        if self.settings.chain_mode == ChainMode::Append && ready {
+            match self.ensure_chained() {
+                Ok(changes) => report.changes.extend(changes),
+                Err(e) => report.errors.push(e),
+            }
+        }
+        report
+    }
+
+    /// Removes what the installer added: its entry in network configs (the original bytes when
+    /// nobody else changed the file since), the kubeconfig, and the binary if asked to.
+    pub fn uninstall(&mut self) -> Report {
+        let mut report = Report::default();
+        if self.settings.chain_mode == ChainMode::Append {
+            if let Err(e) = self.unchain(&mut report.changes) {
+                report.errors.push(e);
+            }
+        }
+        let kubeconfig = self.settings.net_dir.join(&self.settings.kubeconfig_name);
+        match files::remove_optional(&kubeconfig) {
+            Ok(true) => report
+                .changes
+                .push(format!("removed {} (uninstalling)", kubeconfig.display())),
+            Ok(false) => {}
+            Err(source) => report.errors.push(InstallError::Remove {
+                path: kubeconfig,
+                source,
+            }),
+        }
+        if self.settings.uninstall_binary {
+            let binary = self.settings.bin_dir.join(PLUGIN_TYPE);
+            match files::remove_optional(&binary) {
+                Ok(true) => report.changes.push(format!(
+                    "removed {} (uninstalling, --uninstall-binary)",
+                    binary.display()
+                )),
+                Ok(false) => {}
+                Err(source) => report.errors.push(InstallError::Remove {
+                    path: binary,
+                    source,
+                }),
+            }
+        }
+        report
+    }
+
+    // === steps ===
+
+    fn ensure_binary(&self) -> Result<Option<String>, InstallError> {
+        let source = &self.settings.plugin_binary;
+        let bytes = fs::read(source).map_err(|e| InstallError::ReadPluginBinary {
+            path: source.clone(),
+            source: e,
+        })?;
+        let dest = self.settings.bin_dir.join(PLUGIN_TYPE);
+        let reason = match files::read_optional(&dest) {
+            Ok(Some(current)) if current == bytes => {
+                if files::mode_of(&dest) == Some(BINARY_MODE) {
+                    return Ok(None);
+                }
+                "it was not mode 0755"
+            }
+            Ok(Some(_)) => "it differed from this installer's version",
+            Ok(None) => "it was missing",
+            Err(_) => "it was unreadable",
+        };
+        files::atomic_write(&dest, &bytes, BINARY_MODE).map_err(|source| InstallError::Write {
+            path: dest.clone(),
+            source,
+        })?;
+        Ok(Some(format!(
+            "installed {} from {} ({reason})",
+            dest.display(),
+            source.display()
+        )))
+    }
+
+    fn ensure_kubeconfig(&self) -> Result<Option<String>, InstallError> {
+        let s = &self.settings;
+        let read_sa = |name: &str| {
+            let path = s.service_account_dir.join(name);
+            fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
+        };
+        let token_path = s.service_account_dir.join("token");
+        let token = String::from_utf8_lossy(&read_sa("token")?)
+            .trim()
+            .to_string();
+        if token.is_empty() {
+            return Err(InstallError::EmptyToken { path: token_path });
+        }
+        let ca = read_sa("ca.crt")?;
+        let (host, port) = self.service_address()?;
+        let text = kubeconfig::render(&kubeconfig::server_url(host, port), &token, &ca);
+        let path = s.net_dir.join(&s.kubeconfig_name);
+        let reason = match files::read_optional(&path) {
+            Ok(Some(current)) if current == text.as_bytes() => {
+                if files::mode_of(&path) == Some(KUBECONFIG_MODE) {
+                    return Ok(None);
+                }
+                "it was not mode 0600"
+            }
+            Ok(Some(_)) => "the service-account token, CA or apiserver address changed",
+            Ok(None) => "it was missing",
+            Err(_) => "it was unreadable",
+        };
+        files::atomic_write(&path, text.as_bytes(), KUBECONFIG_MODE).map_err(|source| {
+            InstallError::Write {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        Ok(Some(format!(
+            "wrote kubeconfig {} ({reason})",
+            path.display()
+        )))
+    }
+
+    fn ensure_chained(&mut self) -> Result<Vec<String>, InstallError> {
+        let mut changes = Vec::new();
+        let dir = self.settings.net_dir.clone();
+        let names = files::file_names(&dir).map_err(|source| InstallError::ReadDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let Some((name, kind)) = primary::pick(
+            names.iter().map(String::as_str),
+            &self.settings.kubeconfig_name,
+        ) else {
+            // Nothing to chain onto yet: the primary network's installer has not run. Not an error;
+            // the watch picks the file up when it appears.
+            self.applied = None;
+            return Ok(changes);
+        };
+        let path = dir.join(name);
+        // A different file became the primary (a new one sorts first): our entry in the old one is
+        // dead weight the runtime no longer reads, so take it out before chaining onto the new one.
+        if let Some(old) = self
+            .applied
+            .take_if(|a| a.path != path && a.original.as_ref().map(|o| &o.0) != Some(&path))
+        {
+            self.revert_applied(
+                &old,
+                "it is no longer the primary network config",
+                &mut changes,
+            )?;
+        }
+        let current = fs::read(&path).map_err(|source| InstallError::ReadFile {
+            path: path.clone(),
+            source,
+        })?;
+        let entry = self.entry()?;
+        let outcome =
+            chain::append(&current, kind, &entry).map_err(|source| InstallError::Unparseable {
+                path: path.clone(),
+                source,
+            })?;
+        let mode = files::mode_of(&path).unwrap_or(CONFIG_MODE);
+        match outcome {
+            Outcome::Unchanged => {}
+            Outcome::Rewritten(bytes) => {
+                let reason = if chain::contains_ours(&current) {
+                    "its linkerd-cni entry was outdated, duplicated or not last"
+                } else if self.applied.as_ref().is_some_and(|a| a.path == path) {
+                    "it was rewritten by someone else without linkerd-cni"
+                } else {
+                    "linkerd-cni must run last in the primary network's chain"
+                };
+                let original = self.original_for(&path, &current);
+                files::atomic_write(&path, &bytes, mode).map_err(|source| InstallError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+                changes.push(format!(
+                    "appended linkerd-cni to {} ({reason})",
+                    path.display()
+                ));
+                self.applied = Some(Applied {
+                    path,
+                    written: bytes,
+                    original,
+                });
+            }
+            Outcome::Converted(bytes) => {
+                let list = dir.join(primary::list_name(name));
+                // Our own earlier conversion may be overwritten (the primary's installer rewrote its
+                // `.conf`); anyone else's `.conflist` may not.
+                let ours = self.applied.as_ref().is_some_and(|a| a.path == list);
+                if list.exists() && !ours {
+                    return Err(InstallError::ConvertTargetExists {
+                        from: path,
+                        to: list,
+                    });
+                }
+                files::atomic_write(&list, &bytes, mode).map_err(|source| InstallError::Write {
+                    path: list.clone(),
+                    source,
+                })?;
+                files::remove_optional(&path).map_err(|source| InstallError::Remove {
+                    path: path.clone(),
+                    source,
+                })?;
+                changes.push(format!(
+                    "converted {} into {} with linkerd-cni last (a single-plugin config cannot chain)",
+                    path.display(),
+                    list.display()
+                ));
+                self.applied = Some(Applied {
+                    path: list,
+                    written: bytes,
+                    original: Some((path, current)),
+                });
+            }
+        }
+        Ok(changes)
+    }
+
+    // === helpers ===
+
+    /// The bytes to restore on uninstall. A file that already held our entry (rewritten with an
+    /// outdated one) keeps the original remembered from before, if any.
+    fn original_for(&self, path: &Path, current: &[u8]) -> Option<(PathBuf, Vec<u8>)> {
+        if !chain::contains_ours(current) {
+            return Some((path.to_path_buf(), current.to_vec()));
+        }
+        self.applied
+            .as_ref()
+            .filter(|a| a.path == path)
+            .and_then(|a| a.original.clone())
+    }
+
+    fn service_address(&self) -> Result<(&str, &str), InstallError> {
+        let host = self
+            .settings
+            .service_host
+            .as_deref()
+            .ok_or(InstallError::MissingEnv {
+                name: "KUBERNETES_SERVICE_HOST",
+            })?;
+        let port = self
+            .settings
+            .service_port
+            .as_deref()
+            .ok_or(InstallError::MissingEnv {
+                name: "KUBERNETES_SERVICE_PORT",
+            })?;
+        Ok((host, port))
+    }
+
+    /// The plugin entry: the template (re-read when it is a file) with placeholders filled.
+    fn entry(&self) -> Result<serde_json::Value, InstallError> {
+        let s = &self.settings;
+        let text = match &s.template {
+            TemplateSource::Text(text) => text.clone(),
+            TemplateSource::File(path) => {
+                fs::read_to_string(path).map_err(|source| InstallError::ReadTemplate {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            TemplateSource::Default => template::default_template(),
+        };
+        let (host, port) = self.service_address()?;
+        let host = kubeconfig::url_host(host);
+        let values = template::Values {
+            kubeconfig_path: &s.kubeconfig_node_path,
+            log_level: s
+                .log_level_override
+                .as_deref()
+                .unwrap_or(DEFAULT_PLUGIN_LOG_LEVEL),
+            service_host: &host,
+            service_port: port,
+        };
+        let entry = template::render(&text, &values, s.log_level_override.as_deref())?;
+        let leftover = template::leftover_placeholders(&entry.to_string());
+        if !leftover.is_empty() {
+            tracing::warn!(?leftover, "the CNI network config template has placeholders this installer does not fill; the plugin sees them literally");
+        }
+        Ok(entry)
+    }
+
+    fn unchain(&mut self, changes: &mut Vec<String>) -> Result<(), InstallError> {
+        if let Some(applied) = self.applied.take() {
+            self.revert_applied(&applied, "uninstalling", changes)?;
+        }
+        // Entries this process did not write (left by an earlier run that was killed) come out too.
+        let dir = &self.settings.net_dir;
+        let names = files::file_names(dir).map_err(|source| InstallError::ReadDir {
+            path: dir.clone(),
+            source,
+        })?;
+        for name in names
+            .iter()
+            .filter(|n| primary::kind_of(n) == Some(ConfigKind::List))
+        {
+            let path = dir.join(name);
+            let Ok(Some(current)) = files::read_optional(&path) else {
+                continue;
+            };
+            if let Ok(plan) = revert::strip(path.clone(), &current) {
+                self.execute(plan, "uninstalling; entry left by an earlier run", changes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn revert_applied(
+        &self,
+        applied: &Applied,
+        why: &str,
+        changes: &mut Vec<String>,
+    ) -> Result<(), InstallError> {
+        let current =
+            files::read_optional(&applied.path).map_err(|source| InstallError::ReadFile {
+                path: applied.path.clone(),
+                source,
+            })?;
+        let plan = revert::plan(applied, current.as_deref()).map_err(|source| {
+            InstallError::Unparseable {
+                path: applied.path.clone(),
+                source,
+            }
+        })?;
+        self.execute(plan, why, changes)
+    }
+
+    fn execute(
+        &self,
+        plan: Revert,
+        why: &str,
+        changes: &mut Vec<String>,
+    ) -> Result<(), InstallError> {
+        match plan {
+            Revert::Nothing => {}
+            Revert::Restore {
+                write,
+                bytes,
+                remove,
+            } => {
+                let mode = remove
+                    .as_deref()
+                    .or(Some(&write))
+                    .and_then(files::mode_of)
+                    .unwrap_or(CONFIG_MODE);
+                files::atomic_write(&write, &bytes, mode).map_err(|source| {
+                    InstallError::Write {
+                        path: write.clone(),
+                        source,
+                    }
+                })?;
+                if let Some(remove) = &remove {
+                    files::remove_optional(remove).map_err(|source| InstallError::Remove {
+                        path: remove.clone(),
+                        source,
+                    })?;
+                }
+                changes.push(format!(
+                    "restored the original {} ({why}; nobody else changed it)",
+                    write.display()
+                ));
+            }
+            Revert::Strip { path, bytes } => {
+                let mode = files::mode_of(&path).unwrap_or(CONFIG_MODE);
+                files::atomic_write(&path, &bytes, mode).map_err(|source| InstallError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+                changes.push(format!(
+                    "removed linkerd-cni from {} ({why})",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}

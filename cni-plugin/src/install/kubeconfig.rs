@@ -1,0 +1,108 @@
+//! The kubeconfig the plugin uses to look pods up, rendered from the installer pod's service account.
+//! Pure: the caller reads the token and CA and writes the file (mode 0600).
+
+use base64::Engine as _;
+use serde_json::json;
+use std::net::Ipv6Addr;
+
+/// Name of the cluster, user and context inside the kubeconfig.
+const CLUSTER: &str = "local";
+const USER: &str = "linkerd-cni";
+const CONTEXT: &str = "linkerd-cni-context";
+
+/// The host as it must appear in a URL: an IPv6 address goes in brackets (`KUBERNETES_SERVICE_HOST`
+/// holds the bare address on IPv6 clusters).
+pub fn url_host(host: &str) -> String {
+    if host.parse::<Ipv6Addr>().is_ok() {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+/// `https://HOST:PORT` of the apiserver's in-cluster service.
+pub fn server_url(host: &str, port: &str) -> String {
+    format!("https://{}:{port}", url_host(host))
+}
+
+/// The kubeconfig text. The token is used as read minus surrounding whitespace (files often end in a
+/// newline); the CA is embedded, so the file stands alone on the node.
+pub fn render(server: &str, token: &str, ca_pem: &[u8]) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CLUSTER, "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": USER, "user": {"token": token.trim()}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CLUSTER, "user": USER}}],
+        "current-context": CONTEXT,
+    });
+    let body = serde_yaml::to_string(&config).unwrap_or_default();
+    format!("# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.\n{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let cases = [
+            ("10.96.0.1", "443", "https://10.96.0.1:443"),
+            ("fd00:10:96::1", "443", "https://[fd00:10:96::1]:443"),
+            ("::1", "6443", "https://[::1]:6443"),
+            (
+                "kubernetes.default.svc",
+                "443",
+                "https://kubernetes.default.svc:443",
+            ),
+        ];
+        for (host, port, want) in cases {
+            assert_eq!(server_url(host, port), want, "{host}");
+        }
+    }
+
+    /// kube itself reads what we write, with the server, token and CA we gave.
+    #[test]
+    fn kube_reads_the_rendered_file() {
+        let text = render(
+            "https://[fd00::1]:443",
+            "tok.en-123\n",
+            b"-----BEGIN CERTIFICATE-----\nabc\n",
+        );
+        let parsed = kube::config::Kubeconfig::from_yaml(&text).expect("kube parses it");
+        assert_eq!(parsed.current_context.as_deref(), Some(CONTEXT));
+        let cluster = parsed.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(cluster.server.as_deref(), Some("https://[fd00::1]:443"));
+        let ca = cluster.certificate_authority_data.as_deref().expect("ca");
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(ca)
+            .expect("b64");
+        assert_eq!(ca, b"-----BEGIN CERTIFICATE-----\nabc\n");
+        assert!(parsed.auth_infos[0]
+            .auth_info
+            .as_ref()
+            .and_then(|u| u.token.as_ref())
+            .is_some());
+        let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        assert_eq!(
+            v["users"][0]["user"]["token"].as_str(),
+            Some("tok.en-123"),
+            "trimmed"
+        );
+    }
+
+    /// A token made of YAML-special characters stays one string.
+    #[test]
+    fn odd_tokens_stay_strings() {
+        for token in ["123", "true", "a: b", "#x", "'q'"] {
+            let text = render("https://h:1", token, b"");
+            let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+            assert_eq!(
+                v["users"][0]["user"]["token"].as_str(),
+                Some(token),
+                "{token}"
+            );
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
+//! change (inotify via `notify`), a pass every `--resync-seconds` as a safety net for missed events,
+//! and the uninstall on SIGTERM/SIGINT.
+
+use super::args::{Args, Settings};
+use super::error::InstallError;
+use super::installer::{Installer, Report};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+/// How long to let a burst of file events settle before a pass (an installer writing its config
+/// produces several events in a row).
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// Entry point of the `linkerd-cni-install` binary.
+pub fn main(args: Args) -> ExitCode {
+    let installer = std::env::current_exe().ok();
+    let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %InstallError::Runtime(e), "exiting");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "exiting");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Installs, then (unless `--once`) keeps the node installed until SIGTERM/SIGINT and uninstalls.
+pub async fn run(settings: Settings) -> Result<(), InstallError> {
+    tracing::info!(
+        net_dir = %settings.net_dir.display(),
+        bin_dir = %settings.bin_dir.display(),
+        chain_mode = ?settings.chain_mode,
+        plugin_binary = %settings.plugin_binary.display(),
+        "linkerd-cni-install starting"
+    );
+    let once = settings.once;
+    let resync = settings.resync;
+    let watched = [
+        settings.net_dir.clone(),
+        settings.service_account_dir.clone(),
+    ];
+    let mut installer = Installer::new(settings);
+    if once {
+        let report = installer.pass();
+        let failed = report.errors.len();
+        log_report(&report, &mut Vec::new());
+        return if failed == 0 {
+            Ok(())
+        } else {
+            Err(InstallError::Incomplete { failed })
+        };
+    }
+
+    // Signals and the watch come first, so nothing that happens during the first pass is missed.
+    let mut sigterm = signal(SignalKind::terminate()).map_err(InstallError::Runtime)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(InstallError::Runtime)?;
+    let (tx, mut events) = mpsc::unbounded_channel::<()>();
+    let mut watch = DirWatch::new(tx, watched);
+
+    let mut last_errors = Vec::new();
+    let mut tick = tokio::time::interval(resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        watch.ensure();
+        let report = installer.pass();
+        log_report(&report, &mut last_errors);
+        tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received: uninstalling"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT received: uninstalling"); break; }
+            Some(()) = events.recv() => {
+                tokio::time::sleep(DEBOUNCE).await;
+                while events.try_recv().is_ok() {}
+                tracing::debug!("files changed: re-checking");
+            }
+            _ = tick.tick() => {}
+        }
+    }
+    drop(watch);
+    let report = installer.uninstall();
+    log_report(&report, &mut Vec::new());
+    // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
+    // the kubelet retry a pod that is going away.
+    Ok(())
+}
+
+/// Logs every change with its reason; logs errors at error level when they are new, and at debug
+/// while they repeat, so a persistent problem is reported without flooding the log every resync.
+fn log_report(report: &Report, last_errors: &mut Vec<String>) {
+    for change in &report.changes {
+        tracing::info!("{change}");
+    }
+    let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    for error in &errors {
+        if last_errors.contains(error) {
+            tracing::debug!(error = %error, "still failing; retrying");
+        } else {
+            tracing::error!(error = %error, "install step failed; retrying");
+        }
+    }
+    for gone in last_errors.iter().filter(|e| !errors.contains(e)) {
+        tracing::info!(previous = %gone, "resolved");
+    }
+    *last_errors = errors;
+}
+
+/// inotify watches on the directories, (re)tried every pass: a directory missing at start (the
+/// service-account mount, a net dir not yet created) is picked up once it exists.
+struct DirWatch {
+    tx: mpsc::UnboundedSender<()>,
+    dirs: Vec<(PathBuf, bool)>,
+    watcher: Option<RecommendedWatcher>,
+}
+
+impl DirWatch {
+    fn new(tx: mpsc::UnboundedSender<()>, dirs: [PathBuf; 2]) -> Self {
+        DirWatch {
+            tx,
+            dirs: dirs.into_iter().map(|d| (d, false)).collect(),
+            watcher: None,
+        }
+    }
+
+    fn ensure(&mut self) {
+        if self.watcher.is_none() {
+            let tx = self.tx.clone();
+            match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok_and(|e| !e.kind.is_access()) {
+                    let _ = tx.send(());
+                }
+            }) {
+                Ok(w) => self.watcher = Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the file watch; relying on the periodic re-check");
+                    return;
+                }
+            }
+        }
+        let Some(watcher) = self.watcher.as_mut() else {
+            return;
+        };
+        for (dir, watching) in &mut self.dirs {
+            if *watching {
+                continue;
+            }
+            match watcher.watch(dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    *watching = true;
+                    tracing::debug!(dir = %dir.display(), "watching");
+                }
+                Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "cannot watch yet"),
+            }
+        }
+    }
+}
