@@ -5,7 +5,9 @@
 //! the control plane is not up, these helpers panic with the command that starts it: a test that needs
 //! the apiserver never passes without one.
 
+pub mod cni;
 mod namespace;
+pub mod netns;
 mod testbed;
 
 pub use namespace::TestNamespace;
