@@ -37,13 +37,13 @@ pub enum InstallError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot read the service-account file {path}: {source}; the kubeconfig needs the pod's token and CA (see --service-account-dir); retrying")]
+    #[error("cannot read the service-account file {path}: {source}; the kubeconfig needs the pod's token and CA (see --service-account-dir)")]
     ServiceAccount {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("the service-account token {path} is empty; retrying")]
+    #[error("the service-account token {path} is empty")]
     EmptyToken { path: PathBuf },
     #[error("{name} is not set; Kubernetes sets it in every pod, and the kubeconfig's server address comes from it")]
     MissingEnv { name: &'static str },
@@ -55,7 +55,9 @@ pub enum InstallError {
     },
     #[error(transparent)]
     Template(#[from] TemplateError),
-    #[error("primary network config {path}: {source}; linkerd-cni is not chained until it is fixed (retrying)")]
+    #[error(
+        "primary network config {path}: {source}; linkerd-cni is not chained until it is fixed"
+    )]
     Unparseable {
         path: PathBuf,
         #[source]

@@ -28,6 +28,8 @@ pub fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal; container logs stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .try_init();
 }

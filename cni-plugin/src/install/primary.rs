@@ -51,7 +51,12 @@ mod tests {
     fn picks_first_config_in_byte_order() {
         use ConfigKind::{List, Single};
         let k = DEFAULT_KUBECONFIG_NAME;
-        type Case<'a> = (&'a str, &'a str, Vec<&'a str>, Option<(&'a str, ConfigKind)>);
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Vec<&'a str>,
+            Option<(&'a str, ConfigKind)>,
+        );
         let cases: Vec<Case> = vec![
             ("empty dir", k, vec![], None),
             ("only kubeconfig", k, vec![k], None),

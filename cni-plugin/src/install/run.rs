@@ -58,7 +58,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     if once {
         let report = installer.pass();
         let failed = report.errors.len();
-        log_report(&report, &mut Vec::new());
+        log_report(&report, &mut Vec::new(), false);
         return if failed == 0 {
             Ok(())
         } else {
@@ -78,7 +78,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     loop {
         watch.ensure();
         let report = installer.pass();
-        log_report(&report, &mut last_errors);
+        log_report(&report, &mut last_errors, true);
         tokio::select! {
             _ = sigterm.recv() => { tracing::info!("SIGTERM received: uninstalling"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT received: uninstalling"); break; }
@@ -92,7 +92,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     }
     drop(watch);
     let report = installer.uninstall();
-    log_report(&report, &mut Vec::new());
+    log_report(&report, &mut Vec::new(), false);
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
     // the kubelet retry a pod that is going away.
     Ok(())
@@ -100,7 +100,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
 
 /// Logs every change with its reason; logs errors at error level when they are new, and at debug
 /// while they repeat, so a persistent problem is reported without flooding the log every resync.
-fn log_report(report: &Report, last_errors: &mut Vec<String>) {
+fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
     for change in &report.changes {
         tracing::info!("{change}");
     }
@@ -108,8 +108,10 @@ fn log_report(report: &Report, last_errors: &mut Vec<String>) {
     for error in &errors {
         if last_errors.contains(error) {
             tracing::debug!(error = %error, "still failing; retrying");
-        } else {
+        } else if retrying {
             tracing::error!(error = %error, "install step failed; retrying");
+        } else {
+            tracing::error!(error = %error, "install step failed");
         }
     }
     for gone in last_errors.iter().filter(|e| !errors.contains(e)) {

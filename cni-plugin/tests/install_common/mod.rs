@@ -1,0 +1,248 @@
+//! Shared by the `install_*` tests: a fake node (temp net/bin dirs, a service-account dir with a token
+//! and CA) and the real `linkerd-cni-install` binary run against it.
+#![allow(dead_code)] // each test binary uses a different part
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const INSTALLER: &str = env!("CARGO_BIN_EXE_linkerd-cni-install");
+pub const KUBECONFIG: &str = vocab::DEFAULT_KUBECONFIG_NAME;
+/// Stand-in plugin binary for tests that never run it.
+pub const FAKE_PLUGIN: &[u8] = b"#!/bin/sh\necho fake linkerd-cni\n";
+pub const CA: &[u8] = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+
+/// Environment variables the installer reads; cleared so the caller's environment cannot leak in.
+const INSTALLER_ENV: &[&str] = &[
+    "DEST_CNI_NET_DIR",
+    "DEST_CNI_BIN_DIR",
+    "CNI_LOG_LEVEL",
+    "KUBECONFIG_FILE_NAME",
+    "CNI_CHAIN_MODE",
+    "SERVICE_ACCOUNT_DIR",
+    "PLUGIN_BINARY",
+    "CNI_NETWORK_CONFIG",
+    "CNI_NETWORK_CONFIG_FILE",
+    "CONTAINER_MOUNT_PREFIX",
+    "UNINSTALL_BINARY",
+    "RESYNC_SECONDS",
+    "RUST_LOG",
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+];
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/install")
+        .join(name);
+    fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+pub fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
+
+/// The `type` of each plugin of a conflist.
+pub fn plugin_types(bytes: &[u8]) -> Vec<String> {
+    json(bytes)["plugins"]
+        .as_array()
+        .expect("a plugins array")
+        .iter()
+        .map(|p| p["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// A node's directories in a temp dir.
+pub struct Node {
+    _tmp: tempfile::TempDir,
+    pub net: PathBuf,
+    pub bin: PathBuf,
+    pub sa: PathBuf,
+    pub plugin: PathBuf,
+    /// Environment for the installer; tests may change it.
+    pub env: Vec<(String, String)>,
+}
+
+impl Node {
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (net, bin, sa) = (
+            tmp.path().join("net.d"),
+            tmp.path().join("bin"),
+            tmp.path().join("sa"),
+        );
+        for dir in [&net, &bin, &sa] {
+            fs::create_dir(dir).expect("mkdir");
+        }
+        fs::write(sa.join("token"), "token-1\n").expect("token");
+        fs::write(sa.join("ca.crt"), CA).expect("ca");
+        let plugin = tmp.path().join("linkerd-cni-build");
+        fs::write(&plugin, FAKE_PLUGIN).expect("plugin");
+        let env = vec![
+            (
+                "KUBERNETES_SERVICE_HOST".to_string(),
+                "10.96.0.1".to_string(),
+            ),
+            ("KUBERNETES_SERVICE_PORT".to_string(), "443".to_string()),
+        ];
+        Node {
+            _tmp: tmp,
+            net,
+            bin,
+            sa,
+            plugin,
+            env,
+        }
+    }
+
+    /// A node whose net dir holds these fixtures.
+    pub fn with(fixtures: &[&str]) -> Self {
+        let node = Node::new();
+        for name in fixtures {
+            fs::write(node.net.join(name), fixture(name)).expect("write fixture");
+        }
+        node
+    }
+
+    pub fn command(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(INSTALLER);
+        for var in INSTALLER_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.arg("--dest-cni-net-dir").arg(&self.net);
+        cmd.arg("--dest-cni-bin-dir").arg(&self.bin);
+        cmd.arg("--service-account-dir").arg(&self.sa);
+        cmd.arg("--plugin-binary").arg(&self.plugin);
+        cmd.args(extra);
+        cmd
+    }
+
+    /// Runs `--once` and returns its output.
+    pub fn once(&self, extra: &[&str]) -> Output {
+        let out = self
+            .command(&[&["--once"], extra].concat())
+            .output()
+            .expect("run installer");
+        eprintln!(
+            "--- installer stderr ---\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Starts the watching installer, its log going to a file.
+    pub fn spawn(&self, extra: &[&str]) -> Running {
+        let log = self._tmp.path().join(format!("installer-{}.log", unique()));
+        let child = self
+            .command(extra)
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start installer");
+        Running {
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn read(&self, name: &str) -> Vec<u8> {
+        fs::read(self.net.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// Sorted file names of the net dir.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.net)
+            .expect("read net dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.net.join(KUBECONFIG)
+    }
+
+    pub fn kubeconfig(&self) -> Option<String> {
+        fs::read_to_string(self.kubeconfig_path()).ok()
+    }
+
+    pub fn binary(&self) -> PathBuf {
+        self.bin.join(vocab::PLUGIN_TYPE)
+    }
+}
+
+/// (inode, bytes) of a file: an unchanged inode proves no rewrite happened (writes rename a new file).
+pub fn identity(path: &Path) -> (u64, Vec<u8>) {
+    let meta = fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (meta.ino(), fs::read(path).expect("read"))
+}
+
+pub fn mode(path: &Path) -> u32 {
+    fs::metadata(path).expect("metadata").permissions().mode() & 0o7777
+}
+
+/// A running installer; killed (by its pid) if the test ends without stopping it.
+pub struct Running {
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Running {
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().expect("running");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        let mut status = None;
+        wait_for("the installer to exit after SIGTERM", || {
+            status = child.try_wait().expect("wait");
+            status.is_some()
+        });
+        let log = self.log();
+        eprintln!("--- installer log ---\n{log}");
+        (status.expect("exited"), log)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            eprintln!("--- installer log ---\n{}", self.log());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `done` until it holds; panics after a generous deadline (a hang, not a timing assertion).
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn unique() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,191 @@
+//! The long-running `linkerd-cni-install` (the real binary, watching): it repairs outside rewrites,
+//! follows token rotation, keeps retrying on bad input, and reverts on SIGTERM.
+
+mod install_common;
+
+use install_common::*;
+use serde_json::Value;
+use std::fs;
+use vocab::PLUGIN_TYPE;
+
+fn chained(node: &Node, name: &str) -> bool {
+    fs::read(node.net.join(name)).is_ok_and(|b| {
+        serde_json::from_slice::<Value>(&b).is_ok_and(|v| {
+            v["plugins"]
+                .as_array()
+                .and_then(|p| p.last())
+                .is_some_and(|p| p["type"] == PLUGIN_TYPE)
+        })
+    })
+}
+
+/// Another installer (flannel's, here) rewrites its conflist without linkerd-cni: the entry comes
+/// back, logged with the reason. SIGTERM then restores the primary's own bytes and exits 0; the
+/// kubeconfig goes, the binary stays.
+#[test]
+fn outside_rewrite_is_repaired_and_sigterm_restores_the_original() {
+    let name = "10-flannel.conflist";
+    let node = Node::with(&[name]);
+    let running = node.spawn(&[]);
+    wait_for("linkerd-cni chained", || chained(&node, name));
+
+    fs::write(node.net.join(name), fixture(name)).expect("outside rewrite");
+    wait_for(
+        "linkerd-cni chained again after the outside rewrite",
+        || chained(&node, name),
+    );
+    assert_eq!(
+        plugin_types(&node.read(name)),
+        vec!["flannel", "portmap", PLUGIN_TYPE]
+    );
+    wait_for("the repair to be logged", || {
+        running.log().contains("rewritten by someone else")
+    });
+
+    let (status, log) = running.terminate();
+    assert!(status.success(), "exit status {status:?}\n{log}");
+    assert_eq!(
+        node.read(name),
+        fixture(name),
+        "SIGTERM restores the original bytes"
+    );
+    assert_eq!(node.names(), vec![name], "the kubeconfig is removed");
+    assert_eq!(fs::read(node.binary()).expect("binary kept"), FAKE_PLUGIN);
+    assert!(log.contains("restored the original"), "{log}");
+}
+
+/// When someone else edited the conflist after us, SIGTERM keeps their edit and takes out only our
+/// entry.
+#[test]
+fn sigterm_keeps_someone_elses_edit() {
+    let name = "10-calico.conflist";
+    let node = Node::with(&[name]);
+    let running = node.spawn(&[]);
+    wait_for("linkerd-cni chained", || chained(&node, name));
+
+    let mut edited = json(&node.read(name));
+    edited["plugins"][0]["mtu"] = 1400.into();
+    fs::write(
+        node.net.join(name),
+        serde_json::to_vec(&edited).expect("json"),
+    )
+    .expect("edit");
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+
+    let after = json(&node.read(name));
+    assert_eq!(
+        plugin_types(&node.read(name)),
+        vec!["calico", "portmap", "bandwidth"]
+    );
+    assert_eq!(after["plugins"][0]["mtu"], 1400, "their edit survives");
+    assert!(log.contains("removed linkerd-cni from"), "{log}");
+}
+
+/// A `.conf` converted to a `.conflist` comes back as the `.conf` on SIGTERM; `--uninstall-binary`
+/// also removes the binary.
+#[test]
+fn sigterm_turns_the_conflist_back_into_the_conf() {
+    let node = Node::with(&["10-bridge.conf"]);
+    let running = node.spawn(&["--uninstall-binary"]);
+    wait_for("the .conf converted", || {
+        chained(&node, "10-bridge.conflist")
+    });
+    assert!(!node.net.join("10-bridge.conf").exists());
+
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+    assert_eq!(node.names(), vec!["10-bridge.conf"]);
+    assert_eq!(node.read("10-bridge.conf"), fixture("10-bridge.conf"));
+    assert!(!node.binary().exists(), "--uninstall-binary removes it");
+}
+
+/// The kubelet rotates the projected token by swapping the file: the kubeconfig follows.
+#[test]
+fn token_rotation_rewrites_the_kubeconfig() {
+    let node = Node::with(&["05-cilium.conflist"]);
+    let running = node.spawn(&[]);
+    wait_for("the first kubeconfig", || {
+        node.kubeconfig()
+            .is_some_and(|k| k.contains("token: token-1"))
+    });
+
+    let tmp = node.sa.join("..token.tmp");
+    fs::write(&tmp, "token-2\n").expect("new token");
+    fs::rename(&tmp, node.sa.join("token")).expect("swap token");
+    wait_for("the kubeconfig with the rotated token", || {
+        node.kubeconfig()
+            .is_some_and(|k| k.contains("token: token-2"))
+    });
+    assert_eq!(mode(&node.kubeconfig_path()), 0o600);
+    assert!(!node.kubeconfig().unwrap_or_default().contains("token-1"));
+    wait_for("the reason logged", || {
+        running
+            .log()
+            .contains("token, CA or apiserver address changed")
+    });
+    let (status, _) = running.terminate();
+    assert!(status.success());
+}
+
+/// Bad input does not stop the installer: a missing token and a corrupt primary config are reported,
+/// and once they are fixed the node gets installed; the corrupt file is never written meanwhile.
+#[test]
+fn keeps_retrying_until_the_token_and_the_config_are_fixed() {
+    let name = "10-flannel.conflist";
+    let node = Node::new();
+    let corrupt = b"{\"name\": \"cbr0\", \"plugins\": [";
+    fs::write(node.net.join(name), corrupt).expect("corrupt");
+    fs::remove_file(node.sa.join("token")).expect("no token");
+    let running = node.spawn(&[]);
+    wait_for("the missing token reported", || {
+        running
+            .log()
+            .contains("cannot read the service-account file")
+    });
+    assert!(node.kubeconfig().is_none());
+
+    fs::write(node.sa.join("token"), "token-1\n").expect("token appears");
+    wait_for("the kubeconfig once the token exists", || {
+        node.kubeconfig().is_some()
+    });
+    wait_for("the corrupt config reported", || {
+        running.log().contains("not valid JSON")
+    });
+    assert_eq!(
+        node.read(name),
+        corrupt,
+        "a corrupt config is never rewritten"
+    );
+
+    fs::write(node.net.join(name), fixture(name)).expect("fixed");
+    wait_for("linkerd-cni chained once the config is valid", || {
+        chained(&node, name)
+    });
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+    assert_eq!(node.read(name), fixture(name));
+}
+
+/// A primary config that appears after the installer started (the network plugin installs later)
+/// gets chained.
+#[test]
+fn a_primary_config_appearing_later_is_chained() {
+    let node = Node::new();
+    let running = node.spawn(&[]);
+    wait_for("the kubeconfig", || node.kubeconfig().is_some());
+    fs::write(
+        node.net.join("10-flannel.conflist"),
+        fixture("10-flannel.conflist"),
+    )
+    .expect("write");
+    wait_for("linkerd-cni chained", || {
+        chained(&node, "10-flannel.conflist")
+    });
+    let (status, _) = running.terminate();
+    assert!(status.success());
+    assert_eq!(
+        node.read("10-flannel.conflist"),
+        fixture("10-flannel.conflist")
+    );
+}
