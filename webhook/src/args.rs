@@ -44,4 +44,9 @@ pub struct WebhookArgs {
     /// and not 0 (the app containers run as the range's first uid).
     #[arg(long, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID as u64)]
     pub proxy_uid_offset: u64,
+
+    /// Self-managed mode: how often (in seconds) to re-check the stored certificate, pick up one another
+    /// replica rotated, and re-sync the caBundle.
+    #[arg(long, env = "WEBHOOK_CERT_CHECK_INTERVAL", default_value_t = 300)]
+    pub webhook_cert_check_interval: u64,
 }

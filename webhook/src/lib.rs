@@ -4,18 +4,42 @@
 //!
 //! The operator binary hosts it: it flattens [`WebhookArgs`] into its CLI, builds a [`Webhook`] with
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
+//!
+//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
+//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum + TLS); `namespaces` (the
+//! namespace cache); [`tls`] (certificate files reloaded on change); [`cert_authority`] and
+//! `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
+pub mod cert_authority;
 pub mod decision;
 mod error;
+pub mod metrics;
+mod namespaces;
 pub mod networks;
+pub mod review;
+mod self_managed;
+mod server;
+pub mod tls;
 pub mod uid_range;
 
 pub use args::WebhookArgs;
 pub use error::Error;
+pub use self_managed::CertStore;
+pub use server::MAX_BODY_BYTES;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
+
+use crate::decision::DecisionConfig;
+use crate::metrics::Metrics;
+use crate::namespaces::NamespaceCache;
+use crate::self_managed::SelfManaged;
+use crate::server::AppState;
 
 /// Settings shared with the controller; the operator owns these flags and passes their values here.
 #[derive(Clone, Debug)]
@@ -28,36 +52,108 @@ pub struct Settings {
     pub operator_namespace: String,
 }
 
-/// The webhook server, ready to serve.
+/// The webhook server, bound and ready to serve.
 pub struct Webhook {
-    #[allow(dead_code)]
-    args: WebhookArgs,
-    #[allow(dead_code)]
-    settings: Settings,
-    #[allow(dead_code)]
-    client: kube::Client,
+    listener: std::net::TcpListener,
+    tls: rustls::ServerConfig,
+    state: Arc<AppState>,
+    namespace_feed: futures::future::BoxFuture<'static, ()>,
+    self_managed: Option<SelfManaged>,
+    metrics: Metrics,
 }
 
 impl Webhook {
-    /// Validates the TLS files (or prepares the self-managed certificate), registers the webhook's
-    /// metrics in `registry` and builds the namespace cache.
+    /// Binds `--webhook-addr`, validates the TLS files (or prepares the self-managed certificate),
+    /// registers the webhook's metrics in `registry` and builds the namespace cache.
     pub async fn new(
         args: WebhookArgs,
         settings: Settings,
         client: kube::Client,
         registry: &mut Registry,
     ) -> Result<Self, Error> {
-        let _ = registry;
+        // kube already uses ring; installing it as the process default keeps aws-lc-rs out. Another
+        // component may have installed it first, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+
+        let addr: SocketAddr = args.webhook_addr.parse().map_err(|source| Error::BadAddr {
+            addr: args.webhook_addr.clone(),
+            source,
+        })?;
+
+        let (resolver, self_managed): (Arc<dyn rustls::server::ResolvesServerCert>, _) =
+            match &args.webhook_cert_secret {
+                Some(secret) => {
+                    let store = CertStore::new(
+                        client.clone(),
+                        secret.clone(),
+                        args.webhook_config_name.clone(),
+                        args.webhook_service_name.clone(),
+                        settings.operator_namespace.clone(),
+                    );
+                    let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
+                    let (manager, resolver) = SelfManaged::start(store, interval).await?;
+                    (resolver, Some(manager))
+                }
+                None => (
+                    Arc::new(tls::FileResolver::load(
+                        &args.tls_cert_file,
+                        &args.tls_key_file,
+                    )?),
+                    None,
+                ),
+            };
+        let tls = tls::server_config(resolver)?;
+        let listener =
+            std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
+
+        let metrics = Metrics::register(registry);
+        let (namespaces, feed) = NamespaceCache::new(client);
+        let state = Arc::new(AppState {
+            namespaces,
+            decision: DecisionConfig {
+                linkerd_namespace: settings.linkerd_namespace,
+                nad_name: settings.nad_name,
+                uid_range_annotation: args.namespace_uid_range_annotation,
+                proxy_uid_offset: args.proxy_uid_offset,
+            },
+            metrics: metrics.clone(),
+        });
         Ok(Self {
-            args,
-            settings,
-            client,
+            listener,
+            tls,
+            state,
+            namespace_feed: Box::pin(feed),
+            self_managed,
+            metrics,
         })
     }
 
-    /// Serves HTTPS until `shutdown` is cancelled.
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.listener.local_addr().map_err(Error::Serve)
+    }
+
+    /// A handle on the webhook's counters (the same ones registered in the registry).
+    pub fn metrics(&self) -> Metrics {
+        self.metrics.clone()
+    }
+
+    /// Serves HTTPS until `shutdown` is cancelled; also keeps the namespace cache and, in self-managed
+    /// mode, the certificate up to date.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        shutdown.cancelled().await;
-        Ok(())
+        let router = server::router(self.state);
+        let serve = server::serve(self.listener, self.tls, router, shutdown.clone());
+        let certs = async {
+            match self.self_managed {
+                Some(manager) => manager.run(shutdown.clone()).await,
+                None => shutdown.cancelled().await,
+            }
+        };
+        // The feed and the certificate loop only end at shutdown; the server decides when we are done.
+        let background = futures::future::join(self.namespace_feed, certs);
+        tokio::select! {
+            result = serve => result,
+            _ = background => Ok(()),
+        }
     }
 }

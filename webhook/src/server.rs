@@ -1,0 +1,98 @@
+//! The HTTPS server: one route, the body read with a size limit, the answer built by [`crate::review`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use http::header::CONTENT_TYPE;
+use tokio_util::sync::CancellationToken;
+
+use crate::decision::DecisionConfig;
+use crate::metrics::Metrics;
+use crate::namespaces::NamespaceCache;
+use crate::review::{self, Parsed, Reply};
+use crate::Error;
+
+/// Largest admission request accepted. Pods are limited by etcd's 1.5 MiB object size; a review holds
+/// one object (oldObject is null on CREATE), so 4 MiB leaves room without letting anyone exhaust memory.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+pub(crate) struct AppState {
+    pub namespaces: NamespaceCache,
+    pub decision: DecisionConfig,
+    pub metrics: Metrics,
+}
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(vocab::WEBHOOK_PATH, post(admit))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn admit(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let reply = match body {
+        // 413 for an oversized body, 400 for one that could not be read.
+        Err(rejection) => Reply::bad_request(rejection.status(), rejection.body_text()),
+        Ok(body) => match review::parse(&body) {
+            Parsed::Reply(reply) => reply,
+            Parsed::Pod(pod) => {
+                let annotations = state
+                    .namespaces
+                    .annotations(pod.namespace())
+                    .await
+                    .map_err(|e| e.to_string());
+                pod.answer(annotations, &state.decision)
+            }
+        },
+    };
+    if reply.outcome == crate::metrics::outcome::BAD_REQUEST {
+        tracing::info!(status = %reply.status, message = %String::from_utf8_lossy(&reply.body), "rejected an admission request");
+    }
+    state
+        .metrics
+        .record(reply.outcome, started.elapsed().as_secs_f64());
+    let content_type = if reply.json {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    (reply.status, [(CONTENT_TYPE, content_type)], reply.body).into_response()
+}
+
+/// Serves `router` with TLS on `listener` until `shutdown` is cancelled, then drains for a few seconds.
+pub(crate) async fn serve(
+    listener: std::net::TcpListener,
+    tls: rustls::ServerConfig,
+    router: Router,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
+    let handle = axum_server::Handle::new();
+    let server = axum_server::from_tcp_rustls(listener, config)
+        .map_err(Error::Serve)?
+        .handle(handle.clone());
+    tracing::info!(
+        ?addr,
+        path = vocab::WEBHOOK_PATH,
+        "admission webhook serving"
+    );
+    let serving = server.serve(router.into_make_service());
+    tokio::pin!(serving);
+    tokio::select! {
+        result = &mut serving => return result.map_err(Error::Serve),
+        _ = shutdown.cancelled() => handle.graceful_shutdown(Some(Duration::from_secs(5))),
+    }
+    serving.await.map_err(Error::Serve)
+}
