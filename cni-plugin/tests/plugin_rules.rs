@@ -1,0 +1,101 @@
+//! linkerd-cni chained after Debian's bridge + host-local on real network namespaces, for each
+//! config version and iptables flavour: the rules iptables-save shows, idempotent ADD, CHECK (also
+//! on a tampered ruleset), DEL, and DEL after the netns is gone. Pods live in the real apiserver.
+//! Needs root and the testbed (`e2e/testbed up`).
+
+mod plugin_support;
+
+use linkerd_multus_e2e::{client, TestNamespace};
+use plugin_support::*;
+use serde_json::json;
+
+/// The whole lifecycle for one version and flavour. If it regresses, pods on that kind of node get
+/// wrong, duplicated or leftover rules.
+async fn lifecycle(version: &'static str, mode: &'static str) {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, &format!("cni-rules-{mode}")).await;
+    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
+    let (save, other) = match mode {
+        "legacy" => ("iptables-legacy-save", "iptables-nft-save"),
+        _ => ("iptables-nft-save", "iptables-legacy-save"),
+    };
+
+    let mut net = PodNetwork::new(&PluginSettings::new(version, mode), &ns.name, "web");
+    let result = net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
+
+    // The bridge's result comes back in the config's version.
+    assert_eq!(result["cniVersion"], version, "{result}");
+    let ip = &result["ips"][0];
+    assert!(ip["address"].as_str().unwrap_or_default().starts_with(&net.addr.gateway4[..net.addr.gateway4.len() - 1]), "{result}");
+    assert_eq!(ip.get("version").is_some(), version != "1.0.0", "ips[].version by version: {result}");
+    assert!(result["interfaces"].as_array().is_some_and(|i| i.len() >= 2), "{result}");
+
+    // Exactly our rules, in the flavour we asked for; the other flavour sees nothing of ours.
+    assert_eq!(net.our_rules(save), default_expected_rules(2102));
+    assert_eq!(net.our_rules(other), Vec::<String>::new(), "{other} must not see our rules");
+
+    // Repeated ADD (a runtime retry) leaves the identical ruleset, hooks not duplicated.
+    let before = net.save(save);
+    let again = net.linkerd_only("ADD", Some(&result)).unwrap_or_else(|e| panic!("second ADD: {e}"));
+    assert_eq!(again.as_ref(), Some(&result), "ADD passes its prevResult through unchanged");
+    let strip = |s: &str| s.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(&net.save(save)), strip(&before));
+
+    if version != "0.3.1" {
+        net.network.check(&net.runtime, &result).unwrap_or_else(|e| panic!("CHECK: {e}"));
+        // Someone removes the loopback exemption: CHECK names the rule.
+        let iptables = save.replace("-save", "");
+        let del = net.ns.exec(&[&iptables, "-t", "nat", "-D", "PROXY_INIT_OUTPUT", "2"]);
+        assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
+        let err = net.network.check(&net.runtime, &result).expect_err("CHECK on a tampered ruleset");
+        assert_eq!(err.code(), Some(101), "{err}");
+        let msg = err.msg().unwrap_or_default();
+        assert!(
+            msg.contains("rule 2 of PROXY_INIT_OUTPUT is `-A PROXY_INIT_OUTPUT -p tcp")
+                && msg.contains("expected `-A PROXY_INIT_OUTPUT -o lo"),
+            "{msg}"
+        );
+        // ADD repairs it.
+        net.linkerd_only("ADD", Some(&result)).unwrap_or_else(|e| panic!("repairing ADD: {e}"));
+        net.network.check(&net.runtime, &result).unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
+    }
+
+    // DEL removes our chains and hooks and leaves the rest of the nat table alone.
+    net.network.del(&net.runtime, Some(&result)).unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(net.our_rules(save), Vec::<String>::new());
+    assert!(net.save(save).contains(":PREROUTING ACCEPT"));
+
+    // DEL again after the netns is gone succeeds (the kubelet retries DEL after teardown).
+    net.ns.delete();
+    net.network.del(&net.runtime, Some(&result)).unwrap_or_else(|e| panic!("DEL without netns: {e}"));
+}
+
+#[tokio::test]
+async fn v0_3_1_legacy() {
+    lifecycle("0.3.1", "legacy").await;
+}
+
+#[tokio::test]
+async fn v0_4_0_legacy() {
+    lifecycle("0.4.0", "legacy").await;
+}
+
+#[tokio::test]
+async fn v1_0_0_legacy() {
+    lifecycle("1.0.0", "legacy").await;
+}
+
+#[tokio::test]
+async fn v0_3_1_nft() {
+    lifecycle("0.3.1", "nft").await;
+}
+
+#[tokio::test]
+async fn v0_4_0_nft() {
+    lifecycle("0.4.0", "nft").await;
+}
+
+#[tokio::test]
+async fn v1_0_0_nft() {
+    lifecycle("1.0.0", "nft").await;
+}

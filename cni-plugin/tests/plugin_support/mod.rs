@@ -1,0 +1,358 @@
+//! Shared harness of the linkerd-cni plugin tests: a pod network made by Debian's `bridge` +
+//! `host-local` with the built `linkerd-cni` chained after, on a fresh netns, with its own bridge
+//! name and subnet; pods in the real local apiserver; reading rules back; tiny TCP listeners.
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use linkerd_multus_e2e::cni::{Network, Runtime};
+use linkerd_multus_e2e::netns::NetNs;
+use serde_json::{json, Value};
+
+/// Where Debian's containernetworking-plugins put the reference plugins.
+pub const DEBIAN_CNI_DIR: &str = "/usr/lib/cni";
+
+/// The directory holding the built `linkerd-cni`, then Debian's plugins.
+pub fn plugin_dirs() -> Vec<PathBuf> {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
+    vec![
+        bin.parent().expect("binary dir").to_path_buf(),
+        PathBuf::from(DEBIAN_CNI_DIR),
+    ]
+}
+
+/// Fails with the install command when the reference plugins or iptables are missing.
+pub fn require_tools() {
+    for p in [
+        "/usr/lib/cni/bridge",
+        "/usr/lib/cni/host-local",
+        "/usr/sbin/iptables-legacy-restore",
+        "/usr/sbin/iptables-nft-restore",
+    ] {
+        assert!(
+            Path::new(p).exists(),
+            "{p} is missing: apt-get install -y containernetworking-plugins iptables nftables"
+        );
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The host's forwarding switches as they were before any test bridge flipped them
+/// (`isGateway` turns forwarding on); each [`PodNetwork`] puts them back when dropped.
+fn original_forwarding() -> &'static [(String, String)] {
+    static ORIGINAL: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    ORIGINAL.get_or_init(|| {
+        [
+            "/proc/sys/net/ipv4/ip_forward",
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+        ]
+        .iter()
+        .filter_map(|p| Some((p.to_string(), std::fs::read_to_string(p).ok()?)))
+        .collect()
+    })
+}
+
+/// A test's own addresses: a bridge name and IPv4/IPv6 subnets no other test (or process) uses.
+#[derive(Debug, Clone)]
+pub struct Addressing {
+    pub bridge: String,
+    pub subnet4: String,
+    pub gateway4: String,
+    pub subnet6: String,
+    pub gateway6: String,
+}
+
+impl Addressing {
+    pub fn unique() -> Self {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        // 10.<200..249>.<n>.0/24: second octet from the pid, third from the counter.
+        let b = 200 + pid % 50;
+        let c = (n + (pid / 50) * 7) % 250 + 1;
+        Self {
+            bridge: format!("lcni{:x}x{n}", pid % 0xffff),
+            subnet4: format!("10.{b}.{c}.0/24"),
+            gateway4: format!("10.{b}.{c}.1"),
+            subnet6: format!("fd77:{:x}:{c:x}::/64", pid % 0xffff),
+            gateway6: format!("fd77:{:x}:{c:x}::1", pid % 0xffff),
+        }
+    }
+}
+
+/// What to put in the linkerd-cni plugin entry.
+#[derive(Debug, Clone)]
+pub struct PluginSettings {
+    pub cni_version: &'static str,
+    pub mode: &'static str,
+    pub ipv6: bool,
+    pub kubeconfig: PathBuf,
+    /// Extra keys merged into the `linkerd` block.
+    pub linkerd: Value,
+}
+
+impl PluginSettings {
+    pub fn new(cni_version: &'static str, mode: &'static str) -> Self {
+        Self {
+            cni_version,
+            mode,
+            ipv6: false,
+            kubeconfig: linkerd_multus_e2e::kubeconfig_path(),
+            linkerd: json!({}),
+        }
+    }
+
+    /// The linkerd-cni entry of the conflist.
+    pub fn plugin_entry(&self) -> Value {
+        let mut linkerd = json!({
+            "incoming-proxy-port": 4143,
+            "outgoing-proxy-port": 4140,
+            "proxy-uid": 2102,
+            "inbound-ports-to-ignore": ["4191", "4190"],
+            "iptables-mode": self.mode,
+            "ipv6": self.ipv6,
+        });
+        if let (Some(base), Some(extra)) = (linkerd.as_object_mut(), self.linkerd.as_object()) {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        json!({
+            "type": "linkerd-cni",
+            "log_level": "debug",
+            "kubernetes": {"kubeconfig": self.kubeconfig},
+            "linkerd": linkerd,
+        })
+    }
+}
+
+/// A pod's network: a netns, a bridge + host-local + linkerd-cni conflist, and cleanup of all of
+/// it (DEL, the bridge link, the IPAM store, the forwarding switches) on drop.
+pub struct PodNetwork {
+    pub ns: NetNs,
+    pub addr: Addressing,
+    pub network: Network,
+    pub runtime: Runtime,
+    ipam_dir: tempfile::TempDir,
+    /// The ADD result, for CHECK/DEL.
+    pub result: Option<Value>,
+}
+
+impl PodNetwork {
+    /// Prepares (does not ADD) a pod network for `pod` in `namespace`.
+    pub fn new(settings: &PluginSettings, namespace: &str, pod: &str) -> Self {
+        require_tools();
+        original_forwarding();
+        let addr = Addressing::unique();
+        let ns = NetNs::create("lcni");
+        let ipam_dir = tempfile::tempdir().expect("ipam dir");
+        let mut ranges = vec![json!([{"subnet": addr.subnet4}])];
+        if settings.ipv6 {
+            ranges.push(json!([{"subnet": addr.subnet6}]));
+        }
+        let conflist = json!({
+            "cniVersion": settings.cni_version,
+            "name": format!("net-{}", addr.bridge),
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": addr.bridge,
+                    "isGateway": true,
+                    "ipMasq": false,
+                    "ipam": {"type": "host-local", "ranges": ranges, "dataDir": ipam_dir.path()},
+                },
+                settings.plugin_entry(),
+            ]
+        });
+        let runtime = Runtime::new(&ns.path()).with_pod(namespace, pod);
+        Self {
+            ns,
+            addr,
+            network: Network::new(conflist, plugin_dirs()),
+            runtime,
+            ipam_dir,
+            result: None,
+        }
+    }
+
+    /// ADD through the whole chain; remembers the result.
+    pub fn add(&mut self) -> Result<Value, linkerd_multus_e2e::cni::PluginFailure> {
+        let r = self.network.add(&self.runtime)?;
+        self.result = Some(r.clone());
+        Ok(r)
+    }
+
+    /// Runs only linkerd-cni (the chain's last plugin) with `command`, given `prev_result` (as a
+    /// runtime retrying ADD would, after the bridge already set the interface up).
+    pub fn linkerd_only(
+        &self,
+        command: &str,
+        prev_result: Option<&Value>,
+    ) -> Result<Option<Value>, linkerd_multus_e2e::cni::PluginFailure> {
+        let plugins = self.network.conflist["plugins"].as_array().expect("plugins").clone();
+        let entry = plugins.last().expect("linkerd-cni entry");
+        let conf = self.network.plugin_config(entry, prev_result);
+        linkerd_multus_e2e::cni::exec_plugin(&self.network.plugin_dirs, command, &conf, &self.runtime)
+    }
+
+    /// The pod's first IPv4 (or IPv6) address from the ADD result.
+    pub fn pod_ip(&self, v6: bool) -> String {
+        let ips = self.result.as_ref().expect("ADD first")["ips"]
+            .as_array()
+            .expect("ips in the result")
+            .clone();
+        ips.iter()
+            .filter_map(|ip| ip["address"].as_str())
+            .map(|a| a.split('/').next().unwrap_or_default().to_string())
+            .find(|a| a.contains(':') == v6)
+            .expect("an address of that family")
+    }
+
+    /// `<flavour>-save -t nat` inside the pod netns (`iptables-legacy-save`, `ip6tables-nft-save`, ...).
+    pub fn save(&self, binary: &str) -> String {
+        let out = self.ns.exec(&[binary, "-t", "nat"]);
+        assert!(out.status.success(), "{binary}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Just the lines that mention our chains, in `iptables-save` order.
+    pub fn our_rules(&self, binary: &str) -> Vec<String> {
+        our_lines(&self.save(binary))
+    }
+}
+
+/// The lines of an `iptables-save` output that mention our chains, comments and counters dropped.
+pub fn our_lines(save: &str) -> Vec<String> {
+    save.lines()
+        .filter(|l| l.contains("PROXY_INIT_"))
+        .map(str::to_string)
+        .collect()
+}
+
+impl Drop for PodNetwork {
+    fn drop(&mut self) {
+        let _ = self.network.del(&self.runtime, self.result.as_ref());
+        self.ns.delete();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.addr.bridge])
+            .output();
+        for (path, value) in original_forwarding() {
+            let _ = std::fs::write(path, value);
+        }
+    }
+}
+
+/// Creates a Pending pod in the testbed: `spec` is the pod spec JSON; `metadata` extra metadata
+/// (annotations, labels).
+pub async fn create_pod(client: &Client, namespace: &str, name: &str, metadata: Value, spec: Value) {
+    let mut meta = json!({"name": name, "namespace": namespace});
+    if let (Some(m), Some(extra)) = (meta.as_object_mut(), metadata.as_object()) {
+        for (k, v) in extra {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    let pod: Pod = serde_json::from_value(json!({"metadata": meta, "spec": spec})).expect("pod json");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating pod {namespace}/{name}: {e}"));
+}
+
+/// A meshed pod: an app container and a `linkerd-proxy` container, as Linkerd's injector with CNI
+/// enabled leaves it (no `linkerd-init`).
+pub fn meshed_spec() -> Value {
+    json!({
+        "automountServiceAccountToken": false,
+        "containers": [
+            {"name": "app", "image": "app:1"},
+            {"name": "linkerd-proxy", "image": "proxy:1"}
+        ]
+    })
+}
+
+/// The expected rules of the harness' default plugin settings (inbound 4190/4191 ignored),
+/// as `iptables-save` prints them, written out independently of the plugin's plan code.
+pub fn default_expected_rules(uid: u32) -> Vec<String> {
+    vec![
+        ":PROXY_INIT_OUTPUT - [0:0]".into(),
+        ":PROXY_INIT_REDIRECT - [0:0]".into(),
+        "-A PREROUTING -m comment --comment \"proxy-init/install-proxy-init-prerouting\" -j PROXY_INIT_REDIRECT".into(),
+        "-A OUTPUT -m comment --comment \"proxy-init/install-proxy-init-output\" -j PROXY_INIT_OUTPUT".into(),
+        format!("-A PROXY_INIT_OUTPUT -m owner --uid-owner {uid} -m comment --comment \"proxy-init/ignore-proxy-user-id\" -j RETURN"),
+        "-A PROXY_INIT_OUTPUT -o lo -m comment --comment \"proxy-init/ignore-loopback\" -j RETURN".into(),
+        "-A PROXY_INIT_OUTPUT -p tcp -m comment --comment \"proxy-init/redirect-all-outgoing-to-proxy-port\" -j REDIRECT --to-ports 4140".into(),
+        "-A PROXY_INIT_REDIRECT -p tcp -m multiport --dports 4191,4190 -m comment --comment \"proxy-init/ignore-port-4191,4190\" -j RETURN".into(),
+        "-A PROXY_INIT_REDIRECT -p tcp -m comment --comment \"proxy-init/redirect-all-incoming-to-proxy-port\" -j REDIRECT --to-ports 4143".into(),
+    ]
+}
+
+// === tiny TCP servers and clients ===
+
+/// Answers every connection with a fixed word, until dropped.
+pub struct Answerer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Answerer {
+    pub fn start(listener: TcpListener, word: &'static str) -> Self {
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let _ = s.write_all(word.as_bytes());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Answerer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Connects to `addr` (from the calling thread's netns) and reads the answer.
+pub fn ask(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// [`ask`], retried for a few seconds (IPv6 addresses are unusable until duplicate address
+/// detection finishes).
+pub fn ask_patiently(addr: SocketAddr) -> std::io::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        match ask(addr) {
+            Ok(a) => return Ok(a),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
