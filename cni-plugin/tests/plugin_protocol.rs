@@ -48,7 +48,10 @@ const ADD_ENV: [(&str, &str); 4] = [
 /// A runtime decides from this answer whether it may call us with its version.
 #[test]
 fn version_lists_the_supported_versions() {
-    let out = run(&[("CNI_COMMAND", "VERSION")], &json!({"cniVersion": "0.4.0"}));
+    let out = run(
+        &[("CNI_COMMAND", "VERSION")],
+        &json!({"cniVersion": "0.4.0"}),
+    );
     assert!(out.status.success());
     assert_eq!(
         stdout_json(&out),
@@ -64,7 +67,11 @@ fn not_a_pod_passes_through() {
     let cfg = json!({"cniVersion": "1.0.0", "name": "n", "type": "linkerd-cni",
         "kubernetes": {"kubeconfig": "/nonexistent/kubeconfig"}});
     let out = run(&ADD_ENV, &cfg);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout_json(&out), json!({"cniVersion": "1.0.0", "dns": {}}));
 
     let mut with_prev = cfg.clone();
@@ -78,17 +85,36 @@ fn not_a_pod_passes_through() {
                "interfaces": [{"name": "eth0"}], "dns": {}})
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("linkerd-cni: INFO") && stderr.contains("not a pod"), "{stderr}");
+    assert!(
+        stderr.contains("linkerd-cni: INFO") && stderr.contains("not a pod"),
+        "{stderr}"
+    );
 }
 
 /// Every failure is a CNI error object on stdout, a non-zero exit, and the key to fix.
 #[test]
 fn broken_configs_are_cni_errors_naming_the_key() {
     let cases = [
-        (json!({"cniVersion": "0.3.1", "linkerd": {"proxy-uid": "2102"}}), 7, "linkerd.proxy-uid"),
-        (json!({"cniVersion": "0.3.1", "linkerd": {"inbound-ports-to-ignore": ["80", "x"]}}), 7, "linkerd.inbound-ports-to-ignore"),
-        (json!({"cniVersion": "0.3.1", "linkerd": {"iptables-mode": "iptables"}}), 7, "linkerd.iptables-mode"),
-        (json!({"cniVersion": "0.3.1", "kubernetes": {"kubeconfig": false}}), 7, "kubernetes.kubeconfig"),
+        (
+            json!({"cniVersion": "0.3.1", "linkerd": {"proxy-uid": "2102"}}),
+            7,
+            "linkerd.proxy-uid",
+        ),
+        (
+            json!({"cniVersion": "0.3.1", "linkerd": {"inbound-ports-to-ignore": ["80", "x"]}}),
+            7,
+            "linkerd.inbound-ports-to-ignore",
+        ),
+        (
+            json!({"cniVersion": "0.3.1", "linkerd": {"iptables-mode": "iptables"}}),
+            7,
+            "linkerd.iptables-mode",
+        ),
+        (
+            json!({"cniVersion": "0.3.1", "kubernetes": {"kubeconfig": false}}),
+            7,
+            "kubernetes.kubeconfig",
+        ),
         (json!({"cniVersion": "0.2.0"}), 1, ""),
     ];
     for (cfg, code, key) in cases {
@@ -97,7 +123,10 @@ fn broken_configs_are_cni_errors_naming_the_key() {
         let err = stdout_json(&out);
         assert_eq!(err["code"], code, "{cfg}: {err}");
         assert_eq!(err["details"], key, "{cfg}: {err}");
-        assert!(err["msg"].as_str().unwrap_or_default().contains(key), "{err}");
+        assert!(
+            err["msg"].as_str().unwrap_or_default().contains(key),
+            "{err}"
+        );
         assert!(err.get("cniVersion").is_some(), "{err}");
     }
     // Not JSON at all: decode failure, still a proper error object.
@@ -115,8 +144,17 @@ fn missing_environment_is_code_4() {
     let out = run(&[("CNI_COMMAND", "ADD")], &json!({"cniVersion": "1.0.0"}));
     assert_eq!(out.status.code(), Some(1));
     let err = stdout_json(&out);
-    assert_eq!((err["code"].as_u64(), err["cniVersion"].as_str()), (Some(4), Some("1.0.0")));
-    assert!(err["msg"].as_str().unwrap_or_default().contains("CNI_CONTAINERID"), "{err}");
+    assert_eq!(
+        (err["code"].as_u64(), err["cniVersion"].as_str()),
+        (Some(4), Some("1.0.0"))
+    );
+    assert!(
+        err["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("CNI_CONTAINERID"),
+        "{err}"
+    );
 }
 
 /// CHECK does not exist before 0.4.0; STATUS (1.1) just answers ready.
@@ -126,7 +164,10 @@ fn check_needs_0_4_0_and_status_succeeds() {
     env[0] = ("CNI_COMMAND", "CHECK");
     let out = run(&env, &json!({"cniVersion": "0.3.1"}));
     assert_eq!(stdout_json(&out)["code"], 1);
-    let out = run(&[("CNI_COMMAND", "STATUS")], &json!({"cniVersion": "1.1.0"}));
+    let out = run(
+        &[("CNI_COMMAND", "STATUS")],
+        &json!({"cniVersion": "1.1.0"}),
+    );
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
 }
@@ -158,7 +199,8 @@ fn unreachable_apiserver_is_a_clear_retryable_error() {
     assert_eq!(err["code"], 11, "{err}");
     let msg = err["msg"].as_str().unwrap_or_default();
     assert!(
-        msg.contains(&format!("127.0.0.1:{port}")) && msg.contains(kubeconfig.to_str().unwrap_or("?")),
+        msg.contains(&format!("127.0.0.1:{port}"))
+            && msg.contains(kubeconfig.to_str().unwrap_or("?")),
         "{msg}"
     );
 
@@ -166,7 +208,13 @@ fn unreachable_apiserver_is_a_clear_retryable_error() {
     let cfg = json!({"cniVersion": "0.4.0", "kubernetes": {"kubeconfig": "/nonexistent/kc"}});
     let err = stdout_json(&run(&env, &cfg));
     assert_eq!(err["code"], 102, "{err}");
-    assert!(err["msg"].as_str().unwrap_or_default().contains("/nonexistent/kc"), "{err}");
+    assert!(
+        err["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/nonexistent/kc"),
+        "{err}"
+    );
 }
 
 /// `log_file` gets the same prefixed lines as stderr.
@@ -182,6 +230,12 @@ fn logs_go_to_stderr_and_the_log_file_never_stdout() {
     let file = std::fs::read_to_string(&log).expect("log file written");
     assert!(!file.is_empty());
     assert_eq!(file, stderr);
-    assert!(file.lines().all(|l| l.starts_with("linkerd-cni: ")), "{file}");
-    assert!(file.contains("DEBUG"), "log_level debug is honoured: {file}");
+    assert!(
+        file.lines().all(|l| l.starts_with("linkerd-cni: ")),
+        "{file}"
+    );
+    assert!(
+        file.contains("DEBUG"),
+        "log_level debug is honoured: {file}"
+    );
 }

@@ -26,28 +26,69 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
     // The bridge's result comes back in the config's version.
     assert_eq!(result["cniVersion"], version, "{result}");
     let ip = &result["ips"][0];
-    assert!(ip["address"].as_str().unwrap_or_default().starts_with(&net.addr.gateway4[..net.addr.gateway4.len() - 1]), "{result}");
-    assert_eq!(ip.get("version").is_some(), version != "1.0.0", "ips[].version by version: {result}");
-    assert!(result["interfaces"].as_array().is_some_and(|i| i.len() >= 2), "{result}");
+    assert!(
+        ip["address"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&net.addr.gateway4[..net.addr.gateway4.len() - 1]),
+        "{result}"
+    );
+    assert_eq!(
+        ip.get("version").is_some(),
+        version != "1.0.0",
+        "ips[].version by version: {result}"
+    );
+    assert!(
+        result["interfaces"]
+            .as_array()
+            .is_some_and(|i| i.len() >= 2),
+        "{result}"
+    );
 
     // Exactly our rules, in the flavour we asked for; the other flavour sees nothing of ours.
     assert_eq!(net.our_rules(save), default_expected_rules(2102));
-    assert_eq!(net.our_rules(other), Vec::<String>::new(), "{other} must not see our rules");
+    assert_eq!(
+        net.our_rules(other),
+        Vec::<String>::new(),
+        "{other} must not see our rules"
+    );
 
     // Repeated ADD (a runtime retry) leaves the identical ruleset, hooks not duplicated.
     let before = net.save(save);
-    let again = net.linkerd_only("ADD", Some(&result)).unwrap_or_else(|e| panic!("second ADD: {e}"));
-    assert_eq!(again.as_ref(), Some(&result), "ADD passes its prevResult through unchanged");
-    let strip = |s: &str| s.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    let again = net
+        .linkerd_only("ADD", Some(&result))
+        .unwrap_or_else(|e| panic!("second ADD: {e}"));
+    assert_eq!(
+        again.as_ref(),
+        Some(&result),
+        "ADD passes its prevResult through unchanged"
+    );
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert_eq!(strip(&net.save(save)), strip(&before));
 
     if version != "0.3.1" {
-        net.network.check(&net.runtime, &result).unwrap_or_else(|e| panic!("CHECK: {e}"));
+        net.network
+            .check(&net.runtime, &result)
+            .unwrap_or_else(|e| panic!("CHECK: {e}"));
         // Someone removes the loopback exemption: CHECK names the rule.
         let iptables = save.replace("-save", "");
-        let del = net.ns.exec(&[&iptables, "-t", "nat", "-D", "PROXY_INIT_OUTPUT", "2"]);
-        assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
-        let err = net.network.check(&net.runtime, &result).expect_err("CHECK on a tampered ruleset");
+        let del = net
+            .ns
+            .exec(&[&iptables, "-t", "nat", "-D", "PROXY_INIT_OUTPUT", "2"]);
+        assert!(
+            del.status.success(),
+            "{}",
+            String::from_utf8_lossy(&del.stderr)
+        );
+        let err = net
+            .network
+            .check(&net.runtime, &result)
+            .expect_err("CHECK on a tampered ruleset");
         assert_eq!(err.code(), Some(101), "{err}");
         let msg = err.msg().unwrap_or_default();
         assert!(
@@ -56,18 +97,25 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
             "{msg}"
         );
         // ADD repairs it.
-        net.linkerd_only("ADD", Some(&result)).unwrap_or_else(|e| panic!("repairing ADD: {e}"));
-        net.network.check(&net.runtime, &result).unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
+        net.linkerd_only("ADD", Some(&result))
+            .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
+        net.network
+            .check(&net.runtime, &result)
+            .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
     }
 
     // DEL removes our chains and hooks and leaves the rest of the nat table alone.
-    net.network.del(&net.runtime, Some(&result)).unwrap_or_else(|e| panic!("DEL: {e}"));
+    net.network
+        .del(&net.runtime, Some(&result))
+        .unwrap_or_else(|e| panic!("DEL: {e}"));
     assert_eq!(net.our_rules(save), Vec::<String>::new());
     assert!(net.save(save).contains(":PREROUTING ACCEPT"));
 
     // DEL again after the netns is gone succeeds (the kubelet retries DEL after teardown).
     net.ns.delete();
-    net.network.del(&net.runtime, Some(&result)).unwrap_or_else(|e| panic!("DEL without netns: {e}"));
+    net.network
+        .del(&net.runtime, Some(&result))
+        .unwrap_or_else(|e| panic!("DEL without netns: {e}"));
 }
 
 #[tokio::test]

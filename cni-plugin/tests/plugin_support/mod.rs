@@ -198,10 +198,18 @@ impl PodNetwork {
         command: &str,
         prev_result: Option<&Value>,
     ) -> Result<Option<Value>, linkerd_multus_e2e::cni::PluginFailure> {
-        let plugins = self.network.conflist["plugins"].as_array().expect("plugins").clone();
+        let plugins = self.network.conflist["plugins"]
+            .as_array()
+            .expect("plugins")
+            .clone();
         let entry = plugins.last().expect("linkerd-cni entry");
         let conf = self.network.plugin_config(entry, prev_result);
-        linkerd_multus_e2e::cni::exec_plugin(&self.network.plugin_dirs, command, &conf, &self.runtime)
+        linkerd_multus_e2e::cni::exec_plugin(
+            &self.network.plugin_dirs,
+            command,
+            &conf,
+            &self.runtime,
+        )
     }
 
     /// The pod's first IPv4 (or IPv6) address from the ADD result.
@@ -220,7 +228,11 @@ impl PodNetwork {
     /// `<flavour>-save -t nat` inside the pod netns (`iptables-legacy-save`, `ip6tables-nft-save`, ...).
     pub fn save(&self, binary: &str) -> String {
         let out = self.ns.exec(&[binary, "-t", "nat"]);
-        assert!(out.status.success(), "{binary}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{binary}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -253,14 +265,21 @@ impl Drop for PodNetwork {
 
 /// Creates a Pending pod in the testbed: `spec` is the pod spec JSON; `metadata` extra metadata
 /// (annotations, labels).
-pub async fn create_pod(client: &Client, namespace: &str, name: &str, metadata: Value, spec: Value) {
+pub async fn create_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    metadata: Value,
+    spec: Value,
+) {
     let mut meta = json!({"name": name, "namespace": namespace});
     if let (Some(m), Some(extra)) = (meta.as_object_mut(), metadata.as_object()) {
         for (k, v) in extra {
             m.insert(k.clone(), v.clone());
         }
     }
-    let pod: Pod = serde_json::from_value(json!({"metadata": meta, "spec": spec})).expect("pod json");
+    let pod: Pod =
+        serde_json::from_value(json!({"metadata": meta, "spec": spec})).expect("pod json");
     Api::<Pod>::namespaced(client.clone(), namespace)
         .create(&PostParams::default(), &pod)
         .await
