@@ -88,10 +88,10 @@ fn sigterm_keeps_someone_elses_edit() {
 fn sigterm_turns_the_conflist_back_into_the_conf() {
     let node = Node::with(&["10-bridge.conf"]);
     let running = node.spawn(&["--uninstall-binary"]);
+    // The `.conflist` is written before the `.conf` is removed: wait for both.
     wait_for("the .conf converted", || {
-        chained(&node, "10-bridge.conflist")
+        chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists()
     });
-    assert!(!node.net.join("10-bridge.conf").exists());
 
     let (status, log) = running.terminate();
     assert!(status.success(), "{log}");

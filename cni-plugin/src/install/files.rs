@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Mode of the installed plugin binary.
@@ -59,6 +59,15 @@ pub fn mode_of(path: &Path) -> Option<u32> {
     fs::metadata(path)
         .ok()
         .map(|m| m.permissions().mode() & 0o7777)
+}
+
+/// What identifies a file's content without reading it: inode, size, modification time. Any write
+/// (ours rename a new inode into place) changes it.
+pub type Identity = (u64, u64, i64, i64);
+
+pub fn identity(path: &Path) -> Option<Identity> {
+    let m = fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
 }
 
 /// Removes a file; a missing one is fine.

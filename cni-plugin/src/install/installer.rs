@@ -27,6 +27,9 @@ pub struct Report {
 pub struct Installer {
     settings: Settings,
     applied: Option<Applied>,
+    /// Identities of the source and installed binaries when they were last found equal: while both
+    /// are unchanged, a pass does not re-read them (a debug build of the plugin is 150 MB).
+    binary_verified: Option<(files::Identity, files::Identity)>,
 }
 
 impl Installer {
@@ -34,6 +37,7 @@ impl Installer {
         Installer {
             settings,
             applied: None,
+            binary_verified: None,
         }
     }
 
@@ -104,16 +108,22 @@ impl Installer {
 
     // === steps ===
 
-    fn ensure_binary(&self) -> Result<Option<String>, InstallError> {
+    fn ensure_binary(&mut self) -> Result<Option<String>, InstallError> {
         let source = &self.settings.plugin_binary;
+        let dest = self.settings.bin_dir.join(PLUGIN_TYPE);
+        let identities = files::identity(source).zip(files::identity(&dest));
+        if identities.is_some() && identities == self.binary_verified {
+            return Ok(None);
+        }
+        self.binary_verified = None;
         let bytes = fs::read(source).map_err(|e| InstallError::ReadPluginBinary {
             path: source.clone(),
             source: e,
         })?;
-        let dest = self.settings.bin_dir.join(PLUGIN_TYPE);
         let reason = match files::read_optional(&dest) {
             Ok(Some(current)) if current == bytes => {
                 if files::mode_of(&dest) == Some(BINARY_MODE) {
+                    self.binary_verified = files::identity(source).zip(files::identity(&dest));
                     return Ok(None);
                 }
                 "it was not mode 0755"
@@ -126,6 +136,7 @@ impl Installer {
             path: dest.clone(),
             source,
         })?;
+        self.binary_verified = files::identity(source).zip(files::identity(&dest));
         Ok(Some(format!(
             "installed {} from {} ({reason})",
             dest.display(),
