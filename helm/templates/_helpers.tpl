@@ -43,9 +43,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-webhook-cert" (include "linkerd-multus.fullname" .)) .Values.webhook.certs.secretName -}}
 {{- end -}}
 
-{{/* The operator's leader-election Lease (its fixed name in the operator, vocab DEFAULT_LEASE_NAME). */}}
 {{- define "linkerd-multus.leaseName" -}}
-linkerd-multus-operator
+{{- .Values.operator.leaseName -}}
 {{- end -}}
 
 {{- define "linkerd-multus.image" -}}

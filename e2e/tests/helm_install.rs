@@ -1,0 +1,482 @@
+//! The helm chart installed, upgraded and uninstalled with the real helm on the local kube-apiserver:
+//! certificates kept, no needless restart, least-privilege RBAC as the apiserver decides it, and nothing
+//! left behind.
+
+mod packaging;
+
+use linkerd_multus_e2e::{kubeconfig_path, kubectl, unique_name};
+use packaging::*;
+use serde_json::Value;
+
+/// Namespaces created with kubectl for one test and deleted when dropped.
+struct Namespaces(Vec<String>);
+
+impl Namespaces {
+    fn create(prefixes: &[&str]) -> Self {
+        let names: Vec<String> = prefixes.iter().map(|p| unique_name(p)).collect();
+        for name in &names {
+            let out = kubectl(&["create", "namespace", name]);
+            assert!(
+                out.status.success(),
+                "create ns {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Self(names)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = kubectl(&[
+                "delete",
+                "namespace",
+                name,
+                "--wait=false",
+                "--ignore-not-found",
+            ]);
+        }
+    }
+}
+
+fn kubectl_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["-o", "json"]);
+    let out = kubectl(&all);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("kubectl JSON")
+}
+
+/// helm against the testbed.
+fn helm_cluster(args: &[&str]) -> String {
+    let kubeconfig = kubeconfig_path();
+    let mut all = vec!["--kubeconfig", path_str(&kubeconfig)];
+    all.extend_from_slice(args);
+    helm_ok(&all)
+}
+
+/// Values that keep the test's webhook away from every other test's pods: it only matches namespaces
+/// labelled with this release's name (none are), and a failed call would be ignored anyway.
+fn isolating_values(release: &str, cni_namespace: &str) -> String {
+    format!(
+        "operator:\n  cniNamespace: {cni_namespace}\nwebhook:\n  failurePolicy: Ignore\n  namespaceSelector:\n    \
+         matchLabels:\n      linkerd-multus-e2e/release: {release}\n"
+    )
+}
+
+struct Installed {
+    release: String,
+    namespace: String,
+    values: std::path::PathBuf,
+}
+
+impl Installed {
+    fn install(release: &str, namespace: &str, values: &str, extra: &[&str]) -> (Self, String) {
+        let values = temp_file("helm-values", values);
+        let chart = chart_dir();
+        let mut args = vec![
+            "install",
+            release,
+            path_str(&chart),
+            "-n",
+            namespace,
+            "-f",
+            path_str(&values),
+        ];
+        args.extend_from_slice(extra);
+        let notes = helm_cluster(&args);
+        let installed = Self {
+            release: release.into(),
+            namespace: namespace.into(),
+            values,
+        };
+        (installed, notes)
+    }
+
+    fn upgrade(&self, extra: &[&str]) {
+        let chart = chart_dir();
+        let mut args = vec![
+            "upgrade",
+            &self.release,
+            path_str(&chart),
+            "-n",
+            &self.namespace,
+            "-f",
+            path_str(&self.values),
+        ];
+        args.extend_from_slice(extra);
+        helm_cluster(&args);
+    }
+
+    fn manifest(&self) -> String {
+        helm_cluster(&["get", "manifest", &self.release, "-n", &self.namespace])
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // A failed test must not leave its (cluster-scoped) webhook configuration behind.
+        let kubeconfig = kubeconfig_path();
+        let _ = helm(&[
+            "--kubeconfig",
+            path_str(&kubeconfig),
+            "uninstall",
+            &self.release,
+            "-n",
+            &self.namespace,
+        ]);
+        let _ = std::fs::remove_file(&self.values);
+    }
+}
+
+/// The Deployment's generation and pod template: an upgrade that changes neither restarts nothing.
+fn deployment_state(namespace: &str, name: &str) -> (i64, Value) {
+    let d = kubectl_json(&["get", "deployment", name, "-n", namespace]);
+    (
+        d["metadata"]["generation"].as_i64().expect("generation"),
+        d["spec"]["template"].clone(),
+    )
+}
+
+fn ca_bundle(name: &str) -> Option<String> {
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", name]);
+    mwc["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// After uninstall nothing labelled with the release exists, cluster-scoped or in its namespaces.
+fn assert_nothing_left(release: &str, namespaces: &[&str]) {
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let cluster_kinds =
+        "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,customresourcedefinitions";
+    let left = kubectl_json(&["get", cluster_kinds, "-l", &selector]);
+    assert_eq!(
+        left["items"],
+        serde_json::json!([]),
+        "cluster-scoped objects left behind"
+    );
+    let kinds =
+        "deployments,daemonsets,services,serviceaccounts,secrets,configmaps,roles,rolebindings,\
+                 leases,poddisruptionbudgets.v1beta1.policy";
+    for ns in namespaces {
+        let left = kubectl_json(&["get", kinds, "-n", ns, "-l", &selector]);
+        assert_eq!(
+            left["items"],
+            serde_json::json!([]),
+            "objects left behind in {ns}"
+        );
+    }
+}
+
+/// Helm-generated certificates are created once: an upgrade keeps the Secret and the caBundle and does
+/// not touch the Deployment's pod template; a real change of an operator flag does (so the check bites).
+/// On 1.20 the PodDisruptionBudget falls back to policy/v1beta1. Uninstall leaves nothing behind.
+#[test]
+fn install_upgrade_uninstall_with_helm_certificates() {
+    let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
+    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
+    let release = unique_name("lm");
+    let values = isolating_values(&release, cni_ns);
+    let (installed, notes) =
+        Installed::install(&release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
+    let fullname = format!("{release}-linkerd-multus");
+    assert!(
+        notes.contains("kubectl annotate namespace <ns> linkerd.io/multus=enabled"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("kubernetes.io/metadata.name=kube-system"),
+        "1.20 label advice missing: {notes}"
+    );
+
+    let manifest = installed.manifest();
+    assert!(
+        manifest.contains("apiVersion: policy/v1beta1"),
+        "PDB is not policy/v1beta1 on 1.20"
+    );
+    let pdb = kubectl_json(&[
+        "get",
+        "poddisruptionbudgets.v1beta1.policy",
+        &fullname,
+        "-n",
+        ns,
+    ]);
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let role = kubectl_json(&[
+        "get",
+        "role",
+        &format!("{fullname}-cni-config"),
+        "-n",
+        cni_ns,
+    ]);
+    assert_eq!(
+        role["rules"][0]["resources"],
+        serde_json::json!(["configmaps"])
+    );
+
+    let secret_name = format!("{fullname}-webhook-cert");
+    let secret_before = kubectl_json(&["get", "secret", &secret_name, "-n", ns])["data"].clone();
+    let ca_before = ca_bundle(&fullname).expect("caBundle set in helm mode");
+    assert_eq!(secret_before["ca.crt"].as_str(), Some(ca_before.as_str()));
+    let (generation_before, template_before) = deployment_state(ns, &fullname);
+
+    // An upgrade that changes only the webhook registration.
+    installed.upgrade(&[
+        "--set",
+        "webhook.certs.mode=helm",
+        "--set",
+        "webhook.timeoutSeconds=15",
+    ]);
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &fullname]);
+    assert_eq!(
+        mwc["webhooks"][0]["timeoutSeconds"], 15,
+        "the upgrade was not applied"
+    );
+    let secret_after = kubectl_json(&["get", "secret", &secret_name, "-n", ns])["data"].clone();
+    assert_eq!(
+        secret_before, secret_after,
+        "the upgrade regenerated the certificate"
+    );
+    assert_eq!(
+        ca_bundle(&fullname).as_deref(),
+        Some(ca_before.as_str()),
+        "caBundle changed"
+    );
+    let (generation_after, template_after) = deployment_state(ns, &fullname);
+    assert_eq!(
+        template_before, template_after,
+        "the upgrade changed the pod template (restart)"
+    );
+    assert_eq!(generation_before, generation_after);
+
+    // A real operator change does roll the pods: the check above can fail.
+    installed.upgrade(&[
+        "--set",
+        "webhook.certs.mode=helm",
+        "--set",
+        "operator.logLevel=debug",
+    ]);
+    let (generation_changed, _) = deployment_state(ns, &fullname);
+    assert!(
+        generation_changed > generation_after,
+        "a changed flag did not reach the Deployment"
+    );
+
+    drop(installed);
+    assert_nothing_left(&release, &[ns, cni_ns]);
+}
+
+/// Self-managed certificates: the caBundle the operator writes into the webhook configuration survives
+/// `helm upgrade` (helm's three-way merge keeps fields the chart never sets). With cni.enabled the
+/// DaemonSet and Linkerd-format ConfigMap land in the CNI namespace. Uninstall leaves nothing behind.
+#[test]
+fn install_upgrade_uninstall_self_managed_with_cni() {
+    let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
+    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
+    let release = unique_name("lm");
+    let values = isolating_values(&release, cni_ns);
+    let (installed, _notes) =
+        Installed::install(&release, ns, &values, &["--set", "cni.enabled=true"]);
+    let fullname = format!("{release}-linkerd-multus");
+    assert_eq!(
+        ca_bundle(&fullname),
+        None,
+        "self-managed mode must leave caBundle to the operator"
+    );
+
+    let ds = kubectl_json(&["get", "daemonset", &format!("{fullname}-cni"), "-n", cni_ns]);
+    assert_eq!(ds["spec"]["template"]["spec"]["hostNetwork"], true);
+    let cm = kubectl_json(&["get", "configmap", "linkerd-cni-config", "-n", cni_ns]);
+    let config: Value =
+        serde_json::from_str(cm["data"]["cni_network_config"].as_str().expect("key"))
+            .expect("JSON");
+    assert_eq!(config["linkerd"]["proxy-uid"], 2102);
+
+    assert_least_privilege(ns, cni_ns, &fullname);
+
+    // What the operator does in self-managed mode: fill the caBundle in.
+    let fake_ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
+    let patch = format!(
+        r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{fake_ca}"}}]"#
+    );
+    let out = kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        &fullname,
+        "--type=json",
+        "-p",
+        &patch,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (generation_before, template_before) = deployment_state(ns, &fullname);
+
+    installed.upgrade(&[
+        "--set",
+        "cni.enabled=true",
+        "--set",
+        "webhook.timeoutSeconds=12",
+    ]);
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &fullname]);
+    assert_eq!(
+        mwc["webhooks"][0]["timeoutSeconds"], 12,
+        "the upgrade was not applied"
+    );
+    assert_eq!(
+        ca_bundle(&fullname).as_deref(),
+        Some(fake_ca),
+        "upgrade wiped the operator's caBundle"
+    );
+    assert_eq!(
+        deployment_state(ns, &fullname),
+        (generation_before, template_before)
+    );
+
+    drop(installed);
+    assert_nothing_left(&release, &[ns, cni_ns]);
+}
+
+/// One RBAC question for the operator's ServiceAccount: `verb` on `group`/`resource` (`name`, namespace).
+struct Access<'a>(&'a str, &'a str, &'a str, Option<&'a str>, Option<&'a str>);
+
+/// Asks the apiserver's authorizer itself (a SubjectAccessReview), as the ServiceAccount's user and groups.
+fn operator_can(
+    ns: &str,
+    sa: &str,
+    Access(verb, group, resource, name, namespace): &Access,
+) -> bool {
+    let review = serde_json::json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": format!("system:serviceaccount:{ns}:{sa}"),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+            "resourceAttributes": {
+                "verb": verb, "group": group, "resource": resource, "name": name, "namespace": namespace,
+            },
+        },
+    });
+    let file = temp_file("sar.json", &review.to_string());
+    let answer = kubectl_json(&["create", "-f", path_str(&file)]);
+    let _ = std::fs::remove_file(&file);
+    answer["status"]["allowed"].as_bool().unwrap_or(false)
+}
+
+/// The installed RBAC grants what the operator does and nothing more: no pod or namespace writes;
+/// Secrets, the Lease, the CNI ConfigMap and the webhook configuration only by name.
+fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
+    let secret = format!("{fullname}-webhook-cert");
+    let (nads, coord, events) = ("k8s.cni.cncf.io", "coordination.k8s.io", "events.k8s.io");
+    let admission = "admissionregistration.k8s.io";
+    let mwcs = "mutatingwebhookconfigurations";
+    let allowed = [
+        Access("watch", "", "namespaces", None, None),
+        Access("get", "", "namespaces", Some("default"), None),
+        Access(
+            "create",
+            nads,
+            "network-attachment-definitions",
+            None,
+            Some("default"),
+        ),
+        Access(
+            "delete",
+            nads,
+            "network-attachment-definitions",
+            Some("linkerd-cni"),
+            Some("default"),
+        ),
+        Access("patch", events, "events", None, Some("default")),
+        Access("create", "", "events", None, Some("default")),
+        Access(
+            "watch",
+            "",
+            "configmaps",
+            Some("linkerd-cni-config"),
+            Some(cni_ns),
+        ),
+        Access("create", "", "secrets", None, Some(ns)),
+        Access("get", "", "secrets", Some(&secret), Some(ns)),
+        Access("update", "", "secrets", Some(&secret), Some(ns)),
+        Access("patch", admission, mwcs, Some(fullname), None),
+        Access("create", coord, "leases", None, Some(ns)),
+        Access(
+            "patch",
+            coord,
+            "leases",
+            Some("linkerd-multus-operator"),
+            Some(ns),
+        ),
+    ];
+    for access in &allowed {
+        assert!(
+            operator_can(ns, fullname, access),
+            "the operator may not {} {}/{:?}",
+            access.0,
+            access.2,
+            access.3
+        );
+    }
+    let denied = [
+        Access("create", "", "pods", None, Some("default")),
+        Access("patch", "", "pods", Some("p"), Some("default")),
+        Access("create", "", "namespaces", None, None),
+        Access("delete", "", "namespaces", Some("default"), None),
+        Access("patch", "", "namespaces", Some("default"), None),
+        Access("get", "", "secrets", Some("other"), Some(ns)),
+        Access("list", "", "secrets", None, Some(ns)),
+        Access("get", "", "secrets", Some(&secret), Some("default")),
+        Access("list", "", "configmaps", None, Some(cni_ns)),
+        Access(
+            "get",
+            "",
+            "configmaps",
+            Some("linkerd-cni-config"),
+            Some("default"),
+        ),
+        Access("patch", admission, mwcs, Some("other"), None),
+        Access("patch", coord, "leases", Some("other"), Some(ns)),
+        Access("create", coord, "leases", None, Some("default")),
+    ];
+    for access in &denied {
+        assert!(
+            !operator_can(ns, fullname, access),
+            "the operator may {} {}/{:?}",
+            access.0,
+            access.2,
+            access.3
+        );
+    }
+    // What the controller really sends for the ConfigMap: a list (and watch) with a name field selector,
+    // which resourceNames authorizes; the same list without the selector is forbidden.
+    let who = format!("--as=system:serviceaccount:{ns}:{fullname}");
+    let selector = "metadata.name=linkerd-cni-config";
+    let by_name = kubectl(&[
+        "get",
+        "configmaps",
+        "-n",
+        cni_ns,
+        "--field-selector",
+        selector,
+        &who,
+    ]);
+    assert!(
+        by_name.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_name.stderr)
+    );
+    let all = kubectl(&["get", "configmaps", "-n", cni_ns, &who]);
+    assert!(
+        String::from_utf8_lossy(&all.stderr).contains("Forbidden"),
+        "listing every ConfigMap was allowed"
+    );
+}
