@@ -395,3 +395,144 @@ fn rejects_install_into_linkerds_namespace() {
         "not in Linkerd's",
     );
 }
+
+// === values, flags and docs stay in step ===
+
+/// Every leaf of values.yaml appears (as `key`) in the values table of docs/install.md; free-form
+/// objects (resources, securityContext, ...) count as documented by their own key.
+#[test]
+fn every_value_is_documented() {
+    let root = linkerd_multus_e2e::workspace_root();
+    let values: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values.yaml parses");
+    let docs = std::fs::read_to_string(root.join("docs/install.md")).expect("docs/install.md");
+    let mut leaves = Vec::new();
+    collect_leaves(&values, String::new(), &mut leaves);
+    assert!(leaves.len() > 50, "{leaves:?}");
+    for leaf in leaves {
+        let documented = leaf
+            .match_indices('.')
+            .map(|(i, _)| &leaf[..i])
+            .chain(std::iter::once(leaf.as_str()))
+            .any(|prefix| docs.contains(&format!("| `{prefix}` |")));
+        assert!(
+            documented,
+            "value {leaf} is missing from the table in docs/install.md"
+        );
+    }
+}
+
+fn collect_leaves(value: &Value, path: String, out: &mut Vec<String>) {
+    match value.as_object() {
+        Some(map) if !map.is_empty() => {
+            for (key, child) in map {
+                let child_path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                collect_leaves(child, child_path, out);
+            }
+        }
+        _ => out.push(path),
+    }
+}
+
+/// Flags the chart deliberately does not expose as `--flag` args, and why.
+const NOT_ARGS: &[(&str, &str)] = &[
+    (
+        "--namespace",
+        "set through the POD_NAMESPACE env (downward API)",
+    ),
+    ("--pod-name", "set through the POD_NAME env (downward API)"),
+    (
+        "--cni-network-config",
+        "set through the CNI_NETWORK_CONFIG env from the ConfigMap",
+    ),
+    (
+        "--cni-network-config-file",
+        "the template comes from the ConfigMap env instead",
+    ),
+    (
+        "--host-prefix",
+        "the chart mounts node directories at their own paths, so no prefix",
+    ),
+    ("--once", "a DaemonSet keeps the installer running"),
+];
+
+/// The long flags declared with clap (`#[arg(long ...)]` followed by `pub field:`) in a source file.
+fn clap_flags(relative: &str) -> Vec<String> {
+    let path = linkerd_multus_e2e::workspace_root().join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut flags = Vec::new();
+    let mut attr: Option<String> = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("#[arg(") {
+            attr = Some(String::new());
+        }
+        if let Some(a) = attr.as_mut() {
+            a.push_str(line);
+            if let Some(rest) = line.strip_prefix("pub ") {
+                let field = rest.split(':').next().unwrap_or_default().trim();
+                let explicit = a
+                    .split("long = \"")
+                    .nth(1)
+                    .and_then(|s| s.split('"').next());
+                if a.contains("long") {
+                    flags.push(format!(
+                        "--{}",
+                        explicit.map_or_else(|| field.replace('_', "-"), String::from)
+                    ));
+                }
+                attr = None;
+            }
+        }
+    }
+    flags
+}
+
+/// Every flag of the operator, the webhook and the installer is set by the chart (so it is a value),
+/// or listed in NOT_ARGS with the reason. A flag added to a binary without a value fails here.
+#[test]
+fn every_binary_flag_is_a_chart_value() {
+    let all = [
+        "--set",
+        "cni.enabled=true",
+        "--set",
+        "cni.uninstallBinary=true",
+        "--set",
+        "cni.pluginBinary=/x",
+    ];
+    let self_managed = helm_template(RELEASE, NAMESPACE, &all);
+    let mut files_mode = all.to_vec();
+    files_mode.extend_from_slice(&["--set", "webhook.certs.mode=helm"]);
+    let rendered = format!(
+        "{self_managed}\n{}",
+        helm_template(RELEASE, NAMESPACE, &files_mode)
+    );
+    let sources = [
+        "operator/src/cli.rs",
+        "webhook/src/args.rs",
+        "cni-plugin/src/install/args.rs",
+    ];
+    let mut checked = 0;
+    for source in sources {
+        let flags = clap_flags(source);
+        assert!(!flags.is_empty(), "no clap flags found in {source}");
+        for flag in flags {
+            checked += 1;
+            if NOT_ARGS.iter().any(|(f, _)| *f == flag) {
+                continue;
+            }
+            let as_arg = format!("- {flag}");
+            assert!(
+                rendered.contains(&format!("{as_arg}="))
+                    || rendered.lines().any(|l| l.trim() == as_arg),
+                "{flag} (from {source}) is not set by the chart: add a value for it"
+            );
+        }
+    }
+    assert!(checked >= 25, "only {checked} flags found");
+}
