@@ -11,9 +11,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked \
-        -p linkerd-multus-operator --bin linkerd-multus-operator \
-        -p linkerd-cni --bin linkerd-cni --bin linkerd-cni-install \
+    cargo build --release --locked --bins -p linkerd-multus-operator -p linkerd-cni \
  && mkdir -p /out \
  && cp target/release/linkerd-multus-operator target/release/linkerd-cni target/release/linkerd-cni-install /out/
 
