@@ -37,9 +37,23 @@ impl Reply {
         }
     }
 
-    fn review(response: AdmissionResponse, outcome: &'static str) -> Self {
+    fn review(mut response: AdmissionResponse, outcome: &'static str) -> Self {
         let uid = response.uid.clone();
-        let body = serde_json::to_vec(&response.into_review()).unwrap_or_else(|_| {
+        // kube serializes the patch bytes as a JSON array of numbers; the API documents a base64
+        // string (Go's encoding of []byte), so that is what goes on the wire.
+        let patch = response.patch.take();
+        let body = serde_json::to_value(response.into_review())
+            .map(|mut review| {
+                let r = review.get_mut("response").and_then(Value::as_object_mut);
+                if let (Some(patch), Some(r)) = (patch, r) {
+                    let b64 =
+                        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, patch);
+                    r.insert("patch".into(), Value::String(b64));
+                }
+                review
+            })
+            .and_then(|review| serde_json::to_vec(&review));
+        let body = body.unwrap_or_else(|_| {
             // Serializing these plain types cannot fail; this keeps the "never a 500" promise anyway.
             serde_json::json!({
                 "apiVersion": "admission.k8s.io/v1",

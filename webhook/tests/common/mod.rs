@@ -1,0 +1,165 @@
+//! Shared by the webhook's integration tests: certificates on disk, a running webhook on a free
+//! loopback port, review bodies, and a TLS client that trusts the test CA.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
+use linkerd_multus_webhook::{Settings, Webhook, WebhookArgs};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+pub fn loopback_names() -> Vec<String> {
+    vec!["localhost".to_string(), "127.0.0.1".to_string()]
+}
+
+/// Writes a fresh CA-signed serving certificate for loopback into `dir`; returns the bundle.
+pub fn write_cert(dir: &Path) -> Bundle {
+    let bundle = issue(&loopback_names(), SystemTime::now(), VALIDITY, None).expect("issue");
+    std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), &bundle.key_pem).unwrap();
+    bundle
+}
+
+pub fn args(dir: &Path) -> WebhookArgs {
+    WebhookArgs {
+        webhook_addr: "127.0.0.1:0".into(),
+        tls_cert_file: dir.join("tls.crt"),
+        tls_key_file: dir.join("tls.key"),
+        webhook_cert_secret: None,
+        webhook_config_name: None,
+        webhook_service_name: "linkerd-multus-webhook".into(),
+        namespace_uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
+        proxy_uid_offset: 2102,
+        webhook_cert_check_interval: 300,
+    }
+}
+
+pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
+    Settings {
+        linkerd_namespace: linkerd_namespace.into(),
+        nad_name: vocab::NAD_NAME.into(),
+        operator_namespace: operator_namespace.into(),
+    }
+}
+
+/// A webhook running in the background; stopped (and awaited) on [`Running::stop`], cancelled on drop.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub metrics: linkerd_multus_webhook::metrics::Metrics,
+    pub registry: prometheus_client::registry::Registry,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<(), linkerd_multus_webhook::Error>>>,
+}
+
+impl Running {
+    pub async fn start(args: WebhookArgs, settings: Settings, client: kube::Client) -> Self {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let webhook = Webhook::new(args, settings, client, &mut registry)
+            .await
+            .expect("webhook starts");
+        let addr = webhook.local_addr().unwrap();
+        let metrics = webhook.metrics();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(webhook.run(shutdown.clone()));
+        Self {
+            addr,
+            metrics,
+            registry,
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!(
+            "https://127.0.0.1:{}{}",
+            self.addr.port(),
+            vocab::WEBHOOK_PATH
+        )
+    }
+
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("webhook task")
+                .expect("webhook ends cleanly");
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A reqwest client trusting only the PEM CA(s) given.
+pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false);
+    for cert in reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes()).expect("CA PEM") {
+        builder = builder.add_root_certificate(cert);
+    }
+    builder.build().expect("client")
+}
+
+/// An AdmissionReview v1 for `operation` on an object of `kind` in `namespace`.
+pub fn review(uid: &str, kind: &str, operation: &str, namespace: &str, object: Value) -> Value {
+    let (group, resource) = match kind {
+        "Pod" => ("", "pods"),
+        "ConfigMap" => ("", "configmaps"),
+        "Deployment" => ("apps", "deployments"),
+        _ => ("example.com", "things"),
+    };
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": { "group": group, "version": "v1", "kind": kind },
+            "resource": { "group": group, "version": "v1", "resource": resource },
+            "name": "p",
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": { "username": "tester" },
+            "object": object,
+            "oldObject": null,
+            "dryRun": false
+        }
+    })
+}
+
+pub fn pod(annotations: Value, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": "p", "annotations": annotations, "labels": labels },
+        "spec": { "containers": [ { "name": "c", "image": "x" } ] }
+    })
+}
+
+/// The decoded JSON patch of a review response (Null when there is none).
+pub fn patch_of(response: &Value) -> Value {
+    match response["response"]["patch"].as_str() {
+        None => Value::Null,
+        Some(b64) => {
+            let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64)
+                .expect("patch is base64");
+            serde_json::from_slice(&bytes).expect("patch is JSON")
+        }
+    }
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+pub fn path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
