@@ -210,7 +210,9 @@ async fn stored_pods_carry_the_expected_annotations() {
 
     let n = vocab::NETWORKS_ANNOTATION;
     let m = vocab::MULTUS_ANNOTATION;
-    let cases: Vec<(&str, &str, Value, Value, BTreeMap<String, String>)> = vec![
+    // (pod name, namespace, pod annotations, pod labels, expected stored annotations)
+    type Case<'a> = (&'a str, &'a str, Value, Value, BTreeMap<String, String>);
+    let cases: Vec<Case> = vec![
         (
             "plain-in-enabled-ns",
             &on.name,
