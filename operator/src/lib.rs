@@ -1,1 +1,249 @@
-//! The linkerd-multus operator.
+//! The linkerd-multus operator: the NAD controller, the admission webhook (crate
+//! `linkerd-multus-webhook`) and the admin server, in one process sharing one shutdown token.
+
+pub mod admin;
+pub mod cli;
+pub mod controller;
+pub mod desired;
+pub mod error;
+pub mod events;
+pub mod leader;
+pub mod metrics;
+pub mod nad_config;
+pub mod reconcile;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use kube::Client;
+use linkerd_multus_webhook::{Settings as WebhookSettings, Webhook};
+use prometheus_client::registry::Registry;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{AdminError, AdminServer};
+use crate::cli::{Cli, LogFormat, RunArgs};
+use crate::controller::NadController;
+use crate::leader::{LeaderError, Leadership};
+use crate::nad_config::ConfigSource;
+
+/// After shutdown starts, tasks get this long to finish before the process gives up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+
+/// Why the operator process stopped with a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot build a Kubernetes client (in-cluster config or KUBECONFIG): {0}")]
+    Client(#[source] kube::Error),
+    #[error("webhook: {0}")]
+    Webhook(#[from] linkerd_multus_webhook::Error),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
+    #[error("cannot listen for SIGTERM: {0}")]
+    Signal(#[source] std::io::Error),
+    #[error("critical task `{0}` stopped unexpectedly")]
+    TaskEnded(&'static str),
+    #[error("critical task panicked: {0}")]
+    TaskPanicked(String),
+    #[error("tasks still running {0:?} after shutdown began; giving up on them")]
+    ShutdownTimeout(Vec<&'static str>),
+}
+
+/// Sets up `tracing`: level from `RUST_LOG` (default `info`), format from `--log-format`.
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Plain => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Runs the whole operator until SIGTERM/SIGINT (or a critical task fails).
+pub async fn run(cli: Cli) -> Result<(), RunError> {
+    if let Some(command) = cli.command {
+        match command {}
+    }
+    // kube is built on ring; make it rustls' process default so nothing picks another provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let shutdown = CancellationToken::new();
+    let mut registry = Registry::with_prefix("linkerd_multus");
+
+    let webhook_settings = WebhookSettings {
+        linkerd_namespace: cli.run.linkerd_namespace.clone(),
+        nad_name: cli.run.nad_name.clone(),
+        operator_namespace: cli.run.operator_namespace(),
+    };
+    let webhook =
+        Webhook::new(cli.webhook, webhook_settings, client.clone(), &mut registry).await?;
+    let mut tasks = build_controller_tasks(client, &cli.run, registry, &shutdown)
+        .await?
+        .tasks;
+    let token = shutdown.clone();
+    tasks.push((
+        "webhook",
+        async move { webhook.run(token).await.map_err(RunError::from) }.boxed(),
+    ));
+    tasks.push(("signals", on_signal(shutdown.clone()).boxed()));
+    supervise(shutdown, tasks).await
+}
+
+/// The controller, its leader election and the admin server, started as one supervised task: what
+/// tests on the local apiserver run (the webhook has its own tests).
+pub struct RunningController {
+    pub admin_addr: SocketAddr,
+    pub task: tokio::task::JoinHandle<Result<(), RunError>>,
+}
+
+/// Starts the controller part of the operator in the background; stops when `shutdown` is cancelled.
+pub async fn spawn_controller(
+    client: Client,
+    args: &RunArgs,
+    shutdown: CancellationToken,
+) -> Result<RunningController, RunError> {
+    let registry = Registry::with_prefix("linkerd_multus");
+    let built = build_controller_tasks(client, args, registry, &shutdown).await?;
+    let task = tokio::spawn(supervise(shutdown, built.tasks));
+    Ok(RunningController {
+        admin_addr: built.admin_addr,
+        task,
+    })
+}
+
+type Task = (&'static str, BoxFuture<'static, Result<(), RunError>>);
+
+struct ControllerTasks {
+    tasks: Vec<Task>,
+    admin_addr: SocketAddr,
+}
+
+async fn build_controller_tasks(
+    client: Client,
+    args: &RunArgs,
+    mut registry: Registry,
+    shutdown: &CancellationToken,
+) -> Result<ControllerTasks, RunError> {
+    let identity = args.identity();
+    let leadership = if args.leader_elect {
+        let namespace = args.operator_namespace();
+        Leadership::elect(client.clone(), &namespace, &args.lease_name, &identity).await?
+    } else {
+        Leadership::always()
+    };
+    let settings = reconcile::Settings {
+        nad_name: args.nad_name.clone(),
+        linkerd_namespace: args.linkerd_namespace.clone(),
+        source: ConfigSource {
+            namespace: args.cni_namespace.clone(),
+            configmap: args.cni_configmap.clone(),
+            kubeconfig: args.cni_kubeconfig.clone(),
+        },
+        resync: Duration::from_secs(args.resync_seconds.max(1)),
+    };
+    let controller = NadController::new(
+        client,
+        settings,
+        leadership.subscribe(),
+        identity,
+        &mut registry,
+    );
+    let admin = AdminServer::bind(args.admin_addr, registry, controller.readiness()).await?;
+    let admin_addr = admin.local_addr().unwrap_or(args.admin_addr);
+
+    let (t1, t2, t3) = (shutdown.clone(), shutdown.clone(), shutdown.clone());
+    let tasks: Vec<Task> = vec![
+        (
+            "leader-election",
+            async move {
+                leadership.run(t1).await;
+                Ok(())
+            }
+            .boxed(),
+        ),
+        (
+            "nad-controller",
+            async move {
+                controller.run(t2).await;
+                Ok(())
+            }
+            .boxed(),
+        ),
+        (
+            "admin-server",
+            async move { admin.run(t3).await.map_err(RunError::from) }.boxed(),
+        ),
+    ];
+    Ok(ControllerTasks { tasks, admin_addr })
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT; ends quietly when shutdown starts elsewhere.
+async fn on_signal(shutdown: CancellationToken) -> Result<(), RunError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(RunError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(RunError::Signal)?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        () = shutdown.cancelled() => {}
+    }
+    shutdown.cancel();
+    Ok(())
+}
+
+/// Runs every critical task to the end. The first one to stop before shutdown began (cleanly or
+/// not) starts the shutdown of all the others; the first failure is what the process reports.
+async fn supervise(shutdown: CancellationToken, tasks: Vec<Task>) -> Result<(), RunError> {
+    let mut set = JoinSet::new();
+    let mut running = std::collections::HashMap::new();
+    for (name, task) in tasks {
+        let handle = set.spawn(async move { (name, task.await) });
+        running.insert(handle.id(), name);
+    }
+    let mut first_error = None;
+    let deadline = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::pin!(deadline);
+    loop {
+        let joined = tokio::select! {
+            joined = set.join_next_with_id() => joined,
+            () = &mut deadline => {
+                let left: Vec<_> = running.values().copied().collect();
+                set.abort_all();
+                return Err(first_error.unwrap_or(RunError::ShutdownTimeout(left)));
+            }
+        };
+        let Some(joined) = joined else { break };
+        let (name, result) = match joined {
+            Ok((id, (name, result))) => {
+                running.remove(&id);
+                (name, result)
+            }
+            Err(e) => {
+                running.remove(&e.id());
+                ("unknown", Err(RunError::TaskPanicked(e.to_string())))
+            }
+        };
+        if !shutdown.is_cancelled() {
+            tracing::error!(task = name, "critical task stopped; shutting down");
+            shutdown.cancel();
+            if result.is_ok() {
+                first_error.get_or_insert(RunError::TaskEnded(name));
+            }
+        }
+        if let Err(e) = result {
+            tracing::error!(task = name, error = %e, "task failed");
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

@@ -1,0 +1,260 @@
+//! PURE: what `check` concludes from what it observed. Every verdict is a function of plain objects,
+//! so the whole table is tested without a cluster; `check/mod.rs` only fetches and probes.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::ObjectMeta;
+use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
+use linkerd_multus_webhook::uid_range::UidRange;
+use serde::Serialize;
+
+use crate::desired::{is_owned, want, Want};
+use crate::nad_config::{build_config, ConfigSource};
+
+/// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub check: &'static str,
+    pub ok: bool,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The objects the message is about (namespaces, pods), one per line in the human output.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<String>,
+}
+
+impl Verdict {
+    fn pass(check: &'static str, message: impl Into<String>) -> Self {
+        Self { check, ok: true, message: message.into(), hint: None, items: Vec::new() }
+    }
+
+    fn fail(check: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self { check, ok: false, message: message.into(), hint: Some(hint.into()), items: Vec::new() }
+    }
+
+    fn with_items(mut self, items: Vec<String>) -> Self {
+        self.items = items;
+        self
+    }
+}
+
+/// A webhook entry that calls our path, and what probing its endpoint gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookProbe {
+    /// `<configuration>/<webhook>`.
+    pub name: String,
+    /// Where it points: a URL, or `service <ns>/<name>:<port>`.
+    pub target: String,
+    /// Ok when a TLS handshake verified by the entry's caBundle succeeded; else why not.
+    pub result: Result<(), String>,
+}
+
+/// Everything `check` read from the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Ok(established?) when the NAD CRD was found; Err(why) when not.
+    pub crd: Result<bool, String>,
+    pub configmap: Option<ConfigMap>,
+    pub namespaces: Vec<Namespace>,
+    /// NADs named `--nad-name`, in any namespace.
+    pub nads: Vec<NetworkAttachmentDefinition>,
+    pub webhooks: Vec<WebhookProbe>,
+    /// Metadata of the pods in namespaces that need the NAD.
+    pub pods: Vec<ObjectMeta>,
+}
+
+/// The flags the verdicts depend on.
+pub struct Settings {
+    pub source: ConfigSource,
+    pub linkerd_namespace: String,
+    pub decision: DecisionConfig,
+}
+
+/// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook, pods.
+pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
+    let config = build_config(seen.configmap.as_ref(), &s.source);
+    vec![
+        crd_verdict(&seen.crd),
+        match &config {
+            Ok(_) => Verdict::pass(
+                "cni-configmap",
+                format!("ConfigMap {}/{} exists and parses", s.source.namespace, s.source.configmap),
+            ),
+            Err(e) => Verdict::fail(
+                "cni-configmap",
+                e.to_string(),
+                "fix the ConfigMap (its `cni_network_config` must be a JSON object); the operator keeps \
+                 existing NADs until it parses again",
+            ),
+        },
+        nads_verdict(seen, s, config.ok().as_deref()),
+        foreign_verdict(seen, s),
+        webhook_verdict(&seen.webhooks),
+        pods_verdict(seen, s),
+    ]
+}
+
+fn crd_verdict(crd: &Result<bool, String>) -> Verdict {
+    const CHECK: &str = "nad-crd";
+    match crd {
+        Ok(true) => Verdict::pass(CHECK, "the NetworkAttachmentDefinition CRD is installed"),
+        Ok(false) => Verdict::fail(
+            CHECK,
+            "the NetworkAttachmentDefinition CRD exists but is not Established",
+            "kubectl describe crd network-attachment-definitions.k8s.cni.cncf.io",
+        ),
+        Err(why) => Verdict::fail(
+            CHECK,
+            format!("the NetworkAttachmentDefinition CRD is missing: {why}"),
+            "install Multus, or the chart with installNADCRD=true",
+        ),
+    }
+}
+
+fn ns_name(ns: &Namespace) -> &str {
+    ns.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn nad_in<'a>(seen: &'a Observed, namespace: &str) -> Option<&'a NetworkAttachmentDefinition> {
+    seen.nads.iter().find(|n| n.metadata.namespace.as_deref() == Some(namespace))
+}
+
+fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict {
+    const CHECK: &str = "nads";
+    let mut problems = Vec::new();
+    let mut good = 0;
+    for ns in &seen.namespaces {
+        let name = ns_name(ns);
+        let nad = nad_in(seen, name);
+        let owned = nad.is_some_and(|n| is_owned(n.metadata.labels.as_ref()));
+        match (want(ns, &s.linkerd_namespace), nad) {
+            (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
+            (Want::Nad, Some(_)) if !owned => {} // foreign: reported by its own check
+            (Want::Nad, Some(n)) => match config {
+                Some(c) if n.spec.config.as_deref() != Some(c) => {
+                    problems.push(format!("{name}: NAD config differs from the ConfigMap's"))
+                }
+                _ => good += 1,
+            },
+            (Want::NoNad, Some(_)) if owned => {
+                problems.push(format!("{name}: NAD left behind in a namespace that is not enabled"))
+            }
+            _ => {}
+        }
+    }
+    if problems.is_empty() {
+        return Verdict::pass(CHECK, format!("{good} namespace(s) have an owned, up-to-date NAD"));
+    }
+    Verdict::fail(
+        CHECK,
+        format!("{} namespace(s) are not as they should be", problems.len()),
+        "is the operator running? see its log and `kubectl get events -n <namespace>`",
+    )
+    .with_items(problems)
+}
+
+fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "foreign-nads";
+    let foreign: Vec<String> = seen
+        .nads
+        .iter()
+        .filter(|n| !is_owned(n.metadata.labels.as_ref()))
+        .map(|n| n.metadata.namespace.clone().unwrap_or_default())
+        .collect();
+    if foreign.is_empty() {
+        return Verdict::pass(CHECK, format!("no NAD named {} belongs to someone else", s.decision.nad_name));
+    }
+    Verdict::fail(
+        CHECK,
+        format!("{} NAD(s) named {} were not created by the operator; it leaves them alone", foreign.len(), s.decision.nad_name),
+        format!(
+            "if they should be managed, delete them (the operator recreates them) or label them {}={}",
+            vocab::MANAGED_BY_LABEL,
+            vocab::MANAGED_BY_VALUE
+        ),
+    )
+    .with_items(foreign)
+}
+
+fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
+    const CHECK: &str = "webhook";
+    if probes.is_empty() {
+        return Verdict::fail(
+            CHECK,
+            format!("no MutatingWebhookConfiguration calls {}", vocab::WEBHOOK_PATH),
+            "install the chart (helm install ld-controller ./helm) or config/default",
+        );
+    }
+    let failed: Vec<String> = probes
+        .iter()
+        .filter_map(|p| p.result.as_ref().err().map(|e| format!("{} → {}: {e}", p.name, p.target)))
+        .collect();
+    if failed.is_empty() {
+        let names: Vec<String> = probes.iter().map(|p| format!("{} → {}", p.name, p.target)).collect();
+        return Verdict::pass(CHECK, "the webhook is reachable and its caBundle verifies its certificate")
+            .with_items(names);
+    }
+    Verdict::fail(
+        CHECK,
+        "the webhook cannot be reached, or its certificate does not verify against the caBundle",
+        "check the operator pods and the certificate Secret; with cert-manager, check the CA injector",
+    )
+    .with_items(failed)
+}
+
+fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "pods";
+    let annotations: BTreeMap<&str, Option<&BTreeMap<String, String>>> = seen
+        .namespaces
+        .iter()
+        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
+        .collect();
+    let mut stale = Vec::new();
+    for pod in &seen.pods {
+        let namespace = pod.namespace.as_deref().unwrap_or_default();
+        let ns_annotations = annotations.get(namespace).copied().flatten();
+        if let Some(reason) = pod_problem(pod, namespace, ns_annotations, &s.decision) {
+            stale.push(format!("{namespace}/{}: {reason}", pod.name.as_deref().unwrap_or_default()));
+        }
+    }
+    if stale.is_empty() {
+        return Verdict::pass(CHECK, "every pod in an enabled namespace is attached to linkerd-cni");
+    }
+    Verdict::fail(
+        CHECK,
+        format!("{} pod(s) were created before their namespace was set up and need a restart", stale.len()),
+        "restart them, e.g. kubectl -n <namespace> rollout restart deploy/<name>",
+    )
+    .with_items(stale)
+}
+
+/// Why a running pod does not match what the webhook would do to it today, if it doesn't.
+pub fn pod_problem(
+    pod: &ObjectMeta,
+    namespace: &str,
+    ns_annotations: Option<&BTreeMap<String, String>>,
+    cfg: &DecisionConfig,
+) -> Option<String> {
+    // The webhook's own decision: a pod it would attach now was created without the attachment.
+    if decide(pod, namespace, ns_annotations, cfg).outcome == Outcome::Attached {
+        return Some(format!("not attached to {} (no {} entry)", cfg.nad_name, vocab::NETWORKS_ANNOTATION));
+    }
+    let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
+    let range = UidRange::parse(ns_annotations?.get(&cfg.uid_range_annotation)?).ok()?;
+    let inside = uid
+        .parse::<u64>()
+        .is_ok_and(|u| u >= u64::from(range.first) && u < u64::from(range.first) + u64::from(range.size));
+    (!inside).then(|| {
+        format!(
+            "proxy uid {uid} is outside the namespace's uid range {}/{}",
+            range.first, range.size
+        )
+    })
+}
+
+#[cfg(test)]
+#[path = "evaluate_tests.rs"]
+mod tests;

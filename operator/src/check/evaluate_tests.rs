@@ -1,0 +1,207 @@
+//! Table tests of `check`'s verdicts: each case names what a cluster admin would be misled about if it
+//! regressed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::ObjectMeta;
+use linkerd_multus_webhook::decision::DecisionConfig;
+
+use super::*;
+use crate::desired::desired_nad;
+use crate::nad_config::{build_config, ConfigSource};
+
+const CNI_CONFIG: &str = r#"{"type":"linkerd-cni","linkerd":{"proxy-uid":2102}}"#;
+
+fn settings() -> Settings {
+    Settings {
+        source: ConfigSource {
+            namespace: "linkerd-cni".into(),
+            configmap: "linkerd-cni-config".into(),
+            kubeconfig: "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig".into(),
+        },
+        linkerd_namespace: "linkerd".into(),
+        decision: DecisionConfig {
+            linkerd_namespace: "linkerd".into(),
+            nad_name: "linkerd-cni".into(),
+            uid_range_annotation: "openshift.io/sa.scc.uid-range".into(),
+            proxy_uid_offset: 2102,
+        },
+    }
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn namespace(name: &str, annotations: &[(&str, &str)]) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            annotations: Some(map(annotations)),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn configmap(config: &str) -> ConfigMap {
+    ConfigMap {
+        data: Some(map(&[("cni_network_config", config)])),
+        ..Default::default()
+    }
+}
+
+fn owned_nad(ns: &str) -> NetworkAttachmentDefinition {
+    let config = build_config(Some(&configmap(CNI_CONFIG)), &settings().source).expect("config");
+    desired_nad(ns, "linkerd-cni", config)
+}
+
+fn pod(ns: &str, name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        annotations: Some(map(annotations)),
+        ..Default::default()
+    }
+}
+
+/// A healthy cluster: control plane and one enabled namespace with owned NADs, an attached pod, a
+/// reachable webhook.
+fn healthy() -> Observed {
+    Observed {
+        crd: Ok(true),
+        configmap: Some(configmap(CNI_CONFIG)),
+        namespaces: vec![
+            namespace("linkerd", &[]),
+            namespace("app", &[("linkerd.io/multus", "enabled"), ("openshift.io/sa.scc.uid-range", "1000/10000")]),
+            namespace("other", &[]),
+        ],
+        nads: vec![owned_nad("linkerd"), owned_nad("app")],
+        webhooks: vec![WebhookProbe {
+            name: "mwc/attach".into(),
+            target: "service ops/wh:443".into(),
+            result: Ok(()),
+        }],
+        pods: vec![pod(
+            "app",
+            "web",
+            &[
+                ("linkerd.io/multus", "enabled"),
+                ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+                ("config.linkerd.io/proxy-uid", "3102"),
+            ],
+        )],
+    }
+}
+
+fn verdict<'a>(all: &'a [Verdict], check: &str) -> &'a Verdict {
+    all.iter().find(|v| v.check == check).unwrap_or_else(|| panic!("no verdict {check}"))
+}
+
+/// If this breaks, `check` cries wolf on a healthy cluster (or stops listing a check).
+#[test]
+fn healthy_cluster_passes_every_check() {
+    let all = evaluate(&healthy(), &settings());
+    let names: Vec<&str> = all.iter().map(|v| v.check).collect();
+    assert_eq!(names, ["nad-crd", "cni-configmap", "nads", "foreign-nads", "webhook", "pods"]);
+    for v in &all {
+        assert!(v.ok, "{v:?}");
+    }
+    assert_eq!(verdict(&all, "nads").message, "2 namespace(s) have an owned, up-to-date NAD");
+}
+
+/// Each broken state must turn exactly its own line red, with the objects involved listed.
+#[test]
+fn each_broken_state_fails_its_own_check() {
+    type Breaker = fn(&mut Observed);
+    let cases: &[(&str, Breaker, &str, &[&str])] = &[
+        ("crd missing", |o| o.crd = Err("no CRD".into()), "nad-crd", &[]),
+        ("crd not established", |o| o.crd = Ok(false), "nad-crd", &[]),
+        ("configmap missing", |o| o.configmap = None, "cni-configmap", &[]),
+        ("configmap broken", |o| o.configmap = Some(configmap("{nope")), "cni-configmap", &[]),
+        ("nad missing", |o| o.nads.retain(|n| n.metadata.namespace.as_deref() != Some("app")), "nads", &["app: no NAD linkerd-cni"]),
+        (
+            "nad stale",
+            |o| o.nads[1].spec.config = Some("{}".into()),
+            "nads",
+            &["app: NAD config differs from the ConfigMap's"],
+        ),
+        (
+            "owned nad left in a disabled namespace",
+            |o| o.nads.push(owned_nad("other")),
+            "nads",
+            &["other: NAD left behind in a namespace that is not enabled"],
+        ),
+        (
+            "foreign nad",
+            |o| {
+                let mut n = owned_nad("other");
+                n.metadata.labels = None;
+                o.nads.push(n)
+            },
+            "foreign-nads",
+            &["other"],
+        ),
+        ("no webhook", |o| o.webhooks.clear(), "webhook", &[]),
+        (
+            "webhook unreachable",
+            |o| o.webhooks[0].result = Err("cannot connect".into()),
+            "webhook",
+            &["mwc/attach → service ops/wh:443: cannot connect"],
+        ),
+        (
+            "pod created before enabling",
+            |o| o.pods.push(pod("app", "old", &[])),
+            "pods",
+            &["app/old: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry)"],
+        ),
+        (
+            "pod with a stale proxy uid",
+            |o| {
+                o.pods.push(pod(
+                    "app",
+                    "moved",
+                    &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "2102")],
+                ))
+            },
+            "pods",
+            &["app/moved: proxy uid 2102 is outside the namespace's uid range 1000/10000"],
+        ),
+    ];
+    for (name, breaker, check, items) in cases {
+        let mut seen = healthy();
+        breaker(&mut seen);
+        let all = evaluate(&seen, &settings());
+        let failed: Vec<&str> = all.iter().filter(|v| !v.ok).map(|v| v.check).collect();
+        assert_eq!(failed, [*check], "{name}: {all:#?}");
+        let v = verdict(&all, check);
+        assert!(v.hint.is_some(), "{name}: a failure without a hint");
+        assert_eq!(v.items, *items, "{name}");
+    }
+}
+
+/// A foreign NAD where the operator would put its own is reported once, as foreign, not as stale.
+#[test]
+fn foreign_nad_in_an_enabled_namespace_is_reported_as_foreign_only() {
+    let mut seen = healthy();
+    seen.nads[1].metadata.labels = None;
+    seen.nads[1].spec.config = Some("{}".into());
+    let all = evaluate(&seen, &settings());
+    assert!(verdict(&all, "nads").ok);
+    assert_eq!(verdict(&all, "foreign-nads").items, ["app"]);
+}
+
+/// Pods the webhook would leave alone are not flagged: restarting them would change nothing.
+#[test]
+fn pods_that_need_nothing_are_not_flagged() {
+    let cfg = settings().decision;
+    let ns = map(&[("linkerd.io/multus", "enabled"), ("linkerd.io/inject", "disabled")]);
+    assert_eq!(pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg), None);
+    // A custom uid inside the range is the admin's choice.
+    let ranged = map(&[("linkerd.io/multus", "enabled"), ("openshift.io/sa.scc.uid-range", "1000/10000")]);
+    let inside = pod("app", "p", &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "10999")]);
+    assert_eq!(pod_problem(&inside, "app", Some(&ranged), &cfg), None);
+    let outside = pod("app", "p", &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "11000")]);
+    assert!(pod_problem(&outside, "app", Some(&ranged), &cfg).is_some());
+}

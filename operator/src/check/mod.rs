@@ -1,0 +1,175 @@
+//! `linkerd-multus-operator check`: like `linkerd check`, for this integration. It reads the cluster
+//! (never writes), probes the webhook's endpoint with its own caBundle, and prints one ✓/× line per
+//! check with a hint for each failure (or JSON with `-o json`). Exit status 1 when anything failed.
+//!
+//! It takes the operator's own flags and environment variables, so `kubectl exec deploy/<operator> --
+//! linkerd-multus-operator check` checks exactly what that operator is configured for.
+
+mod evaluate;
+mod probe;
+mod report;
+
+pub use evaluate::{evaluate, pod_problem, Observed, Settings, Verdict, WebhookProbe};
+pub use report::{render_human, render_json, OutputFormat};
+
+use clap::Args;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, WebhookClientConfig};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ListParams;
+use kube::{Api, Client, Resource};
+use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_webhook::decision::DecisionConfig;
+use linkerd_multus_webhook::WebhookArgs;
+
+use crate::cli::RunArgs;
+use crate::desired::{want, Want};
+use crate::nad_config::ConfigSource;
+
+/// Flags of `check`: the operator's own (same names, defaults and environment variables) plus the
+/// output format.
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Output format: `human` (✓/× lines with hints) or `json`.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+
+    /// Seconds to wait for each webhook endpoint's TLS handshake.
+    #[arg(long, default_value_t = 5)]
+    pub probe_timeout_seconds: u64,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
+}
+
+/// Why `check` could not even look (as opposed to a check that failed).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("cannot build a Kubernetes client (is KUBECONFIG set, or are you in a pod?): {0}")]
+    Client(#[source] kube::Error),
+    #[error("cannot {what} from the API server: {source}")]
+    Read {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Runs every check against the cluster of `client`; returns the verdicts.
+pub async fn check(client: &Client, args: &CheckArgs) -> Result<Vec<Verdict>, CheckError> {
+    let settings = Settings {
+        source: ConfigSource {
+            namespace: args.run.cni_namespace.clone(),
+            configmap: args.run.cni_configmap.clone(),
+            kubeconfig: args.run.cni_kubeconfig.clone(),
+        },
+        linkerd_namespace: args.run.linkerd_namespace.clone(),
+        decision: DecisionConfig {
+            linkerd_namespace: args.run.linkerd_namespace.clone(),
+            nad_name: args.run.nad_name.clone(),
+            uid_range_annotation: args.webhook.namespace_uid_range_annotation.clone(),
+            proxy_uid_offset: args.webhook.proxy_uid_offset,
+        },
+    };
+    let timeout = std::time::Duration::from_secs(args.probe_timeout_seconds);
+    let observed = observe(client, &settings, timeout).await?;
+    Ok(evaluate(&observed, &settings))
+}
+
+/// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
+pub async fn run(args: CheckArgs) -> Result<bool, CheckError> {
+    let client = Client::try_default().await.map_err(CheckError::Client)?;
+    let verdicts = check(&client, &args).await?;
+    let out = match args.output {
+        OutputFormat::Human => render_human(&verdicts),
+        OutputFormat::Json => render_json(&verdicts),
+    };
+    print!("{out}");
+    Ok(verdicts.iter().all(|v| v.ok))
+}
+
+fn read(what: &'static str) -> impl FnOnce(kube::Error) -> CheckError {
+    move |source| CheckError::Read { what, source }
+}
+
+async fn observe(
+    client: &Client,
+    s: &Settings,
+    timeout: std::time::Duration,
+) -> Result<Observed, CheckError> {
+    let crd_name = format!(
+        "{}.{}",
+        NetworkAttachmentDefinition::plural(&()),
+        NetworkAttachmentDefinition::group(&())
+    );
+    let crd = match Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(&crd_name)
+        .await
+        .map_err(read("read CustomResourceDefinitions"))?
+    {
+        Some(crd) => Ok(is_established(&crd)),
+        None => Err(format!("no CustomResourceDefinition {crd_name}")),
+    };
+    let configmap = Api::<ConfigMap>::namespaced(client.clone(), &s.source.namespace)
+        .get_opt(&s.source.configmap)
+        .await
+        .map_err(read("read the CNI ConfigMap"))?;
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(read("list namespaces"))?
+        .items;
+    // Without the CRD there are no NADs to list; the CRD check already says so.
+    let nads = if crd.is_ok() {
+        let by_name = ListParams::default().fields(&format!("metadata.name={}", s.decision.nad_name));
+        Api::<NetworkAttachmentDefinition>::all(client.clone())
+            .list(&by_name)
+            .await
+            .map_err(read("list NetworkAttachmentDefinitions"))?
+            .items
+    } else {
+        Vec::new()
+    };
+    let mut pods = Vec::new();
+    for ns in namespaces.iter().filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad) {
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        let listed = Api::<Pod>::namespaced(client.clone(), name)
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(read("list pods"))?;
+        pods.extend(listed.items.into_iter().map(|p| p.metadata));
+    }
+    let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(read("list MutatingWebhookConfigurations"))?;
+    let mut webhooks = Vec::new();
+    for config in &configs.items {
+        let config_name = config.metadata.name.as_deref().unwrap_or_default();
+        for hook in config.webhooks.iter().flatten() {
+            if let Some(target) = probe::Target::of(&hook.client_config, vocab::WEBHOOK_PATH) {
+                let result = probe::tls_handshake(&target, ca_bundle(&hook.client_config), timeout).await;
+                webhooks.push(WebhookProbe {
+                    name: format!("{config_name}/{}", hook.name),
+                    target: target.to_string(),
+                    result,
+                });
+            }
+        }
+    }
+    Ok(Observed { crd, configmap, namespaces, nads, webhooks, pods })
+}
+
+fn ca_bundle(config: &WebhookClientConfig) -> &[u8] {
+    config.ca_bundle.as_ref().map(|b| b.0.as_slice()).unwrap_or_default()
+}
+
+fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+}

@@ -1,0 +1,81 @@
+//! Rendering the verdicts for people (✓/× lines with hints) and for tools (JSON).
+
+use std::fmt::Write;
+
+use clap::ValueEnum;
+
+use super::Verdict;
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+pub fn render_human(verdicts: &[Verdict]) -> String {
+    let mut out = String::from("linkerd-multus\n--------------\n");
+    for v in verdicts {
+        let mark = if v.ok { "✓" } else { "×" };
+        let _ = writeln!(out, "{mark} {}: {}", v.check, v.message);
+        for item in &v.items {
+            let _ = writeln!(out, "    * {item}");
+        }
+        if let Some(hint) = &v.hint {
+            let _ = writeln!(out, "    see: {hint}");
+        }
+    }
+    let failed = verdicts.iter().filter(|v| !v.ok).count();
+    // Not "N passed, N failed": CI log readers take that shape for a test runner's summary.
+    if failed == 0 {
+        let _ = writeln!(out, "\nStatus check results are ✓ ({} checks)", verdicts.len());
+    } else {
+        let _ = writeln!(out, "\nStatus check results are × ({failed} of {} checks)", verdicts.len());
+    }
+    out
+}
+
+pub fn render_json(verdicts: &[Verdict]) -> String {
+    let doc = serde_json::json!({
+        "success": verdicts.iter().all(|v| v.ok),
+        "checks": verdicts,
+    });
+    // A Value of strings and bools always serialises.
+    format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts() -> Vec<Verdict> {
+        vec![
+            Verdict { check: "nad-crd", ok: true, message: "installed".into(), hint: None, items: vec![] },
+            Verdict {
+                check: "pods",
+                ok: false,
+                message: "1 pod(s) need a restart".into(),
+                hint: Some("restart them".into()),
+                items: vec!["app/web: not attached".into()],
+            },
+        ]
+    }
+
+    #[test]
+    fn human_output_marks_each_check_and_lists_items_and_hints() {
+        let out = render_human(&verdicts());
+        assert_eq!(
+            out,
+            "linkerd-multus\n--------------\n✓ nad-crd: installed\n× pods: 1 pod(s) need a restart\n    \
+             * app/web: not attached\n    see: restart them\n\nStatus check results are × (1 of 2 checks)\n"
+        );
+    }
+
+    #[test]
+    fn json_output_is_machine_readable() {
+        let doc: serde_json::Value = serde_json::from_str(&render_json(&verdicts())).expect("json");
+        assert_eq!(doc["success"], false);
+        assert_eq!(doc["checks"][0]["check"], "nad-crd");
+        assert_eq!(doc["checks"][0].get("hint"), None);
+        assert_eq!(doc["checks"][1]["items"][0], "app/web: not attached");
+    }
+}

@@ -1,0 +1,155 @@
+//! Command-line flags. Every flag has an environment variable (for the Deployment's `env:`) and a
+//! help line; the log level comes from `RUST_LOG`.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use linkerd_multus_webhook::WebhookArgs;
+
+/// linkerd-multus operator: keeps a `linkerd-cni` NetworkAttachmentDefinition in every namespace
+/// annotated `linkerd.io/multus: enabled` (and in Linkerd's control-plane namespace), and serves the
+/// admission webhook that attaches it to pods. Log level: RUST_LOG (default `info`).
+#[derive(Parser, Debug)]
+#[command(name = "linkerd-multus-operator", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
+}
+
+/// Subcommands besides the default (run the operator). Room for `check` and friends.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {}
+
+/// Flags of the controller, the leader election and the admin server.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Namespace where linkerd-cni is installed; its ConfigMap is read there.
+    #[arg(long, env = "CNI_NAMESPACE", default_value = vocab::DEFAULT_CNI_NAMESPACE)]
+    pub cni_namespace: String,
+
+    /// Name of linkerd-cni's ConfigMap; its `cni_network_config` key is the NAD's config template.
+    #[arg(long, env = "CNI_CONFIGMAP", default_value = vocab::DEFAULT_CNI_CONFIGMAP)]
+    pub cni_configmap: String,
+
+    /// Node path where the linkerd-cni installer writes the plugin's kubeconfig (set as
+    /// `kubernetes.kubeconfig` in the NAD's config).
+    #[arg(long, env = "CNI_KUBECONFIG", default_value = vocab::DEFAULT_CNI_KUBECONFIG)]
+    pub cni_kubeconfig: String,
+
+    /// Linkerd's control-plane namespace: it always gets the NAD, annotated or not.
+    #[arg(long, env = "LINKERD_NAMESPACE", default_value = vocab::DEFAULT_LINKERD_NAMESPACE)]
+    pub linkerd_namespace: String,
+
+    /// Name of the NetworkAttachmentDefinition the operator maintains (and the webhook attaches).
+    #[arg(long, env = "NAD_NAME", default_value = vocab::NAD_NAME)]
+    pub nad_name: String,
+
+    /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
+    /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
+    #[arg(long, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "LEASE_NAME", default_value = vocab::DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
+
+    /// Namespace the operator runs in (the Lease and the webhook's certificate Secret live there).
+    /// Defaults to the service account's namespace when running in a pod.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// This replica's identity in the Lease and in Events (the pod name); defaults to the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// Address of the admin server: /live, /ready (watches synced and the NAD buildable) and
+    /// /metrics (Prometheus).
+    #[arg(long, env = "ADMIN_ADDR", default_value = vocab::DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+
+    /// Log format: `plain` for people, `json` for log pipelines.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+
+    /// Seconds between periodic re-checks of every namespace (a safety net; watches act at once).
+    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300, hide = true)]
+    pub resync_seconds: u64,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// Where a pod's service account namespace is mounted.
+const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+impl RunArgs {
+    /// `--namespace`, else the pod's service-account namespace, else `default` (running outside a
+    /// cluster, e.g. during development).
+    pub fn operator_namespace(&self) -> String {
+        if let Some(ns) = &self.namespace {
+            return ns.clone();
+        }
+        std::fs::read_to_string(SA_NAMESPACE_FILE)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// `--pod-name`, else the host name (a pod's host name is its name), else a pid-based name.
+    pub fn identity(&self) -> String {
+        if let Some(name) = &self.pod_name {
+            return name.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("linkerd-multus-operator-{}", std::process::id()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Defaults come from the shared vocabulary, so the chart and the binary cannot drift.
+    #[test]
+    fn defaults() {
+        let cli = Cli::try_parse_from(["linkerd-multus-operator"]).expect("parse");
+        let a = cli.run;
+        assert_eq!(a.cni_namespace, vocab::DEFAULT_CNI_NAMESPACE);
+        assert_eq!(a.cni_configmap, vocab::DEFAULT_CNI_CONFIGMAP);
+        assert_eq!(a.cni_kubeconfig, vocab::DEFAULT_CNI_KUBECONFIG);
+        assert_eq!(a.linkerd_namespace, vocab::DEFAULT_LINKERD_NAMESPACE);
+        assert_eq!(a.nad_name, vocab::NAD_NAME);
+        assert!(!a.leader_elect);
+        assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
+        assert_eq!(a.log_format, LogFormat::Plain);
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        assert!(Cli::try_parse_from(["x", "--admin-addr", "nope"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--log-format", "xml"]).is_err());
+        let json =
+            Cli::try_parse_from(["x", "--log-format", "json", "--leader-elect"]).expect("ok");
+        assert_eq!(json.run.log_format, LogFormat::Json);
+        assert!(json.run.leader_elect);
+    }
+}

@@ -1,0 +1,74 @@
+//! The controller's errors: one variant per failing step, each saying what to do about it.
+
+use crate::nad_config::NadConfigError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The NAD cannot be built from the CNI ConfigMap (invalid input: wait for a change).
+    #[error("cannot build the NetworkAttachmentDefinition config: {0}")]
+    Config(#[from] NadConfigError),
+
+    #[error(
+        "the NetworkAttachmentDefinition API (k8s.cni.cncf.io/v1) is not served: install Multus or its \
+         CRD (crds/network-attachment-definition.yaml); existing NADs are left as they are"
+    )]
+    CrdMissing(#[source] kube::Error),
+
+    #[error("reading NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    GetNad {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("applying NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    ApplyNad {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("deleting NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    DeleteNad {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("the namespace object has no name")]
+    UnnamedNamespace,
+}
+
+impl Error {
+    /// Label of the `reconcile_errors_total` metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Config(e) => e.metric_label(),
+            Self::CrdMissing(_) => "crd_missing",
+            Self::GetNad { .. } => "get_nad",
+            Self::ApplyNad { .. } => "apply_nad",
+            Self::DeleteNad { .. } => "delete_nad",
+            Self::UnnamedNamespace => "unnamed_namespace",
+        }
+    }
+
+    /// Invalid input only a human can fix: retrying soon would change nothing, and the ConfigMap
+    /// watch re-triggers every namespace as soon as it changes.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Self::Config(_) | Self::UnnamedNamespace)
+    }
+}
+
+/// True for the 404 an apiserver answers when the resource *type* is not served (CRD absent), as
+/// opposed to a missing object, whose 404 names the object in `details`.
+pub fn is_api_missing(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) if status.is_not_found() => {
+            status.details.as_ref().is_none_or(|d| d.name.is_empty())
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,63 @@
+//! Kubernetes Events about namespaces, in a form every apiserver version accepts.
+//!
+//! kube's `Recorder` files an Event about a cluster-scoped object (a Namespace's reference has no
+//! namespace) into `default`; kube-apiserver 1.20 rejects that events.k8s.io/v1 Event with 422
+//! "involvedObject.namespace ... does not match event.namespace" (measured on this project's
+//! testbed). Validation on every version accepts an Event whose namespace equals its regarding
+//! object's namespace, so the reference here names the Namespace *and* sets its `namespace` to the
+//! namespace's own name: the Event lands inside the affected namespace, where its users look
+//! (`kubectl get events -n <ns>`), and needs no rights in `default`.
+
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+
+/// Event reasons (CamelCase, as Kubernetes conventions want).
+pub const REASON_FOREIGN_NAD: &str = "ForeignNetworkAttachmentDefinition";
+pub const REASON_CONFIG_UNAVAILABLE: &str = "CniConfigUnavailable";
+pub const REASON_CRD_MISSING: &str = "NetworkAttachmentDefinitionCrdMissing";
+const ACTION: &str = "ReconcileNetworkAttachmentDefinition";
+
+/// Publishes Warning Events on namespaces.
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
+}
+
+impl Events {
+    pub fn new(client: Client, instance: String) -> Self {
+        let reporter = Reporter {
+            controller: vocab::MANAGED_BY_VALUE.to_string(),
+            instance: Some(instance),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Publishes a Warning about `ns`. Failing to publish is logged, never fatal: the Event is
+    /// a report, the reconcile outcome does not depend on it.
+    pub async fn warn(&self, ns: &Namespace, reason: &str, note: String) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: ACTION.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &namespace_reference(ns))
+            .await
+        {
+            tracing::warn!(namespace = %ns.name_any(), reason, error = %e, "cannot publish Event");
+        }
+    }
+}
+
+/// A reference to `ns` whose `namespace` is the namespace itself (see the module comment).
+pub fn namespace_reference(ns: &Namespace) -> ObjectReference {
+    let mut reference = ns.object_ref(&());
+    reference.namespace = Some(ns.name_any());
+    reference
+}

@@ -1,0 +1,118 @@
+//! The controller's Prometheus metrics (prometheus-client), registered under `controller_`.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// Counters and gauges the reconciler updates.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    reconciles: Counter,
+    errors: Family<Labels, Counter>,
+    duration: Histogram,
+    writes: Family<Labels, Counter>,
+    owned_nads: Gauge,
+    foreign_nads: Counter,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry` (under the `controller` prefix).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            reconciles: Counter::default(),
+            errors: Family::default(),
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            writes: Family::default(),
+            owned_nads: Gauge::default(),
+            foreign_nads: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("controller");
+        r.register(
+            "reconciles",
+            "Namespace reconciliations run",
+            m.reconciles.clone(),
+        );
+        r.register(
+            "reconcile_errors",
+            "Failed reconciliations, by reason",
+            m.errors.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Time one namespace's reconciliation took",
+            m.duration.clone(),
+        );
+        r.register(
+            "nad_writes",
+            "Writes sent to the apiserver for NetworkAttachmentDefinitions, by operation (apply, delete)",
+            m.writes.clone(),
+        );
+        r.register(
+            "owned_nads",
+            "NetworkAttachmentDefinitions carrying the operator's managed-by label",
+            m.owned_nads.clone(),
+        );
+        r.register(
+            "foreign_nads",
+            "Times a namespace needing the NAD held one of that name without the managed-by label",
+            m.foreign_nads.clone(),
+        );
+        m
+    }
+
+    pub fn reconciled(&self, took: Duration) {
+        self.reconciles.inc();
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    pub fn failed(&self, reason: &'static str) {
+        self.errors.get_or_create(&vec![("reason", reason)]).inc();
+    }
+
+    pub fn wrote(&self, op: &'static str) {
+        self.writes.get_or_create(&vec![("op", op)]).inc();
+    }
+
+    pub fn foreign_seen(&self) {
+        self.foreign_nads.inc();
+    }
+
+    pub fn set_owned(&self, n: usize) {
+        self.owned_nads.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names an operator's dashboards and alerts rely on appear in the exposition.
+    #[test]
+    fn exposes_named_metrics() {
+        let mut registry = Registry::with_prefix("linkerd_multus");
+        let m = Metrics::register(&mut registry);
+        m.reconciled(Duration::from_millis(3));
+        m.failed("crd_missing");
+        m.wrote("apply");
+        m.foreign_seen();
+        m.set_owned(2);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        for line in [
+            "linkerd_multus_controller_reconciles_total 1",
+            "linkerd_multus_controller_reconcile_errors_total{reason=\"crd_missing\"} 1",
+            "linkerd_multus_controller_nad_writes_total{op=\"apply\"} 1",
+            "linkerd_multus_controller_owned_nads 2",
+            "linkerd_multus_controller_foreign_nads_total 1",
+            "linkerd_multus_controller_reconcile_duration_seconds_count 1",
+        ] {
+            assert!(out.contains(line), "missing {line} in\n{out}");
+        }
+    }
+}
