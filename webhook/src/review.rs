@@ -16,6 +16,9 @@ use serde_json::Value;
 use crate::decision::{decide, DecisionConfig, Outcome};
 use crate::metrics::outcome;
 
+/// The AdmissionReview versions answered.
+const ADMISSION_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
+
 /// An HTTP answer to one request.
 #[derive(Clone, Debug)]
 pub struct Reply {
@@ -125,6 +128,21 @@ pub fn parse(body: &[u8]) -> Parsed {
             ))
         }
     };
+    // The answer repeats the review's type, so only a real one may pass. v1beta1 is still accepted
+    // (configurations listing only it get it back); everything else is not a review.
+    if review.types.kind != "AdmissionReview"
+        || !ADMISSION_VERSIONS.contains(&review.types.api_version.as_str())
+    {
+        return Parsed::Reply(Reply::bad_request(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "expected kind AdmissionReview of apiVersion {}, got kind {:?} of apiVersion {:?}",
+                ADMISSION_VERSIONS.join(" or "),
+                review.types.kind,
+                review.types.api_version
+            ),
+        ));
+    }
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
         Err(_) => {
