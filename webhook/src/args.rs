@@ -50,3 +50,50 @@ pub struct WebhookArgs {
     #[arg(long, env = "WEBHOOK_CERT_CHECK_INTERVAL", default_value_t = 300)]
     pub webhook_cert_check_interval: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::WebhookArgs;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        webhook: WebhookArgs,
+    }
+
+    /// The defaults the helm chart and the Go operator's users rely on.
+    #[test]
+    fn defaults() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let a = cli.webhook;
+        assert_eq!(a.webhook_addr, vocab::DEFAULT_WEBHOOK_ADDR);
+        assert_eq!(a.tls_cert_file.to_str(), Some(vocab::DEFAULT_TLS_CERT_FILE));
+        assert_eq!(a.tls_key_file.to_str(), Some(vocab::DEFAULT_TLS_KEY_FILE));
+        assert_eq!(a.webhook_cert_secret, None);
+        assert_eq!(a.webhook_config_name, None);
+        assert_eq!(
+            a.namespace_uid_range_annotation,
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION
+        );
+        assert_eq!(a.proxy_uid_offset, 2102);
+    }
+
+    #[test]
+    fn flags_override() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--webhook-addr=127.0.0.1:1",
+            "--webhook-cert-secret=s",
+            "--webhook-config-name=c",
+            "--proxy-uid-offset=7",
+        ])
+        .unwrap();
+        assert_eq!(cli.webhook.webhook_addr, "127.0.0.1:1");
+        assert_eq!(cli.webhook.webhook_cert_secret.as_deref(), Some("s"));
+        assert_eq!(cli.webhook.webhook_config_name.as_deref(), Some("c"));
+        assert_eq!(cli.webhook.proxy_uid_offset, 7);
+        assert!(Cli::try_parse_from(["x", "--proxy-uid-offset=-1"]).is_err());
+    }
+}

@@ -562,3 +562,98 @@ async fn rotates_expiring_certificates_and_leaves_foreign_secrets_alone() {
         expiring
     );
 }
+
+/// The self-managed loop follows the Secret (another replica rotated it: the next connection gets the
+/// new certificate) and puts the caBundle back when someone wipes it (e.g. a re-applied manifest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
+    let kube = client().await;
+    let operator_ns = TestNamespace::create(&kube, "wh-loop").await;
+    let selector = unique_name("sel");
+    let config_name = unique_name("linkerd-multus-webhook-loop");
+    let _guard = create_config(
+        &kube,
+        &config_name,
+        vec![webhook_entry(
+            "pods.linkerd-multus.test",
+            json!({ "url": "https://127.0.0.1:1/x" }),
+            &selector,
+        )],
+    )
+    .await;
+    let mut a = args(std::path::Path::new("/nonexistent"));
+    a.webhook_cert_secret = Some("webhook-cert".into());
+    a.webhook_config_name = Some(config_name.clone());
+    a.webhook_cert_check_interval = 1;
+    let wh = Running::start(a, settings("linkerd", &operator_ns.name), kube.clone()).await;
+    let secrets = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name);
+    let first = secret_bundle(&secrets.get("webhook-cert").await.unwrap());
+    assert_eq!(
+        served_cert(wh.addr, &first.ca_pem).await,
+        der(&first.cert_pem)
+    );
+
+    // Another replica's rotation, as a replace of the Secret.
+    let names = serving_names("linkerd-multus-webhook", &operator_ns.name);
+    let second = issue(
+        &names,
+        SystemTime::now(),
+        linkerd_multus_webhook::cert_authority::VALIDITY,
+        None,
+    )
+    .unwrap();
+    let mut secret = secrets.get("webhook-cert").await.unwrap();
+    secret.data = None;
+    secret.string_data = Some(BTreeMap::from([
+        ("ca.crt".to_string(), second.ca_pem.clone()),
+        ("tls.crt".to_string(), second.cert_pem.clone()),
+        ("tls.key".to_string(), second.key_pem.clone()),
+    ]));
+    secrets
+        .replace("webhook-cert", &PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let both = format!("{}{}", first.ca_pem, second.ca_pem);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while served_cert(wh.addr, &both).await != der(&second.cert_pem) {
+        assert!(
+            Instant::now() < deadline,
+            "the rotated certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Someone wipes the caBundle: it comes back.
+    let configs = Api::<MutatingWebhookConfiguration>::all(kube.clone());
+    let ca_of = |c: MutatingWebhookConfiguration| {
+        c.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .clone()
+            .map(|b| b.0)
+    };
+    assert_eq!(
+        ca_of(configs.get(&config_name).await.unwrap()),
+        Some(second.ca_pem.clone().into_bytes())
+    );
+    let wipe: json_patch::Patch = serde_json::from_value(
+        json!([{ "op": "remove", "path": "/webhooks/0/clientConfig/caBundle" }]),
+    )
+    .unwrap();
+    configs
+        .patch(
+            &config_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Json::<()>(wipe),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ca_of(configs.get(&config_name).await.unwrap())
+        != Some(second.ca_pem.clone().into_bytes())
+    {
+        assert!(Instant::now() < deadline, "the caBundle was never restored");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wh.stop().await;
+}

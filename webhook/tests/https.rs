@@ -3,15 +3,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use common::*;
 use linkerd_multus_e2e::{client, TestNamespace};
 use linkerd_multus_webhook::metrics::outcome;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, String) {
     let resp = client
@@ -240,34 +236,6 @@ async fn refuses_bad_tls_files_at_start() {
     .err()
     .expect("garbage is an error");
     assert!(err.to_string().contains("no PEM certificate"), "{err}");
-}
-
-/// The end-entity certificate a fresh TLS connection is served, verified against `ca_pem`.
-async fn served_cert(addr: std::net::SocketAddr, ca_pem: &str) -> CertificateDer<'static> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = connector
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .expect("TLS handshake with a trusted certificate");
-    tls.get_ref().1.peer_certificates().unwrap()[0]
-        .clone()
-        .into_owned()
-}
-
-fn der(pem: &str) -> CertificateDer<'static> {
-    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
 }
 
 /// Rotating the files (in place, or by atomic rename as kubelet does) makes the next new connection

@@ -5,10 +5,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
 use linkerd_multus_webhook::{Settings, Webhook, WebhookArgs};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -162,4 +165,32 @@ pub fn temp_dir() -> tempfile::TempDir {
 
 pub fn path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
+}
+
+/// The end-entity certificate a fresh TLS connection is served, verified against `ca_pem`.
+pub async fn served_cert(addr: std::net::SocketAddr, ca_pem: &str) -> CertificateDer<'static> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .expect("TLS handshake with a trusted certificate");
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .clone()
+        .into_owned()
+}
+
+pub fn der(pem: &str) -> CertificateDer<'static> {
+    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
 }
