@@ -56,10 +56,22 @@ impl Runtime {
     }
 }
 
-/// A plugin that failed: its parsed CNI error object when it printed one, and everything else
-/// needed to understand why.
+/// A plugin that failed. Boxed so `Result`s stay small; its fields ([`Failure`]) read through
+/// it directly: `err.stderr`, `err.exit_code`.
 #[derive(Debug, Clone)]
-pub struct PluginFailure {
+pub struct PluginFailure(Box<Failure>);
+
+impl std::ops::Deref for PluginFailure {
+    type Target = Failure;
+    fn deref(&self) -> &Failure {
+        &self.0
+    }
+}
+
+/// What a failed plugin left: its parsed CNI error object when it printed one, and everything
+/// else needed to understand why.
+#[derive(Debug, Clone)]
+pub struct Failure {
     pub plugin: String,
     pub command: String,
     /// `None` when killed by a signal, or when the plugin binary was not found / not run.
@@ -70,7 +82,7 @@ pub struct PluginFailure {
     pub stderr: String,
 }
 
-impl PluginFailure {
+impl Failure {
     /// The CNI error code, if the plugin printed an error object.
     pub fn code(&self) -> Option<u64> {
         self.error.as_ref()?.get("code")?.as_u64()
@@ -196,14 +208,14 @@ pub fn exec_plugin(
         let error = serde_json::from_str::<Value>(&stdout)
             .ok()
             .filter(|v| v.get("code").is_some());
-        PluginFailure {
+        PluginFailure(Box::new(Failure {
             plugin: plugin.clone(),
             command: command.to_string(),
             exit_code,
             error,
             stdout,
             stderr,
-        }
+        }))
     };
     let Some(binary) = plugin_dirs
         .iter()
