@@ -12,6 +12,8 @@ pub enum Error {
     },
     #[error("invalid TLS material in {path}: {reason}")]
     InvalidTls { path: PathBuf, reason: String },
+    #[error("cannot build the TLS server configuration: {0}")]
+    TlsConfig(#[source] rustls::Error),
     #[error("invalid --webhook-addr {addr}: {source}")]
     BadAddr {
         addr: String,

@@ -172,10 +172,7 @@ pub fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<rustls::Se
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::InvalidTls {
-            path: PathBuf::new(),
-            reason: format!("no usable TLS versions: {e}"),
-        })?
+        .map_err(Error::TlsConfig)?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
