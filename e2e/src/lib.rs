@@ -11,5 +11,8 @@ pub mod netns;
 mod testbed;
 
 pub use namespace::TestNamespace;
-pub use testbed::{client, kubeconfig_path, kubectl, testbed_dir, workspace_root};
+pub use testbed::{
+    binary, client, client_from, kubeconfig_path, kubectl, kubectl_with, testbed_dir, workspace_root,
+    DedicatedTestbed,
+};
 pub use namespace::unique_name;

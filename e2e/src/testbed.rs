@@ -1,6 +1,6 @@
 //! Finding the running testbed: its kubeconfig, a client for it, kubectl against it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -38,8 +38,12 @@ pub fn kubeconfig_path() -> PathBuf {
 
 /// A kube client for the testbed's apiserver, checked with a `/readyz`-style version call.
 pub async fn client() -> Client {
-    let path = kubeconfig_path();
-    let kubeconfig = Kubeconfig::read_from(&path)
+    client_from(&kubeconfig_path()).await
+}
+
+/// A kube client for the apiserver of the kubeconfig at `path`, checked with a version call.
+pub async fn client_from(path: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; {HOW_TO_START}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -53,9 +57,14 @@ pub async fn client() -> Client {
 
 /// Runs `kubectl` against the testbed and returns its output (whatever the exit status).
 pub fn kubectl(args: &[&str]) -> Output {
+    kubectl_with(&kubeconfig_path(), args)
+}
+
+/// Runs `kubectl --kubeconfig <kubeconfig> args...` and returns its output (whatever the exit status).
+pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(kubectl_binary())
         .arg("--kubeconfig")
-        .arg(kubeconfig_path())
+        .arg(kubeconfig)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run kubectl: {e}; {HOW_TO_START}"))
@@ -66,4 +75,69 @@ fn kubectl_binary() -> PathBuf {
     std::fs::read_to_string(testbed_dir().join("kubectl-path"))
         .map(|s| PathBuf::from(s.trim()))
         .unwrap_or_else(|_| PathBuf::from("kubectl"))
+}
+
+/// A built binary of this workspace (`linkerd-multus-operator`, `linkerd-cni`, ...), found next to the
+/// running test's own target directory. `e2e/test-all` builds every binary before the tests run.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("a target directory");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build --workspace --bins` first (e2e/test-all does)",
+        path.display()
+    );
+    path
+}
+
+/// A control plane of a test's own, for tests that look at the whole cluster (every namespace, every
+/// webhook) and so cannot share one with tests running in parallel. Started with `e2e/testbed up` in
+/// a directory of its own; stopped with `e2e/testbed down` when dropped.
+pub struct DedicatedTestbed {
+    dir: PathBuf,
+}
+
+impl DedicatedTestbed {
+    /// Starts one in a fresh directory under the system's temp dir (needs the cached apiserver that
+    /// `e2e/testbed up` builds once).
+    pub fn up(prefix: &str) -> Self {
+        let dir = std::env::temp_dir().join(crate::unique_name(prefix));
+        let bed = Self { dir };
+        let out = bed.script("up");
+        assert!(
+            out.status.success(),
+            "e2e/testbed up in {} failed:\n{}",
+            bed.dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        bed
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    pub async fn client(&self) -> Client {
+        client_from(&self.kubeconfig()).await
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl_with(&self.kubeconfig(), args)
+    }
+
+    fn script(&self, command: &str) -> Output {
+        Command::new(workspace_root().join("e2e/testbed"))
+            .arg(command)
+            .env("LINKERD_MULTUS_TESTBED_DIR", &self.dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command}: {e}"))
+    }
+}
+
+impl Drop for DedicatedTestbed {
+    fn drop(&mut self) {
+        let _ = self.script("down");
+    }
 }
