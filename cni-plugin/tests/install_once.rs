@@ -367,3 +367,21 @@ fn help_lists_every_flag() {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
     }
 }
+
+/// A changed template (here the log level) replaces the entry in place: still one, still last.
+#[test]
+fn a_changed_template_replaces_the_entry() {
+    let name = "10-calico.conflist";
+    let node = Node::with(&[name]);
+    assert!(node.once(&[]).status.success());
+    assert_eq!(json(&node.read(name))["plugins"][3]["log_level"], "info");
+    let out = node.once(&["--cni-log-level", "debug"]);
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("outdated"), "{}", stderr(&out));
+    let patched = json(&node.read(name));
+    assert_eq!(
+        plugin_types(&node.read(name)),
+        vec!["calico", "portmap", "bandwidth", PLUGIN_TYPE]
+    );
+    assert_eq!(patched["plugins"][3]["log_level"], "debug");
+}

@@ -189,3 +189,93 @@ fn a_primary_config_appearing_later_is_chained() {
         fixture("10-flannel.conflist")
     );
 }
+
+/// A config that sorts before the chained one becomes the primary: linkerd-cni moves there, and the
+/// old file gets its original bytes back (the runtime no longer reads it).
+#[test]
+fn a_new_primary_takes_the_entry_and_the_old_one_is_restored() {
+    let node = Node::with(&["10-flannel.conflist"]);
+    let running = node.spawn(&[]);
+    wait_for("flannel chained", || chained(&node, "10-flannel.conflist"));
+
+    fs::write(
+        node.net.join("05-cilium.conflist"),
+        fixture("05-cilium.conflist"),
+    )
+    .expect("cilium");
+    wait_for("the entry moved to the new primary", || {
+        chained(&node, "05-cilium.conflist")
+            && fs::read(node.net.join("10-flannel.conflist")).ok()
+                == Some(fixture("10-flannel.conflist"))
+    });
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("no longer the primary"), "{log}");
+    assert_eq!(
+        node.read("05-cilium.conflist"),
+        fixture("05-cilium.conflist")
+    );
+    assert_eq!(
+        node.read("10-flannel.conflist"),
+        fixture("10-flannel.conflist")
+    );
+}
+
+/// The primary's own installer writes its `.conf` again after we converted it: the new `.conf` is
+/// converted over our earlier `.conflist`, and SIGTERM restores the new `.conf`.
+#[test]
+fn a_rewritten_conf_is_converted_again() {
+    let node = Node::with(&["10-bridge.conf"]);
+    let running = node.spawn(&[]);
+    wait_for("the .conf converted", || {
+        chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists()
+    });
+
+    let mut newer = json(&fixture("10-bridge.conf"));
+    newer["mtu"] = 1450.into();
+    let newer = serde_json::to_vec_pretty(&newer).expect("json");
+    let tmp = node.net.join("10-bridge.conf.tmp");
+    fs::write(&tmp, &newer).expect("write");
+    fs::rename(&tmp, node.net.join("10-bridge.conf")).expect("rename");
+    wait_for("the new .conf converted", || {
+        !node.net.join("10-bridge.conf").exists()
+            && fs::read(node.net.join("10-bridge.conflist")).is_ok_and(|b| {
+                json(&b)["plugins"][0]["mtu"] == 1450 && chained(&node, "10-bridge.conflist")
+            })
+    });
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+    assert_eq!(node.names(), vec!["10-bridge.conf"]);
+    assert_eq!(node.read("10-bridge.conf"), newer);
+}
+
+/// After a SIGKILL (no cleanup), a new installer finds its entry already there and changes nothing;
+/// its SIGTERM still takes the entry out, leaving the primary's own plugins.
+#[test]
+fn a_restarted_installer_still_cleans_up() {
+    let name = "10-flannel.conflist";
+    let node = Node::with(&[name]);
+    let first = node.spawn(&[]);
+    wait_for("flannel chained", || chained(&node, name));
+    first.kill();
+    let chained_bytes = identity(&node.net.join(name));
+
+    let second = node.spawn(&[]);
+    wait_for("the second installer's first pass", || {
+        second.log().contains("first pass done")
+    });
+    wait_for("the kubeconfig still there", || node.kubeconfig().is_some());
+    let (status, log) = second.terminate();
+    assert!(status.success(), "{log}");
+    assert!(
+        !log.contains("appended"),
+        "the entry was already there: {log}"
+    );
+    assert_ne!(identity(&node.net.join(name)), chained_bytes);
+    assert_eq!(
+        json(&node.read(name)),
+        json(&fixture(name)),
+        "same JSON as the original (formatting may differ)"
+    );
+    assert!(node.kubeconfig().is_none());
+}

@@ -75,10 +75,14 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     let mut last_errors = Vec::new();
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
     loop {
         watch.ensure();
         let report = installer.pass();
         log_report(&report, &mut last_errors, true);
+        if std::mem::take(&mut first) {
+            tracing::info!(every = ?resync, "first pass done; watching for changes");
+        }
         tokio::select! {
             _ = sigterm.recv() => { tracing::info!("SIGTERM received: uninstalling"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT received: uninstalling"); break; }

@@ -203,6 +203,13 @@ impl Running {
         self.child.as_ref().map(Child::id).unwrap_or_default()
     }
 
+    /// SIGKILL, as when a node or the container runtime kills the pod: no cleanup runs.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let mut child = self.child.take().expect("running");
