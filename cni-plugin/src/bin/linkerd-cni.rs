@@ -5,6 +5,14 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A human running it by hand gets the explanation; a runtime never passes arguments.
+    if std::env::args()
+        .nth(1)
+        .is_some_and(|a| a == "--help" || a == "-h")
+    {
+        print!("{}", linkerd_cni::commands::HELP);
+        return ExitCode::SUCCESS;
+    }
     let mut stdin = Vec::new();
     // An unreadable stdin is the same as an empty config: the library reports it as such.
     let _ = std::io::stdin().read_to_end(&mut stdin);

@@ -18,6 +18,26 @@ use crate::plan::{self, Family, Plan, RuleSettings};
 use crate::pod::{self, PodError};
 use crate::{logging, IptablesError};
 
+/// `linkerd-cni --help`.
+pub const HELP: &str = "\
+linkerd-cni: the Linkerd CNI plugin. It redirects a meshed pod's TCP traffic to its linkerd-proxy
+with iptables rules in the pod's network namespace (what Linkerd's linkerd-init container does
+otherwise, without giving pods NET_ADMIN).
+
+A container runtime or Multus runs it, not a person: it reads CNI_COMMAND (ADD, DEL, CHECK,
+VERSION, STATUS, GC), CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS (K8S_POD_NAMESPACE,
+K8S_POD_NAME) from the environment and the network config from stdin, and prints only the CNI
+result or error JSON on stdout. Logs go to stderr (and `log_file`), prefixed `linkerd-cni:`.
+
+Config keys: cniVersion (0.3.0 to 1.1.0), kubernetes.kubeconfig, log_level, log_file, and a
+`linkerd` block: incoming-proxy-port (4143), outgoing-proxy-port (4140), proxy-uid (2102),
+proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-ports-to-ignore
+(\"80\" or \"9000-9100\"), subnets-to-ignore, simulate, use-wait-flag, iptables-mode (legacy,
+nft, plain), ipv6. Pods override them with config.linkerd.io/* annotations.
+
+Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
+";
+
 /// What the binary prints on stdout (if anything) and its exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
