@@ -385,3 +385,45 @@ fn a_changed_template_replaces_the_entry() {
     );
     assert_eq!(patched["plugins"][3]["log_level"], "debug");
 }
+
+/// `--host-prefix` (the node's root mounted at e.g. /host): files land below the prefix, while the
+/// kubeconfig path inside the chained entry is the one the node (and so the plugin) sees.
+#[test]
+fn host_prefix_moves_the_writes_not_the_paths_in_configs() {
+    let node = Node::new();
+    let root = node.sa.parent().expect("tmp").join("host");
+    let net = root.join("etc/cni/net.d");
+    let bin = root.join("var/lib/cni/bin");
+    fs::create_dir_all(&net).expect("net dir");
+    fs::create_dir_all(&bin).expect("bin dir");
+    fs::write(
+        net.join("10-flannel.conflist"),
+        fixture("10-flannel.conflist"),
+    )
+    .expect("fixture");
+    let out = node
+        .bare_command()
+        .args([
+            "--once",
+            "--dest-cni-net-dir",
+            "/etc/cni/net.d",
+            "--dest-cni-bin-dir",
+            "/var/lib/cni/bin",
+        ])
+        .arg("--host-prefix")
+        .arg(&root)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(net.join(KUBECONFIG).exists(), "kubeconfig under the prefix");
+    assert_eq!(
+        fs::read(bin.join(PLUGIN_TYPE)).expect("binary under the prefix"),
+        FAKE_PLUGIN
+    );
+    let patched = json(&fs::read(net.join("10-flannel.conflist")).expect("conflist"));
+    assert_eq!(
+        patched["plugins"][2]["kubernetes"]["kubeconfig"],
+        format!("/etc/cni/net.d/{KUBECONFIG}"),
+        "the path as the node sees it"
+    );
+}

@@ -109,16 +109,22 @@ impl Node {
         node
     }
 
-    pub fn command(&self, extra: &[&str]) -> Command {
+    /// The installer with this node's environment, service account and plugin, but no directories.
+    pub fn bare_command(&self) -> Command {
         let mut cmd = Command::new(INSTALLER);
         for var in INSTALLER_ENV {
             cmd.env_remove(var);
         }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
-        cmd.arg("--dest-cni-net-dir").arg(&self.net);
-        cmd.arg("--dest-cni-bin-dir").arg(&self.bin);
         cmd.arg("--service-account-dir").arg(&self.sa);
         cmd.arg("--plugin-binary").arg(&self.plugin);
+        cmd
+    }
+
+    pub fn command(&self, extra: &[&str]) -> Command {
+        let mut cmd = self.bare_command();
+        cmd.arg("--dest-cni-net-dir").arg(&self.net);
+        cmd.arg("--dest-cni-bin-dir").arg(&self.bin);
         cmd.args(extra);
         cmd
     }
