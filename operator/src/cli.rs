@@ -77,6 +77,16 @@ pub struct RunArgs {
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
 
+    /// Only manage namespaces matching this label selector (default: all). Lets test runs share
+    /// one apiserver without seeing each other's namespaces.
+    #[arg(long, env = "NAMESPACE_SELECTOR", hide = true)]
+    pub namespace_selector: Option<String>,
+
+    /// API group of the NetworkAttachmentDefinition kind (default: Multus' `k8s.cni.cncf.io`).
+    /// Tests point it at a CRD copy of their own to install and remove it freely.
+    #[arg(long, env = "NAD_API_GROUP", hide = true)]
+    pub nad_api_group: Option<String>,
+
     /// Seconds between periodic re-checks of every namespace (a safety net; watches act at once).
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300, hide = true)]
     pub resync_seconds: u64,

@@ -13,12 +13,10 @@ use std::time::Duration;
 
 use futures::{future, stream, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
-use linkerd_multus_crds::NetworkAttachmentDefinition;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -26,9 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::desired::{self, Want};
 use crate::events::Events;
 use crate::metrics::Metrics;
-use crate::reconcile::{self, Context, Settings};
-
-type NadMeta = PartialObjectMeta<NetworkAttachmentDefinition>;
+use crate::reconcile::{self, Context, NadMeta, Settings};
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -77,16 +73,18 @@ impl NadController {
     pub fn new(
         client: Client,
         settings: Settings,
+        namespace_selector: Option<&str>,
         is_leader: watch::Receiver<bool>,
         identity: String,
         registry: &mut Registry,
     ) -> Self {
-        let namespaces = Controller::new(
-            Api::<Namespace>::all(client.clone()),
-            watcher::Config::default(),
-        );
+        let mut ns_config = watcher::Config::default();
+        if let Some(selector) = namespace_selector {
+            ns_config = ns_config.labels(selector);
+        }
+        let namespaces = Controller::new(Api::<Namespace>::all(client.clone()), ns_config);
         let cm_writer = reflector::store::Writer::default();
-        let nad_writer = reflector::store::Writer::default();
+        let nad_writer = reflector::store::Writer::new(settings.nad_resource.clone());
         let ctx = Arc::new(Context::new(
             client.clone(),
             settings,
@@ -136,7 +134,7 @@ impl NadController {
 
         // Metadata only: all the trigger and the owned-NAD gauge need, and it never fails to
         // deserialise a foreign NAD of an unexpected shape.
-        let nad_api = Api::<NadMeta>::all(client.clone());
+        let nad_api = Api::<NadMeta>::all_with(client.clone(), &settings.nad_resource);
         let nad_config =
             watcher::Config::default().fields(&format!("metadata.name={}", settings.nad_name));
         let nad_changes =

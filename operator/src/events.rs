@@ -14,7 +14,7 @@ use kube::{Client, Resource, ResourceExt};
 
 /// Event reasons (CamelCase, as Kubernetes conventions want).
 pub const REASON_FOREIGN_NAD: &str = "ForeignNetworkAttachmentDefinition";
-pub const REASON_CONFIG_UNAVAILABLE: &str = "CniConfigUnavailable";
+// Reasons for an unusable CNI ConfigMap: `NadConfigError::event_reason`.
 pub const REASON_CRD_MISSING: &str = "NetworkAttachmentDefinitionCrdMissing";
 const ACTION: &str = "ReconcileNetworkAttachmentDefinition";
 

@@ -146,11 +146,13 @@ async fn build_controller_tasks(
             configmap: args.cni_configmap.clone(),
             kubeconfig: args.cni_kubeconfig.clone(),
         },
+        nad_resource: reconcile::nad_resource(args.nad_api_group.as_deref()),
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let controller = NadController::new(
         client,
         settings,
+        args.namespace_selector.as_deref(),
         leadership.subscribe(),
         identity,
         &mut registry,

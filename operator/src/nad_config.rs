@@ -57,6 +57,17 @@ pub enum NadConfigError {
 }
 
 impl NadConfigError {
+    /// Reason of the Warning Event. One per kind: kube's Recorder folds Events with the same reason
+    /// into one series that keeps its first note, so a shared reason would hide a changed problem.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            Self::ConfigMapMissing { .. } => "CniConfigMapMissing",
+            Self::KeyMissing { .. } => "CniConfigKeyMissing",
+            Self::InvalidJson { .. } => "CniConfigInvalidJson",
+            Self::NotAnObject { .. } => "CniConfigNotAnObject",
+        }
+    }
+
     /// Label of the `errors` metric and Event reason suffix.
     pub fn metric_label(&self) -> &'static str {
         match self {

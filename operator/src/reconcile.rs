@@ -10,6 +10,9 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams, Preconditions,
 };
 use kube::runtime::controller::Action;
+
+/// What the NAD watch keeps: metadata of NADs (of the configured group), untyped.
+pub type NadMeta = PartialObjectMeta<DynamicObject>;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -34,6 +37,8 @@ pub struct Settings {
     pub nad_name: String,
     pub linkerd_namespace: String,
     pub source: ConfigSource,
+    /// The NAD kind as served (Multus' group, or a test copy's; see `--nad-api-group`).
+    pub nad_resource: ApiResource,
     /// Periodic re-check of every namespace (watches act at once; this only catches misses).
     pub resync: Duration,
 }
@@ -43,7 +48,7 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub configmaps: Store<ConfigMap>,
-    pub nads: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+    pub nads: Store<NadMeta>,
     pub events: Events,
     pub metrics: Metrics,
     pub is_leader: watch::Receiver<bool>,
@@ -67,7 +72,7 @@ impl Context {
         client: Client,
         settings: Settings,
         configmaps: Store<ConfigMap>,
-        nads: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+        nads: Store<NadMeta>,
         events: Events,
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
@@ -111,7 +116,10 @@ impl Context {
 
     fn nad_known_in(&self, namespace: &str) -> bool {
         self.nads
-            .get(&ObjectRef::new(&self.settings.nad_name).within(namespace))
+            .get(
+                &ObjectRef::new_with(&self.settings.nad_name, self.settings.nad_resource.clone())
+                    .within(namespace),
+            )
             .is_some()
     }
 
@@ -181,9 +189,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
                     if leader {
                         tracing::warn!(namespace = name, error = %e, "NAD config unavailable; existing NAD kept");
                         let note = format!("{e}. The existing NetworkAttachmentDefinition, if any, is kept unchanged.");
-                        ctx.events
-                            .warn(ns, events::REASON_CONFIG_UNAVAILABLE, note)
-                            .await;
+                        ctx.events.warn(ns, e.event_reason(), note).await;
                     }
                     return Err(e.into());
                 }
@@ -240,8 +246,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
 /// Reads the live NAD (not the watch cache: ownership must be judged on the current object). Read
 /// untyped, so a foreign NAD of an unexpected shape is still recognised as foreign.
 async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error> {
-    let resource = ApiResource::erase::<NetworkAttachmentDefinition>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let api = nad_api(ctx, namespace);
     let nad_name = &ctx.settings.nad_name;
     match api.get(nad_name).await {
         Ok(obj) => {
@@ -268,6 +273,22 @@ async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existin
     }
 }
 
+/// NADs are read and written untyped so the kind's group can be swapped (`--nad-api-group`) and a
+/// foreign NAD of an unexpected shape never fails deserialisation.
+fn nad_api(ctx: &Context, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(ctx.client.clone(), namespace, &ctx.settings.nad_resource)
+}
+
+/// The NAD kind's `ApiResource`, in `group` (`None`: Multus' own).
+pub fn nad_resource(group: Option<&str>) -> ApiResource {
+    let mut resource = ApiResource::erase::<NetworkAttachmentDefinition>(&());
+    if let Some(group) = group {
+        resource.api_version = format!("{group}/{}", resource.version);
+        resource.group = group.to_string();
+    }
+    resource
+}
+
 async fn apply(
     ctx: &Context,
     ns: &Namespace,
@@ -276,8 +297,16 @@ async fn apply(
     take_over: bool,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;
-    let nad = desired::desired_nad(namespace, nad_name, config);
-    let api: Api<NetworkAttachmentDefinition> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut nad =
+        serde_json::to_value(desired::desired_nad(namespace, nad_name, config)).map_err(|e| {
+            Error::ApplyNad {
+                namespace: namespace.to_string(),
+                name: nad_name.clone(),
+                source: kube::Error::SerdeError(e),
+            }
+        })?;
+    nad["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
+    let api = nad_api(ctx, namespace);
     let mut params = PatchParams::apply(vocab::FIELD_MANAGER);
     if take_over {
         params = params.force();
@@ -306,7 +335,7 @@ async fn apply(
 
 async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;
-    let api: Api<NetworkAttachmentDefinition> = Api::namespaced(ctx.client.clone(), namespace);
+    let api = nad_api(ctx, namespace);
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid,

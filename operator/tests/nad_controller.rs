@@ -1,0 +1,285 @@
+//! The NAD controller against the real local kube-apiserver, with the operator running as a task.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// Annotating creates the NAD with the exact expected config, owned by the operator's field
+/// manager; `disabled` and removing the annotation delete it. Prints the annotate→visible latency.
+#[tokio::test]
+async fn annotation_creates_and_removes_the_nad() {
+    let h = Harness::new("op-annotate").await;
+    let ns = h.namespace("op-annotate", None).await;
+    let op = h.start_operator(&[]).await;
+    op.wait_ready(true).await;
+    assert_eq!(
+        h.nad(&ns.name).await.map(|n| n.metadata.name),
+        None,
+        "no NAD before opting in"
+    );
+
+    let expected = expected_config("info", "nft");
+    let started = Instant::now();
+    h.annotate(&ns.name, Some(vocab::MULTUS_ENABLED)).await;
+    h.wait_nad_config(&ns.name, &expected).await;
+    eprintln!("MEASURE annotate -> NAD visible: {:?}", started.elapsed());
+
+    let nad = h.nad(&ns.name).await.expect("NAD");
+    let managers: Vec<_> = nad
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, vec![vocab::FIELD_MANAGER.to_string()]);
+
+    h.annotate(&ns.name, Some("disabled")).await;
+    h.wait_nad_gone(&ns.name).await;
+
+    h.annotate(&ns.name, Some(vocab::MULTUS_ENABLED)).await;
+    h.wait_nad_config(&ns.name, &expected).await;
+    h.annotate(&ns.name, None).await;
+    h.wait_nad_gone(&ns.name).await;
+
+    // Values other than exactly `enabled` never create one.
+    h.annotate(&ns.name, Some("Enabled")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(h.nad(&ns.name).await.is_none(), "`Enabled` must not opt in");
+    op.stop().await;
+}
+
+/// The control-plane namespace gets the NAD without any annotation, and keeps it when annotated
+/// `disabled`.
+#[tokio::test]
+async fn control_plane_namespace_always_has_the_nad() {
+    let h = Harness::new("op-cp").await;
+    let op = h.start_operator(&[]).await;
+    let cp = h.create_linkerd_namespace().await;
+    let expected = expected_config("info", "nft");
+    h.wait_nad_config(&cp.0, &expected).await;
+    h.annotate(&cp.0, Some("disabled")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.nad_config(&cp.0).await.as_deref(),
+        Some(expected.as_str())
+    );
+    op.stop().await;
+}
+
+/// Editing the ConfigMap reaches every NAD (not only at the next resync: resync is an hour here).
+#[tokio::test]
+async fn configmap_edit_updates_every_nad() {
+    let h = Harness::new("op-cmedit").await;
+    let mut namespaces = Vec::new();
+    for _ in 0..3 {
+        namespaces.push(h.namespace("op-cmedit", Some(vocab::MULTUS_ENABLED)).await);
+    }
+    let cp = h.create_linkerd_namespace().await;
+    let mut all: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
+    all.push(cp.0.clone());
+    let op = h.start_operator(&["--resync-seconds", "3600"]).await;
+    for ns in &all {
+        h.wait_nad_config(ns, &expected_config("info", "nft")).await;
+    }
+
+    let started = Instant::now();
+    h.put_config(&chart_template("debug", "legacy")).await;
+    let updated = expected_config("debug", "legacy");
+    for ns in &all {
+        h.wait_nad_config(ns, &updated).await;
+    }
+    eprintln!(
+        "MEASURE ConfigMap edit -> all {} NADs updated: {:?}",
+        all.len(),
+        started.elapsed()
+    );
+    op.stop().await;
+}
+
+/// A deleted NAD is recreated, a hand-edited one (config and label) is put back.
+#[tokio::test]
+async fn deleted_or_edited_nad_is_restored() {
+    let h = Harness::new("op-repair").await;
+    let ns = h.namespace("op-repair", Some(vocab::MULTUS_ENABLED)).await;
+    let op = h.start_operator(&["--resync-seconds", "3600"]).await;
+    let expected = expected_config("info", "nft");
+    h.wait_nad_config(&ns.name, &expected).await;
+
+    h.nads(&ns.name)
+        .delete(&h.nad_name, &Default::default())
+        .await
+        .expect("delete NAD");
+    h.wait_nad_config(&ns.name, &expected).await;
+
+    let hand_edit = serde_json::json!({"spec": {"config": "{\"type\":\"hand-edited\"}"}});
+    h.nads(&ns.name)
+        .patch(
+            &h.nad_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&hand_edit),
+        )
+        .await
+        .expect("hand edit");
+    h.wait_nad_config(&ns.name, &expected).await;
+    op.stop().await;
+}
+
+/// A NAD of that name without the managed-by label is never updated or deleted, whether the
+/// namespace is enabled or disabled; the conflict is reported as a Warning Event inside the
+/// namespace (the Event form kube-apiserver 1.20 accepts, see events.rs) and in a metric.
+#[tokio::test]
+async fn foreign_nad_survives_and_is_reported() {
+    let h = Harness::new("op-foreign").await;
+    let ns = h.namespace("op-foreign", None).await;
+    let foreign = h
+        .create_foreign_nad(&ns.name, "{\"type\":\"theirs\"}")
+        .await;
+    let op = h.start_operator(&[]).await;
+
+    h.annotate(&ns.name, Some(vocab::MULTUS_ENABLED)).await;
+    let event = eventually("a ForeignNetworkAttachmentDefinition Warning", || async {
+        h.warnings(&ns.name, "ForeignNetworkAttachmentDefinition")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let regarding = event.regarding.expect("regarding");
+    assert_eq!(regarding.kind.as_deref(), Some("Namespace"));
+    assert_eq!(regarding.name.as_deref(), Some(ns.name.as_str()));
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains(vocab::MANAGED_BY_LABEL), "{note}");
+    assert!(
+        op.metric("linkerd_multus_controller_foreign_nads_total")
+            .await
+            >= 1.0
+    );
+
+    h.annotate(&ns.name, Some("disabled")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = h.nad(&ns.name).await.expect("foreign NAD still there");
+    assert_eq!(now.metadata.uid, foreign.metadata.uid);
+    assert_eq!(
+        now.metadata.resource_version, foreign.metadata.resource_version,
+        "untouched"
+    );
+    assert_eq!(op.metric(WRITES_APPLY).await, 0.0);
+    assert_eq!(op.metric(WRITES_DELETE).await, 0.0);
+    op.stop().await;
+}
+
+/// Broken or missing ConfigMap: existing NADs stay exactly as they were, each affected namespace
+/// gets a Warning Event, /ready turns 503 and says why; fixing it converges everything.
+#[tokio::test]
+async fn broken_configmap_keeps_nads_then_converges() {
+    let h = Harness::new("op-broken").await;
+    let a = h.namespace("op-broken", Some(vocab::MULTUS_ENABLED)).await;
+    let b = h.namespace("op-broken", Some(vocab::MULTUS_ENABLED)).await;
+    let op = h.start_operator(&[]).await;
+    let good = expected_config("info", "nft");
+    h.wait_nad_config(&a.name, &good).await;
+    h.wait_nad_config(&b.name, &good).await;
+    op.wait_ready(true).await;
+    let before_a = h.nad(&a.name).await.expect("NAD a");
+
+    let cases: [(&str, Option<&str>, &str, &str); 3] = [
+        (
+            "invalid JSON",
+            Some("{\"name\": "),
+            "CniConfigInvalidJson",
+            "not valid JSON",
+        ),
+        (
+            "not an object",
+            Some("[1, 2]"),
+            "CniConfigNotAnObject",
+            "must be a JSON object",
+        ),
+        (
+            "ConfigMap deleted",
+            None,
+            "CniConfigMapMissing",
+            "not found",
+        ),
+    ];
+    for (what, raw, reason, why) in cases {
+        match raw {
+            Some(raw) => h.put_config(raw).await,
+            None => h.delete_config().await,
+        }
+        for ns in [&a.name, &b.name] {
+            eventually(
+                &format!("{what}: Warning Event in {ns} saying `{why}`"),
+                || async {
+                    h.warnings(ns, reason)
+                        .await
+                        .into_iter()
+                        .find(|e| e.note.as_deref().unwrap_or_default().contains(why))
+                },
+            )
+            .await;
+        }
+        op.wait_ready(false).await;
+        let (_, body) = op.get("/ready").await;
+        assert!(body.contains(why), "{what}: /ready says {body}");
+        let now_a = h.nad(&a.name).await.expect("NAD a kept");
+        assert_eq!(
+            now_a.metadata.resource_version, before_a.metadata.resource_version,
+            "{what}"
+        );
+        assert_eq!(
+            h.nad_config(&b.name).await.as_deref(),
+            Some(good.as_str()),
+            "{what}"
+        );
+    }
+    let errors = op
+        .metric("linkerd_multus_controller_reconcile_errors_total{reason=\"configmap_missing\"}")
+        .await;
+    assert!(errors >= 1.0, "errors by reason are counted");
+
+    h.put_config(&chart_template("warn", "legacy")).await;
+    let fixed = expected_config("warn", "legacy");
+    h.wait_nad_config(&a.name, &fixed).await;
+    h.wait_nad_config(&b.name, &fixed).await;
+    op.wait_ready(true).await;
+    op.stop().await;
+}
+
+/// Periodic resyncs with nothing changed send no writes (a write that changes nothing is not
+/// sent). Prints writes per idle resync.
+#[tokio::test]
+async fn idle_resync_sends_no_writes() {
+    let h = Harness::new("op-idle").await;
+    let mut namespaces = Vec::new();
+    for _ in 0..3 {
+        namespaces.push(h.namespace("op-idle", Some(vocab::MULTUS_ENABLED)).await);
+    }
+    let _plain = h.namespace("op-idle", None).await;
+    let op = h.start_operator(&["--resync-seconds", "1"]).await;
+    for ns in &namespaces {
+        h.wait_nad_config(ns.name.as_str(), &expected_config("info", "nft"))
+            .await;
+    }
+    op.wait_ready(true).await;
+    let writes_before = op.metric(WRITES_APPLY).await + op.metric(WRITES_DELETE).await;
+    let reconciles_before = op.metric(RECONCILES).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let writes = op.metric(WRITES_APPLY).await + op.metric(WRITES_DELETE).await - writes_before;
+    let reconciles = op.metric(RECONCILES).await - reconciles_before;
+    eprintln!("MEASURE idle 5 s at 1 s resync over 4 namespaces: {reconciles} reconciles, {writes} writes");
+    assert!(reconciles >= 4.0, "resyncs ran ({reconciles})");
+    assert_eq!(writes, 0.0, "no writes when idle");
+    assert_eq!(
+        op.metric(WRITES_APPLY).await,
+        3.0,
+        "exactly one apply per NAD in total"
+    );
+    assert_eq!(op.metric("linkerd_multus_controller_owned_nads").await, 3.0);
+    let (live, _) = op.get("/live").await;
+    assert_eq!(live, 200);
+    op.stop().await;
+}
