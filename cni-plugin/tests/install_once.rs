@@ -427,3 +427,30 @@ fn host_prefix_moves_the_writes_not_the_paths_in_configs() {
         "the path as the node sees it"
     );
 }
+
+/// Another installer that also appends itself last (a second chained plugin) is left after ours: no
+/// rewrite, so two such installers cannot keep trading places.
+#[test]
+fn a_plugin_chained_after_ours_is_left_alone() {
+    let name = "10-flannel.conflist";
+    let node = Node::with(&[name]);
+    assert!(node.once(&[]).status.success());
+    let mut patched = json(&node.read(name));
+    patched["plugins"]
+        .as_array_mut()
+        .expect("plugins")
+        .push(serde_json::json!({"type": "istio-cni"}));
+    fs::write(
+        node.net.join(name),
+        serde_json::to_vec_pretty(&patched).expect("json"),
+    )
+    .expect("write");
+    let before = identity(&node.net.join(name));
+    let out = node.once(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(identity(&node.net.join(name)), before);
+    assert_eq!(
+        plugin_types(&node.read(name)),
+        vec!["flannel", "portmap", PLUGIN_TYPE, "istio-cni"]
+    );
+}

@@ -47,10 +47,12 @@ pub enum ChainError {
     OwnConfig,
 }
 
-/// Makes linkerd-cni the last plugin of `existing`, exactly once, with the content of `entry`.
+/// Adds linkerd-cni as the last plugin of `existing`, exactly once, with the content of `entry`.
 ///
-/// An existing linkerd-cni entry that is last and equal (as JSON, formatting aside) means no change;
-/// one that is elsewhere, duplicated or outdated is replaced by a single `entry` at the end.
+/// An entry that is already there and equal (as JSON, formatting aside) means no change, wherever it
+/// is: another installer that also appends itself last (a second chained plugin) would otherwise
+/// trade places with us forever, rewriting the file each time. An outdated entry is replaced where
+/// it stands; duplicates after the first are dropped.
 pub fn append(existing: &[u8], kind: ConfigKind, entry: &Value) -> Result<Outcome, ChainError> {
     let mut root = parse_object(existing)?;
     match kind {
@@ -59,12 +61,20 @@ pub fn append(existing: &[u8], kind: ConfigKind, entry: &Value) -> Result<Outcom
             let ours: Vec<usize> = (0..plugins.len())
                 .filter(|&i| is_ours(&plugins[i]))
                 .collect();
-            let last = plugins.len().checked_sub(1);
-            if ours.len() == 1 && Some(ours[0]) == last && plugins.last() == Some(entry) {
-                return Ok(Outcome::Unchanged);
+            match ours.as_slice() {
+                [] => plugins.push(entry.clone()),
+                [only] if plugins[*only] == *entry => return Ok(Outcome::Unchanged),
+                [first, ..] => {
+                    let first = *first;
+                    plugins[first] = entry.clone();
+                    let mut index = 0;
+                    plugins.retain(|p| {
+                        let keep = index == first || !is_ours(p);
+                        index += 1;
+                        keep
+                    });
+                }
             }
-            plugins.retain(|p| !is_ours(p));
-            plugins.push(entry.clone());
             Ok(Outcome::Rewritten(to_bytes(&Value::Object(root))))
         }
         ConfigKind::Single => {
@@ -165,7 +175,8 @@ mod tests {
         serde_json::to_vec(&v).expect("json")
     }
 
-    /// Every way a list can hold (or not hold) our entry ends with exactly one, last.
+    /// Every way a list can hold (or not hold) our entry ends with exactly one, the desired one; a new
+    /// one goes last.
     #[test]
     fn append_to_lists() {
         let other = json!({"type": PLUGIN_TYPE, "log_level": "debug"});
@@ -178,9 +189,9 @@ mod tests {
             ("empty", json!([]), Some(vec![PLUGIN_TYPE])),
             ("already last", json!([{"type": "calico"}, entry()]), None),
             (
-                "not last",
-                json!([entry(), {"type": "calico"}]),
-                Some(vec!["calico", PLUGIN_TYPE]),
+                "another chained plugin appended after us: no fight",
+                json!([{"type": "calico"}, entry(), {"type": "istio-cni"}]),
+                None,
             ),
             (
                 "twice",
@@ -189,8 +200,13 @@ mod tests {
             ),
             (
                 "outdated",
-                json!([{"type": "cilium"}, other]),
+                json!([{"type": "cilium"}, other.clone()]),
                 Some(vec!["cilium", PLUGIN_TYPE]),
+            ),
+            (
+                "outdated, not last: replaced in place",
+                json!([{"type": "cilium"}, other, {"type": "tuning"}, entry()]),
+                Some(vec!["cilium", PLUGIN_TYPE, "tuning"]),
             ),
         ];
         for (name, plugins, want) in cases {
@@ -201,10 +217,11 @@ mod tests {
                 (Outcome::Rewritten(out), Some(want)) => {
                     assert_eq!(types(&out), want, "{name}");
                     let v: Value = serde_json::from_slice(&out).expect("json");
+                    let plugins = v["plugins"].as_array().expect("plugins");
                     assert_eq!(
-                        v["plugins"].as_array().and_then(|p| p.last()),
-                        Some(&entry()),
-                        "{name}"
+                        plugins.iter().filter(|p| is_ours(p)).collect::<Vec<_>>(),
+                        vec![&entry()],
+                        "{name}: exactly one entry, the desired one"
                     );
                     assert_eq!(v["name"], "k8s", "{name}: top-level keys kept");
                     // Applying again to our own output is a no-op.

@@ -228,7 +228,7 @@ impl Installer {
             Outcome::Unchanged => {}
             Outcome::Rewritten(bytes) => {
                 let reason = if chain::contains_ours(&current) {
-                    "its linkerd-cni entry was outdated, duplicated or not last"
+                    "its linkerd-cni entry was outdated or duplicated"
                 } else if self.applied.as_ref().is_some_and(|a| a.path == path) {
                     "it was rewritten by someone else without linkerd-cni"
                 } else {
