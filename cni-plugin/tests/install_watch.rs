@@ -26,7 +26,8 @@ fn chained(node: &Node, name: &str) -> bool {
 fn outside_rewrite_is_repaired_and_sigterm_restores_the_original() {
     let name = "10-flannel.conflist";
     let node = Node::with(&[name]);
-    let running = node.spawn(&[]);
+    // A resync period far beyond the test: only the file watch can make it pass.
+    let running = node.spawn(&["--resync-seconds", "3600"]);
     wait_for("linkerd-cni chained", || chained(&node, name));
 
     fs::write(node.net.join(name), fixture(name)).expect("outside rewrite");
@@ -100,19 +101,42 @@ fn sigterm_turns_the_conflist_back_into_the_conf() {
     assert!(!node.binary().exists(), "--uninstall-binary removes it");
 }
 
-/// The kubelet rotates the projected token by swapping the file: the kubeconfig follows.
+/// Writes the service-account files the way the kubelet's atomic writer does: files in a timestamped
+/// directory, `token`/`ca.crt` symlinks through `..data`, and `..data` swapped by a rename.
+fn kubelet_write(sa: &std::path::Path, generation: u32, token: &str) {
+    use std::os::unix::fs::symlink;
+    let dir_name = format!("..2026_11_22_{generation}");
+    let dir = sa.join(&dir_name);
+    fs::create_dir(&dir).expect("timestamped dir");
+    fs::write(dir.join("token"), token).expect("token");
+    fs::write(dir.join("ca.crt"), CA).expect("ca");
+    let tmp = sa.join("..data_tmp");
+    symlink(&dir_name, &tmp).expect("..data_tmp");
+    fs::rename(&tmp, sa.join("..data")).expect("swap ..data");
+    for name in ["token", "ca.crt"] {
+        let link = sa.join(name);
+        if fs::symlink_metadata(&link).is_ok_and(|m| !m.file_type().is_symlink()) {
+            fs::remove_file(&link).expect("replace plain file");
+        }
+        if fs::symlink_metadata(&link).is_err() {
+            symlink(format!("..data/{name}"), &link).expect("symlink");
+        }
+    }
+}
+
+/// The kubelet rotates the projected token (its atomic-writer layout): the kubeconfig follows.
 #[test]
 fn token_rotation_rewrites_the_kubeconfig() {
     let node = Node::with(&["05-cilium.conflist"]);
-    let running = node.spawn(&[]);
+    kubelet_write(&node.sa, 1, "token-1\n");
+    // A resync period far beyond the test: only the file watch can make it pass.
+    let running = node.spawn(&["--resync-seconds", "3600"]);
     wait_for("the first kubeconfig", || {
         node.kubeconfig()
             .is_some_and(|k| k.contains("token: token-1"))
     });
 
-    let tmp = node.sa.join("..token.tmp");
-    fs::write(&tmp, "token-2\n").expect("new token");
-    fs::rename(&tmp, node.sa.join("token")).expect("swap token");
+    kubelet_write(&node.sa, 2, "token-2\n");
     wait_for("the kubeconfig with the rotated token", || {
         node.kubeconfig()
             .is_some_and(|k| k.contains("token: token-2"))
