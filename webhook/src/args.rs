@@ -23,7 +23,8 @@ pub struct WebhookArgs {
     pub webhook_cert_secret: Option<String>,
 
     /// Self-managed mode: the MutatingWebhookConfiguration whose caBundle the operator keeps in sync with
-    /// its CA (only the entries pointing at --webhook-service-name are patched; nothing if it is absent).
+    /// its CA. Only its entries that call the webhook (through --webhook-service-name in the operator's
+    /// namespace, or a URL whose host the certificate names) are patched; nothing if it does not exist.
     #[arg(long, env = "WEBHOOK_CONFIG_NAME")]
     pub webhook_config_name: Option<String>,
 
@@ -31,7 +32,7 @@ pub struct WebhookArgs {
     #[arg(
         long,
         env = "WEBHOOK_SERVICE_NAME",
-        default_value = "linkerd-multus-webhook"
+        default_value = vocab::DEFAULT_WEBHOOK_SERVICE_NAME
     )]
     pub webhook_service_name: String,
 

@@ -23,6 +23,10 @@ use crate::Error;
 /// one object (oldObject is null on CREATE), so 4 MiB leaves room without letting anyone exhaust memory.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// A cache miss asks the apiserver; answering without the namespace's annotations beats running into
+/// the apiserver's webhook timeout (10 s by default), after which the failure policy decides.
+const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
 pub(crate) struct AppState {
     pub namespaces: NamespaceCache,
     pub decision: DecisionConfig,
@@ -47,11 +51,14 @@ async fn admit(
         Ok(body) => match review::parse(&body) {
             Parsed::Reply(reply) => reply,
             Parsed::Pod(pod) => {
-                let annotations = state
-                    .namespaces
-                    .annotations(pod.namespace())
-                    .await
-                    .map_err(|e| e.to_string());
+                let lookup = state.namespaces.annotations(pod.namespace());
+                let annotations = match tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, lookup).await
+                {
+                    Ok(result) => result.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!(
+                        "no answer from the apiserver within {NAMESPACE_LOOKUP_TIMEOUT:?}"
+                    )),
+                };
                 pod.answer(annotations, &state.decision)
             }
         },

@@ -55,7 +55,7 @@ async fn self_managed_certificate_mode() {
     a.webhook_addr = format!("127.0.0.1:{port}");
     a.webhook_cert_secret = Some("webhook-cert".into());
     a.webhook_config_name = Some(config_name.clone());
-    a.webhook_service_name = "linkerd-multus-webhook".into();
+    a.webhook_service_name = vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into();
     let wh = Running::start(a, settings("linkerd", &operator_ns.name), kube.clone()).await;
 
     let secret = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name)
@@ -110,7 +110,7 @@ async fn self_managed_certificate_mode() {
         kube.clone(),
         "webhook-cert".into(),
         Some(config_name),
-        "linkerd-multus-webhook".into(),
+        vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into(),
         operator_ns.name.clone(),
     );
     assert_eq!(store.ensure_secret().await.unwrap(), bundle);
@@ -248,7 +248,7 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
     );
 
     // Another replica's rotation, as a replace of the Secret.
-    let names = serving_names("linkerd-multus-webhook", &operator_ns.name);
+    let names = serving_names(vocab::DEFAULT_WEBHOOK_SERVICE_NAME, &operator_ns.name);
     let second = issue(
         &names,
         SystemTime::now(),

@@ -36,7 +36,7 @@ pub fn args(dir: &Path) -> WebhookArgs {
         tls_key_file: dir.join("tls.key"),
         webhook_cert_secret: None,
         webhook_config_name: None,
-        webhook_service_name: "linkerd-multus-webhook".into(),
+        webhook_service_name: vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into(),
         namespace_uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
         proxy_uid_offset: 2102,
         webhook_cert_check_interval: 300,
