@@ -52,11 +52,6 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
-/// Escapes one JSON pointer token (RFC 6901): `~` first, then `/`.
-pub fn escape_pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
-}
-
 /// Decides what to change on the pod `meta` created in `namespace`, whose namespace carries
 /// `ns_annotations` (None when they could not be read).
 pub fn decide(
@@ -149,12 +144,10 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
     if set.is_empty() {
         return Patch(Vec::new());
     }
-    let op = |path: String, value: Value| {
-        // The pointers are built from escaped tokens, so parsing cannot fail; fall back to the
-        // unescaped token list rather than panic should jsonptr ever disagree.
-        let path = json_patch::jsonptr::PointerBuf::parse(path.clone()).unwrap_or_else(|_| {
-            json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').skip(1))
-        });
+    // jsonptr escapes each token (`~` → `~0`, then `/` → `~1`), so annotation keys like
+    // `k8s.v1.cni.cncf.io/networks` become one path segment.
+    let op = |tokens: &[&str], value: Value| {
+        let path = json_patch::jsonptr::PointerBuf::from_tokens(tokens.iter().copied());
         PatchOperation::Add(AddOperation { path, value })
     };
     if !has_annotations {
@@ -162,16 +155,34 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
             .into_iter()
             .map(|(k, v)| (k, Value::String(v)))
             .collect();
-        return Patch(vec![op("/metadata/annotations".into(), Value::Object(map))]);
+        return Patch(vec![op(&["metadata", "annotations"], Value::Object(map))]);
     }
     Patch(
         set.into_iter()
-            .map(|(k, v)| {
-                op(
-                    format!("/metadata/annotations/{}", escape_pointer_token(&k)),
-                    Value::String(v),
-                )
-            })
+            .map(|(k, v)| op(&["metadata", "annotations", &k], Value::String(v)))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 6901: `~` becomes `~0` and `/` becomes `~1`, in that order (else `/` → `~1` → `~01`).
+    #[test]
+    fn pointer_tokens_are_escaped() {
+        let set = BTreeMap::from([("a~1/b".to_string(), "v".to_string())]);
+        let patch = serde_json::to_value(annotation_patch(true, set)).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!([{ "op": "add", "path": "/metadata/annotations/a~01~1b", "value": "v" }])
+        );
+        let mut doc = serde_json::json!({ "metadata": { "annotations": {} } });
+        let set = BTreeMap::from([("a~1/b".to_string(), "v".to_string())]);
+        json_patch::patch(&mut doc, &annotation_patch(true, set)).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({ "metadata": { "annotations": { "a~1/b": "v" } } })
+        );
+    }
 }

@@ -300,23 +300,3 @@ fn decision_table() {
         failures.join("\n")
     );
 }
-
-/// The escaping itself, on keys that contain both special characters.
-#[test]
-fn pointer_tokens_escape_tilde_then_slash() {
-    use linkerd_multus_webhook::decision::escape_pointer_token;
-    assert_eq!(escape_pointer_token("a~1/b"), "a~01~1b");
-    assert_eq!(
-        escape_pointer_token(N),
-        P_NETWORKS.trim_start_matches("/metadata/annotations/")
-    );
-    let mut doc = json!({ "metadata": { "annotations": {} } });
-    let path = format!("/metadata/annotations/{}", escape_pointer_token("x~/y"));
-    let patch: json_patch::Patch =
-        serde_json::from_value(json!([{ "op": "add", "path": path, "value": "v" }])).unwrap();
-    json_patch::patch(&mut doc, &patch).unwrap();
-    assert_eq!(
-        doc,
-        json!({ "metadata": { "annotations": { "x~/y": "v" } } })
-    );
-}
