@@ -9,10 +9,11 @@ pub mod cni;
 mod namespace;
 pub mod netns;
 mod testbed;
+pub mod traffic;
 
+pub use namespace::unique_name;
 pub use namespace::TestNamespace;
 pub use testbed::{
-    binary, client, client_from, kubeconfig_path, kubectl, kubectl_with, testbed_dir, workspace_root,
-    DedicatedTestbed,
+    binary, client, client_from, kubeconfig_path, kubectl, kubectl_with, testbed_dir,
+    workspace_root, DedicatedTestbed,
 };
-pub use namespace::unique_name;

@@ -1,0 +1,71 @@
+//! Real TCP traffic for tests: a listener that answers every connection with a fixed word (a stand-in
+//! for one of the proxy's ports), and a client that reads the answer. Which word comes back tells
+//! which listener the iptables rules delivered the connection to.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Answers every connection on `listener` with `word`, from a thread, until dropped. Bind the listener
+/// inside a netns (e.g. in `NetNs::run`) to serve from there.
+pub struct Answerer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Answerer {
+    pub fn start(listener: TcpListener, word: &'static str) -> Self {
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let _ = s.write_all(word.as_bytes());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Answerer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Connects to `addr` (from the calling thread's netns) and reads the answer.
+pub fn ask(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// [`ask`], retried for a few seconds (IPv6 addresses are unusable until duplicate address detection
+/// finishes).
+pub fn ask_patiently(addr: SocketAddr) -> std::io::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        match ask(addr) {
+            Ok(a) => return Ok(a),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}

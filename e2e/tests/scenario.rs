@@ -1,0 +1,700 @@
+//! The whole product as a cluster runs it: `linkerd-multus-operator` as a real process on a control
+//! plane of this test's own, its webhook called by the real apiserver, and the node's part played by
+//! hand the way Multus does it — Debian's `bridge` for the primary network, then `linkerd-cni` with
+//! the NAD's `spec.config` and the pod's CNI_ARGS — in a real network namespace, with real traffic.
+//! Then `check` on the same cluster, healthy and broken.
+//!
+//! A dedicated control plane (not the shared testbed) because the operator and `check` look at every
+//! namespace and every webhook of the cluster: other tests running in parallel would change what they
+//! see.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use linkerd_multus_e2e::cni::{Network, Runtime};
+use linkerd_multus_e2e::netns::NetNs;
+use linkerd_multus_e2e::traffic::{ask, Answerer};
+use linkerd_multus_e2e::{binary, workspace_root, DedicatedTestbed};
+use serde_json::{json, Value};
+
+const UID_RANGE: &str = "1000650000/10000";
+const PROXY_UID: u32 = 1_000_650_000 + 2102;
+const WEBHOOK_CONFIG: &str = "linkerd-multus-e2e";
+
+/// Linkerd's `linkerd2-cni` chart ConfigMap value, placeholders and all.
+const CNI_NETWORK_CONFIG: &str = r#"{
+  "name": "linkerd-cni",
+  "type": "linkerd-cni",
+  "log_level": "debug",
+  "policy": {"type": "k8s", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__", "k8s_auth_token": "__SERVICEACCOUNT_TOKEN__"},
+  "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"},
+  "linkerd": {
+    "incoming-proxy-port": 4143,
+    "outgoing-proxy-port": 4140,
+    "proxy-uid": 2102,
+    "ports-to-redirect": [],
+    "inbound-ports-to-ignore": ["4191", "4190"],
+    "simulate": false,
+    "use-wait-flag": false,
+    "iptables-mode": "legacy",
+    "ipv6": false
+  }
+}"#;
+
+// === the pieces of the scenario ===
+
+/// The operator as a real process; killed (and reaped) when dropped.
+struct Operator {
+    child: Child,
+    log: PathBuf,
+    admin: u16,
+}
+
+impl Operator {
+    fn start(bed: &Cluster, webhook_port: u16) -> Self {
+        let admin = free_port();
+        let log = bed.dir.join(format!("operator-{admin}.log"));
+        let out = std::fs::File::create(&log).expect("operator log");
+        let child = Command::new(binary("linkerd-multus-operator"))
+            .env("KUBECONFIG", bed.testbed.kubeconfig())
+            .env("RUST_LOG", "info")
+            .args(["--namespace", "linkerd-multus", "--cni-kubeconfig"])
+            .arg(bed.plugin_kubeconfig())
+            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
+            .args(["--webhook-addr", &format!("127.0.0.1:{webhook_port}")])
+            .args(["--webhook-cert-secret", "linkerd-multus-webhook-cert"])
+            .args(["--webhook-config-name", WEBHOOK_CONFIG])
+            .stdout(out.try_clone().expect("log fd"))
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting linkerd-multus-operator");
+        let op = Self { child, log, admin };
+        op.wait_ready();
+        op
+    }
+
+    fn wait_ready(&self) {
+        let url = format!("127.0.0.1:{}", self.admin);
+        wait_until(
+            "the operator's /ready",
+            Duration::from_secs(60),
+            || http_ok(&url, "/ready").then_some(()),
+            || self.log_tail(),
+        );
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!(
+            "operator log tail ({}):\n{}",
+            self.log.display(),
+            lines[lines.len().saturating_sub(25)..].join("\n")
+        )
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The dedicated control plane and a scratch directory for the node's files.
+struct Cluster {
+    testbed: DedicatedTestbed,
+    dir: PathBuf,
+}
+
+impl Cluster {
+    fn up() -> Self {
+        let testbed = DedicatedTestbed::up("e2e-scenario");
+        let dir = std::env::temp_dir().join(linkerd_multus_e2e::unique_name("e2e-node"));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        // On a node the installer writes the plugin's kubeconfig; here it is the test cluster's.
+        std::fs::copy(testbed.kubeconfig(), dir.join("linkerd-cni-kubeconfig"))
+            .expect("plugin kubeconfig");
+        Self { testbed, dir }
+    }
+
+    fn plugin_kubeconfig(&self) -> PathBuf {
+        self.dir.join("linkerd-cni-kubeconfig")
+    }
+
+    /// kubectl that must succeed; returns stdout.
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.testbed.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl that must succeed, fed `stdin`.
+    fn apply(&self, manifest: &str) {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.testbed.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl apply");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(manifest.as_bytes())
+            .expect("manifest");
+        let out = child.wait_with_output().expect("kubectl apply");
+        assert!(
+            out.status.success(),
+            "kubectl apply: {}\n{manifest}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `kubectl get ... -o json`, or None when it is not found.
+    fn get(&self, args: &[&str]) -> Option<Value> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json", "--ignore-not-found"]);
+        let out = self.kubectl(&all);
+        (!out.trim().is_empty()).then(|| serde_json::from_str(&out).expect("kubectl json"))
+    }
+
+    fn nad(&self, namespace: &str) -> Option<Value> {
+        self.get(&[
+            "-n",
+            namespace,
+            "network-attachment-definitions",
+            "linkerd-cni",
+        ])
+    }
+
+    fn nad_config(&self, namespace: &str) -> Option<Value> {
+        let nad = self.nad(namespace)?;
+        Some(serde_json::from_str(nad["spec"]["config"].as_str()?).expect("NAD config is JSON"))
+    }
+
+    fn set_cni_config(&self, config: &str) {
+        let cm = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "linkerd-cni-config", "namespace": "linkerd-cni"},
+            "data": {"cni_network_config": config},
+        });
+        self.apply(&cm.to_string());
+    }
+
+    fn create_pod(&self, namespace: &str, name: &str) -> Value {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "automountServiceAccountToken": false,
+                "containers": [
+                    {"name": "app", "image": "example.com/app:1"},
+                    {"name": "linkerd-proxy", "image": "cr.l5d.io/linkerd/proxy:stable"}
+                ]
+            }
+        });
+        self.apply(&pod.to_string());
+        self.get(&["-n", namespace, "pod", name])
+            .expect("the pod was stored")
+    }
+
+    /// `linkerd-multus-operator check -o json` against this cluster: (exit success, report).
+    fn check(&self) -> (bool, Value) {
+        let out = Command::new(binary("linkerd-multus-operator"))
+            .env("KUBECONFIG", self.testbed.kubeconfig())
+            .args(["check", "-o", "json", "--cni-kubeconfig"])
+            .arg(self.plugin_kubeconfig())
+            .output()
+            .expect("running check");
+        let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "check printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.success(), report)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The node: a pod network namespace on a bridge, with linkerd-cni run from the NAD like Multus would.
+struct Node {
+    netns: NetNs,
+    primary: Network,
+    runtime: Runtime,
+    pod_ip: String,
+    gateway: String,
+    bridge: String,
+}
+
+impl Node {
+    /// Sets up the pod's primary network (bridge + host-local), as the cluster's CNI would; `n` tells
+    /// the test's pods apart (bridge name, subnet).
+    fn start_pod(cluster: &Cluster, namespace: &str, pod: &str, n: u32) -> Self {
+        let bridge = format!("lme2e{n}");
+        // Unique per process, away from the ranges the plugin's own tests draw from.
+        let subnet = format!("10.{}.{}.0/24", 252 + n, std::process::id() % 250);
+        let netns = NetNs::create("e2e-pod");
+        let primary = Network::new(
+            json!({
+                "cniVersion": "0.4.0", "name": "e2e-primary",
+                "plugins": [{
+                    "type": "bridge", "bridge": &bridge, "isGateway": true, "ipMasq": false,
+                    "ipam": {"type": "host-local", "subnet": subnet, "dataDir": cluster.dir.join("ipam")}
+                }]
+            }),
+            vec![PathBuf::from("/usr/lib/cni")],
+        );
+        let runtime = Runtime::new(&netns.path()).with_pod(namespace, pod);
+        let result = primary
+            .add(&runtime)
+            .unwrap_or_else(|e| panic!("bridge ADD: {e}"));
+        let ip = &result["ips"][0];
+        let pod_ip = ip["address"]
+            .as_str()
+            .expect("address")
+            .split('/')
+            .next()
+            .expect("ip")
+            .to_string();
+        let gateway = ip["gateway"].as_str().expect("gateway").to_string();
+        Self {
+            netns,
+            primary,
+            runtime,
+            pod_ip,
+            gateway,
+            bridge,
+        }
+    }
+
+    /// Multus' part: run the NAD's plugin as an extra attachment (no prevResult, its own interface).
+    fn attach_linkerd_cni(&self, nad_config: &Value) -> Result<Value, String> {
+        let mut rt = self.runtime.clone();
+        rt.ifname = "net1".into();
+        let net = Network::new(
+            json!({"cniVersion": nad_config["cniVersion"], "name": nad_config["name"], "plugins": [nad_config]}),
+            vec![binary("linkerd-cni")
+                .parent()
+                .expect("bin dir")
+                .to_path_buf()],
+        );
+        net.add(&rt).map_err(|e| e.to_string())
+    }
+
+    fn nat_rules(&self) -> String {
+        let out = self.netns.exec(&["iptables-legacy-save", "-t", "nat"]);
+        assert!(out.status.success(), "iptables-legacy-save");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Node {
+    // DEL releases the address and the veth; the bridge itself is the test's to remove.
+    fn drop(&mut self) {
+        let _ = self.primary.del(&self.runtime, None);
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+    }
+}
+
+// === small utilities ===
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Plain HTTP GET `path` on `addr` answered 200.
+fn http_ok(addr: &str, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+/// Polls `f` until it returns Some, or panics after `timeout` with `context()` (e.g. a log tail).
+fn wait_until<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+    context: impl Fn() -> String,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn annotations(obj: &Value) -> serde_json::Map<String, Value> {
+    obj["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn expected_nad_config(kubeconfig: &Path, inbound_ignored: &[&str]) -> Value {
+    json!({
+        "cniVersion": "0.3.1",
+        "name": "linkerd-cni",
+        "type": "linkerd-cni",
+        "log_level": "debug",
+        "kubernetes": {"kubeconfig": kubeconfig},
+        "linkerd": {
+            "incoming-proxy-port": 4143,
+            "outgoing-proxy-port": 4140,
+            "proxy-uid": 2102,
+            "ports-to-redirect": [],
+            "inbound-ports-to-ignore": inbound_ignored,
+            "simulate": false,
+            "use-wait-flag": false,
+            "iptables-mode": "legacy",
+            "ipv6": false
+        }
+    })
+}
+
+fn failed_checks(report: &Value) -> Vec<String> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["check"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+// === the scenario ===
+
+/// If this breaks, some link of the chain namespace → NAD → webhook → Multus → linkerd-cni → iptables is
+/// broken for real clusters, even when every part passes its own tests.
+#[test]
+fn whole_product_on_a_real_control_plane_and_real_netns() {
+    let cluster = Cluster::up();
+    let c = &cluster;
+
+    // 1. What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, namespaces.
+    c.kubectl(&[
+        "apply",
+        "-f",
+        workspace_root()
+            .join("crds/network-attachment-definition.yaml")
+            .to_str()
+            .unwrap(),
+    ]);
+    c.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/network-attachment-definitions.k8s.cni.cncf.io",
+        "--timeout=30s",
+    ]);
+    for ns in ["linkerd-cni", "linkerd", "linkerd-multus"] {
+        c.kubectl(&["create", "namespace", ns]);
+    }
+    c.set_cni_config(CNI_NETWORK_CONFIG);
+    let webhook_port = free_port();
+    c.apply(&format!(
+        r#"{{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {{"name": "{WEBHOOK_CONFIG}"}},
+        "webhooks": [{{"name": "attach.multus.linkerd.io",
+          "clientConfig": {{"url": "https://127.0.0.1:{webhook_port}/annotate-multus-v1-pod"}},
+          "rules": [{{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}}],
+          "namespaceSelector": {{"matchExpressions": [{{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": ["kube-system", "kube-public", "kube-node-lease", "linkerd-multus", "linkerd-cni"]}}]}},
+          "sideEffects": "None", "admissionReviewVersions": ["v1"], "reinvocationPolicy": "IfNeeded",
+          "failurePolicy": "Fail", "timeoutSeconds": 10}}]}}"#
+    ));
+
+    // 2. The operator as a process; its self-managed CA lands in the webhook configuration.
+    let mut operator = Operator::start(c, webhook_port);
+    let log = |op: &Operator| op.log_tail();
+    wait_until(
+        "the caBundle",
+        Duration::from_secs(30),
+        || {
+            let mwc = c.get(&["mutatingwebhookconfiguration", WEBHOOK_CONFIG])?;
+            mwc["webhooks"][0]["clientConfig"]["caBundle"]
+                .as_str()
+                .filter(|b| !b.is_empty())
+                .map(|_| ())
+        },
+        || log(&operator),
+    );
+    let kubeconfig = c.plugin_kubeconfig();
+    let expected = expected_nad_config(&kubeconfig, &["4191", "4190"]);
+    let cp = wait_until(
+        "the control plane's NAD",
+        Duration::from_secs(30),
+        || c.nad_config("linkerd"),
+        || log(&operator),
+    );
+    assert_eq!(
+        cp, expected,
+        "the control-plane namespace gets the NAD without any annotation"
+    );
+
+    // 3. Annotate an OpenShift-style namespace → its NAD, with exactly the expected config.
+    c.kubectl(&["create", "namespace", "app"]);
+    c.kubectl(&[
+        "label",
+        "namespace",
+        "app",
+        "kubernetes.io/metadata.name=app",
+    ]);
+    c.kubectl(&[
+        "annotate",
+        "namespace",
+        "app",
+        &format!("openshift.io/sa.scc.uid-range={UID_RANGE}"),
+    ]);
+    c.kubectl(&["annotate", "namespace", "app", "linkerd.io/multus=enabled"]);
+    let config = wait_until(
+        "the app NAD",
+        Duration::from_secs(30),
+        || c.nad_config("app"),
+        || log(&operator),
+    );
+    assert_eq!(config, expected);
+    let nad = c.nad("app").expect("NAD");
+    assert_eq!(
+        nad["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "linkerd-multus-operator"
+    );
+
+    // 4. A meshed pod: the apiserver calls the webhook, which attaches it and picks the proxy uid.
+    let pod = c.create_pod("app", "web");
+    let a = annotations(&pod);
+    assert_eq!(
+        a.get("k8s.v1.cni.cncf.io/networks"),
+        Some(&json!("linkerd-cni")),
+        "{a:?}"
+    );
+    assert_eq!(a.get("linkerd.io/multus"), Some(&json!("enabled")), "{a:?}");
+    assert_eq!(
+        a.get("config.linkerd.io/proxy-uid"),
+        Some(&json!(PROXY_UID.to_string())),
+        "{a:?}"
+    );
+
+    // 5. The node: bridge, then linkerd-cni from the NAD; the rules carry the pod's proxy uid and real
+    //    traffic goes where they say.
+    let node = Node::start_pod(c, "app", "web", 0);
+    node.attach_linkerd_cni(&config)
+        .unwrap_or_else(|e| panic!("linkerd-cni ADD: {e}"));
+    let rules = node.nat_rules();
+    assert!(
+        rules.contains(&format!("--uid-owner {PROXY_UID}")),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("-j PROXY_INIT_REDIRECT") && rules.contains("-j PROXY_INIT_OUTPUT"),
+        "{rules}"
+    );
+    let inbound = node
+        .netns
+        .run(|| TcpListener::bind("0.0.0.0:4143"))
+        .expect("bind 4143");
+    let outbound = node
+        .netns
+        .run(|| TcpListener::bind("0.0.0.0:4140"))
+        .expect("bind 4140");
+    let (_i, _o) = (
+        Answerer::start(inbound, "inbound-proxy"),
+        Answerer::start(outbound, "outbound-proxy"),
+    );
+    let pod_addr: SocketAddr = format!("{}:8080", node.pod_ip).parse().expect("pod addr");
+    assert_eq!(ask(pod_addr).expect("host → pod:8080"), "inbound-proxy");
+    let elsewhere: SocketAddr = format!("{}:9", node.gateway).parse().expect("gateway addr");
+    assert_eq!(
+        node.netns.run(|| ask(elsewhere)).expect("pod → gateway:9"),
+        "outbound-proxy"
+    );
+    let bypass = node
+        .netns
+        .command("setpriv")
+        .args([
+            &format!("--reuid={PROXY_UID}"),
+            &format!("--regid={PROXY_UID}"),
+            "--clear-groups",
+        ])
+        .args([
+            "python3",
+            "-c",
+            &format!(
+                "import socket; socket.create_connection(('{}', 9), 2)",
+                node.gateway
+            ),
+        ])
+        .output()
+        .expect("setpriv");
+    let stderr = String::from_utf8_lossy(&bypass.stderr);
+    assert!(
+        stderr.contains("ConnectionRefused"),
+        "as the proxy uid the connection must reach the real (closed) port: {stderr}"
+    );
+
+    // 6. Edit the ConfigMap: every NAD follows, and a new pod's rules show the change.
+    c.set_cni_config(
+        &CNI_NETWORK_CONFIG.replace(r#"["4191", "4190"]"#, r#"["4191", "4190", "9999"]"#),
+    );
+    let updated = expected_nad_config(&kubeconfig, &["4191", "4190", "9999"]);
+    for ns in ["app", "linkerd"] {
+        wait_until(
+            &format!("the {ns} NAD to follow the ConfigMap"),
+            Duration::from_secs(30),
+            || (c.nad_config(ns).as_ref() == Some(&updated)).then_some(()),
+            || log(&operator),
+        );
+    }
+    c.create_pod("app", "web2");
+    let node2 = Node::start_pod(c, "app", "web2", 1);
+    node2
+        .attach_linkerd_cni(&c.nad_config("app").expect("NAD"))
+        .unwrap_or_else(|e| panic!("ADD web2: {e}"));
+    let rules2 = node2.nat_rules();
+    assert!(
+        rules2.contains("9999"),
+        "the skipped port must reach the new pod's rules: {rules2}"
+    );
+
+    // 7. check on a healthy cluster, then on a pod created before its namespace was enabled.
+    let (ok, report) = c.check();
+    assert!(ok, "check on a healthy cluster failed: {report:#}");
+    // Someone else's NAD of the same name, in an enabled namespace: left alone from here on.
+    c.kubectl(&["create", "namespace", "foreign"]);
+    c.kubectl(&[
+        "annotate",
+        "namespace",
+        "foreign",
+        "linkerd.io/multus=enabled",
+    ]);
+    c.apply(
+        &json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": "linkerd-cni", "namespace": "foreign"}, "spec": {"config": "{\"mine\": true}"}})
+        .to_string(),
+    );
+    c.kubectl(&["create", "namespace", "late"]);
+    c.kubectl(&[
+        "label",
+        "namespace",
+        "late",
+        "kubernetes.io/metadata.name=late",
+    ]);
+    c.create_pod("late", "early-bird");
+    c.kubectl(&["annotate", "namespace", "late", "linkerd.io/multus=enabled"]);
+    wait_until(
+        "the late NAD",
+        Duration::from_secs(30),
+        || c.nad("late"),
+        || log(&operator),
+    );
+    let (ok, report) = c.check();
+    assert!(!ok, "check must fail: {report:#}");
+    assert_eq!(
+        failed_checks(&report),
+        ["foreign-nads", "pods"].map(String::from),
+        "{report:#}"
+    );
+    let pods = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "pods")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        pods["items"],
+        json!([
+            "late/early-bird: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry)"
+        ])
+    );
+
+    // 8. Operator killed mid-way; the namespace disabled while it is down; restarted → converges.
+    let _ = operator.child.kill();
+    let _ = operator.child.wait();
+    for ns in ["app", "foreign"] {
+        c.kubectl(&[
+            "annotate",
+            "namespace",
+            ns,
+            "linkerd.io/multus=disabled",
+            "--overwrite",
+        ]);
+    }
+    operator = Operator::start(c, webhook_port);
+    wait_until(
+        "the app NAD to go",
+        Duration::from_secs(30),
+        || c.nad("app").is_none().then_some(()),
+        || log(&operator),
+    );
+    assert!(c.nad("linkerd").is_some(), "the control-plane NAD stays");
+    let foreign = c.nad("foreign").expect("the foreign NAD survives");
+    assert_eq!(foreign["spec"]["config"], "{\"mine\": true}");
+    assert!(foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null());
+
+    // 9. Broken input: the ConfigMap deleted → NADs kept, check says why.
+    c.kubectl(&[
+        "-n",
+        "linkerd-cni",
+        "delete",
+        "configmap",
+        "linkerd-cni-config",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        c.nad_config("linkerd").as_ref(),
+        Some(&updated),
+        "a broken input must not delete NADs"
+    );
+    let (ok, report) = c.check();
+    assert!(!ok);
+    assert!(
+        failed_checks(&report).contains(&"cni-configmap".to_string()),
+        "{report:#}"
+    );
+    drop(operator);
+    drop(node2);
+    drop(node);
+}
