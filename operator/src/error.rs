@@ -63,12 +63,64 @@ impl Error {
 }
 
 /// True for the 404 an apiserver answers when the resource *type* is not served (CRD absent), as
-/// opposed to a missing object, whose 404 names the object in `details`.
+/// opposed to a missing object, whose 404 names the object in `details`. A wholly unknown API group
+/// answers plain text ("404 page not found"), which kube turns into a `Status` with code 404 only.
 pub fn is_api_missing(e: &kube::Error) -> bool {
     match e {
-        kube::Error::Api(status) if status.is_not_found() => {
+        kube::Error::Api(status) if status.code == 404 => {
             status.details.as_ref().is_none_or(|d| d.name.is_empty())
         }
         _ => false,
+    }
+}
+
+/// Any 404: the object (or its whole kind) does not exist.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 404 || status.is_not_found())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::StatusDetails;
+    use kube::core::Status;
+
+    /// The two 404s are told apart: an object 404 names the object, a kind 404 does not (with a
+    /// JSON Status for a known group, or plain text for an unknown one).
+    fn details(name: &str) -> StatusDetails {
+        serde_json::from_value(serde_json::json!({"name": name})).expect("details")
+    }
+
+    #[test]
+    fn api_missing_vs_object_missing() {
+        let object_missing = kube::Error::Api(
+            Status::failure("x not found", "NotFound")
+                .with_code(404)
+                .with_details(details("linkerd-cni"))
+                .boxed(),
+        );
+        let kind_missing = kube::Error::Api(
+            Status::failure(
+                "the server could not find the requested resource",
+                "NotFound",
+            )
+            .with_code(404)
+            .with_details(details(""))
+            .boxed(),
+        );
+        let group_missing = kube::Error::Api(
+            Status::failure("404 page not found", "Failed to parse error data")
+                .with_code(404)
+                .boxed(),
+        );
+        let conflict = kube::Error::Api(
+            Status::failure("conflict", "Conflict")
+                .with_code(409)
+                .boxed(),
+        );
+        assert!(!is_api_missing(&object_missing) && is_not_found(&object_missing));
+        assert!(is_api_missing(&kind_missing) && is_not_found(&kind_missing));
+        assert!(is_api_missing(&group_missing) && is_not_found(&group_missing));
+        assert!(!is_api_missing(&conflict) && !is_not_found(&conflict));
     }
 }

@@ -19,7 +19,7 @@ use linkerd_multus_crds::NetworkAttachmentDefinition;
 use tokio::sync::watch;
 
 use crate::desired::{self, Existing, Plan, Want};
-use crate::error::{is_api_missing, Error};
+use crate::error::{is_api_missing, is_not_found, Error};
 use crate::events::{self, Events};
 use crate::metrics::Metrics;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
@@ -261,7 +261,7 @@ async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existin
             ctx.health.crd_missing.store(true, Ordering::Relaxed);
             Err(Error::CrdMissing(e))
         }
-        Err(kube::Error::Api(s)) if s.is_not_found() => {
+        Err(e) if is_not_found(&e) => {
             ctx.health.crd_missing.store(false, Ordering::Relaxed);
             Ok(None)
         }
@@ -349,7 +349,7 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
             tracing::info!(namespace, nad = %nad_name, "NAD deleted");
             Ok(())
         }
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         Err(source) => Err(Error::DeleteNad {
             namespace: namespace.to_string(),
             name: nad_name.clone(),

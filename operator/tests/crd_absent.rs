@@ -1,0 +1,70 @@
+//! NAD CRD absent when the operator starts, installed later: the operator keeps running, says so
+//! (Warning Event, /ready 503) and converges by itself once the CRD appears.
+//!
+//! Multus' CRD is cluster-wide and shared by every test binary and suite on the testbed, so it is
+//! never uninstalled here. Instead this test points the operator (hidden `--nad-api-group`) at the
+//! same NAD kind in an API group of its own, which does not exist at start; it then installs that
+//! CRD copy and removes it at the end. Same code path, nothing shared is touched, and it is robust
+//! whatever runs before, after or beside it.
+
+mod support;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use linkerd_multus_e2e::{client, unique_name};
+use support::*;
+
+struct CrdCleanup(String);
+
+impl Drop for CrdCleanup {
+    fn drop(&mut self) {
+        let _ = linkerd_multus_e2e::kubectl(&[
+            "delete",
+            "crd",
+            &self.0,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+#[tokio::test]
+async fn crd_installed_after_start_converges() {
+    linkerd_multus_operator::init_tracing(linkerd_multus_operator::cli::LogFormat::Plain);
+    let client = client().await;
+    let group = format!("{}.test.linkerd-multus.io", unique_name("nad"));
+    let crd = crd_in_group(&group);
+    let crd_name = crd.metadata.name.clone().expect("name");
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    assert!(
+        crds.get_opt(&crd_name).await.expect("get CRD").is_none(),
+        "group is fresh"
+    );
+
+    let h = Harness::with_group(client.clone(), "op-nocrd", Some(group)).await;
+    let ns = h.namespace("op-nocrd", Some(vocab::MULTUS_ENABLED)).await;
+    let op = h.start_operator(&[]).await;
+
+    eventually("a CRD-missing Warning Event in the namespace", || async {
+        h.warnings(&ns.name, "NetworkAttachmentDefinitionCrdMissing")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let (status, body) = op.get("/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("CRD"), "{body}");
+    assert!(
+        op.metric("linkerd_multus_controller_reconcile_errors_total{reason=\"crd_missing\"}")
+            .await
+            >= 1.0
+    );
+
+    let _cleanup = CrdCleanup(crd_name);
+    ensure_crd(&client, &crd).await;
+    h.wait_nad_config(&ns.name, &expected_config("info", "nft"))
+        .await;
+    op.wait_ready(true).await;
+    op.stop().await;
+}
