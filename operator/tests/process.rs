@@ -1,0 +1,130 @@
+//! The real `linkerd-multus-operator` binary as a process: it serves the admin endpoints, runs the
+//! controller next to the webhook, logs JSON when asked, and exits 0 on SIGTERM.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use linkerd_multus_e2e::{kubeconfig_path, TestNamespace};
+use support::*;
+
+/// Kills the operator process (by its pid) if the test fails before stopping it.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+#[tokio::test]
+async fn binary_runs_and_stops_on_sigterm() {
+    let h = Harness::new("op-proc").await;
+    let home = TestNamespace::create(&h.client, "op-proc-home").await;
+    let ns = h.namespace("op-proc", Some(vocab::MULTUS_ENABLED)).await;
+    let admin = format!("127.0.0.1:{}", free_port());
+    let webhook = format!("127.0.0.1:{}", free_port());
+    let selector = format!("{RUN_LABEL}={}", h.run_id);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linkerd-multus-operator"))
+        .env("KUBECONFIG", kubeconfig_path())
+        .env("RUST_LOG", "info")
+        .env("CNI_NAMESPACE", &h.cni_ns.name)
+        .env("CNI_CONFIGMAP", &h.cm_name)
+        .args([
+            "--linkerd-namespace",
+            &h.linkerd_ns,
+            "--nad-name",
+            &h.nad_name,
+        ])
+        .args(["--namespace", &home.name, "--namespace-selector", &selector])
+        .args(["--admin-addr", &admin, "--webhook-addr", &webhook])
+        .args([
+            "--webhook-cert-secret",
+            "op-proc-webhook-cert",
+            "--log-format",
+            "json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the operator binary");
+
+    let client = reqwest::Client::new();
+    let mut guard = KillOnDrop(Some(child));
+    eventually("the process answers /ready 200", || async {
+        let r = client
+            .get(format!("http://{admin}/ready"))
+            .send()
+            .await
+            .ok()?;
+        (r.status().as_u16() == 200).then_some(())
+    })
+    .await;
+    h.wait_nad_config(&ns.name, &expected_config("info", "nft"))
+        .await;
+    let live = client
+        .get(format!("http://{admin}/live"))
+        .send()
+        .await
+        .expect("/live");
+    assert_eq!(live.status().as_u16(), 200);
+    let metrics = client
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("body");
+    assert!(
+        metrics.contains("linkerd_multus_controller_nad_writes_total{op=\"apply\"} 1"),
+        "{metrics}"
+    );
+
+    let mut child = guard.0.take().expect("child");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().expect("wait") {
+            break exit;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "operator did not stop after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("MEASURE SIGTERM -> exit: {:?}", started.elapsed());
+    let mut logs = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut logs)
+        .expect("read logs");
+    assert!(exit.success(), "exit {exit:?}; logs:\n{logs}");
+    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("--log-format json wrote a non-JSON line ({e}): {line}"));
+    }
+    assert!(logs.contains("SIGTERM"), "{logs}");
+}
