@@ -37,7 +37,7 @@ async fn binary_runs_and_stops_on_sigterm() {
     let admin = format!("127.0.0.1:{}", free_port());
     let webhook = format!("127.0.0.1:{}", free_port());
     let selector = format!("{RUN_LABEL}={}", h.run_id);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linkerd-multus-operator"))
+    let child = Command::new(env!("CARGO_BIN_EXE_linkerd-multus-operator"))
         .env("KUBECONFIG", kubeconfig_path())
         .env("RUST_LOG", "info")
         .env("CNI_NAMESPACE", &h.cni_ns.name)
