@@ -460,6 +460,14 @@ const NOT_ARGS: &[(&str, &str)] = &[
         "the chart mounts node directories at their own paths, so no prefix",
     ),
     ("--once", "a DaemonSet keeps the installer running"),
+    (
+        "--namespace-selector",
+        "hidden test knob of the operator (shared test apiservers)",
+    ),
+    (
+        "--nad-api-group",
+        "hidden test knob of the operator (a private NAD CRD copy)",
+    ),
 ];
 
 /// The long flags declared with clap (`#[arg(long ...)]` followed by `pub field:`) in a source file.

@@ -1,6 +1,7 @@
-//! The chart's `linkerd-cni-config` ConfigMap read by the real consumers: the operator's NAD config
-//! builder (the Multus path) and the installer's template filling (the chained path), each ending in the
-//! CNI plugin's own config parser. Proves the chart's format is one the code accepts, with every value.
+//! The chart read by the real code that consumes it: its `linkerd-cni-config` ConfigMap through the
+//! operator's NAD builder (the Multus path) and the installer's template filling (the chained path), each
+//! ending in the CNI plugin's own config parser; and its container args through the operator's and the
+//! installer's own clap definitions, whose defaults the values must equal.
 
 mod packaging;
 
@@ -122,4 +123,89 @@ fn every_cni_value_reaches_the_plugin() {
         assert_eq!(l.iptables_mode, IptablesMode::Nft);
         assert!(l.ipv6 && l.use_wait_flag && !l.simulate);
     }
+}
+
+// === the chart's args, parsed by the binaries' own clap definitions ===
+
+fn container_args(docs: &[Value], kind_name: &str) -> Vec<String> {
+    find(docs, kind_name, None)["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_string())
+        .collect()
+}
+
+/// The operator parses the chart's args in every cert mode, and apart from what the chart must set
+/// (leader election, the self-managed names) every flag it passes equals the binary's own default:
+/// a value whose default drifted from the flag's fails here.
+#[test]
+fn operator_parses_the_chart_args_and_defaults_agree() {
+    use clap::Parser;
+    use linkerd_multus_operator::cli::Cli;
+    for mode in ["selfManaged", "certManager", "helm"] {
+        let set = format!("webhook.certs.mode={mode}");
+        let docs = parse_docs(&helm_template(
+            "ld-controller",
+            "linkerd-multus",
+            &["--set", &set],
+        ));
+        let args = container_args(&docs, "Deployment");
+        let chart =
+            Cli::try_parse_from(std::iter::once("linkerd-multus-operator".to_string()).chain(args))
+                .unwrap_or_else(|e| panic!("the operator rejects the chart's args ({mode}): {e}"));
+        assert!(chart.command.is_none());
+        let mut expected =
+            Cli::try_parse_from(["linkerd-multus-operator"]).expect("defaults parse");
+        expected.run.leader_elect = true;
+        if mode == "selfManaged" {
+            expected.webhook.webhook_cert_secret =
+                Some("ld-controller-linkerd-multus-webhook-cert".into());
+            expected.webhook.webhook_config_name = Some("ld-controller-linkerd-multus".into());
+            expected.webhook.webhook_service_name = "ld-controller-linkerd-multus-webhook".into();
+        }
+        assert_eq!(
+            format!("{:?}", chart.run),
+            format!("{:?}", expected.run),
+            "{mode}"
+        );
+        assert_eq!(
+            format!("{:?}", chart.webhook),
+            format!("{:?}", expected.webhook),
+            "{mode}"
+        );
+    }
+}
+
+/// The installer parses the DaemonSet's args; each equals the installer's default except the log level,
+/// which the chart always passes (the installer's own fallback is the same `info`).
+#[test]
+fn installer_parses_the_chart_args_and_defaults_agree() {
+    use clap::Parser;
+    use linkerd_cni::install::args::Args;
+    let docs = parse_docs(&helm_template(
+        "ld-controller",
+        "linkerd-multus",
+        &["--set", "cni.enabled=true"],
+    ));
+    let args = container_args(&docs, "DaemonSet");
+    let chart =
+        Args::try_parse_from(std::iter::once("linkerd-cni-install".to_string()).chain(args))
+            .unwrap_or_else(|e| panic!("the installer rejects the chart's args: {e}"));
+    let mut expected = Args::try_parse_from(["linkerd-cni-install"]).expect("defaults parse");
+    expected.cni_log_level = Some("info".into());
+    assert_eq!(format!("{chart:?}"), format!("{expected:?}"));
+
+    let openshift = chart_dir().join("values-openshift.yaml");
+    let docs = parse_docs(&helm_template(
+        "ld-controller",
+        "linkerd-multus",
+        &["-f", path_str(&openshift), "--set", "cni.enabled=true"],
+    ));
+    let args = container_args(&docs, "DaemonSet");
+    let chart =
+        Args::try_parse_from(std::iter::once("linkerd-cni-install".to_string()).chain(args))
+            .expect("the installer accepts the OpenShift args");
+    assert_eq!(chart.dest_cni_bin_dir.to_str(), Some("/var/lib/cni/bin"));
+    assert_eq!(format!("{:?}", chart.chain_mode), "None");
 }
