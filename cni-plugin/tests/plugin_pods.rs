@@ -388,3 +388,19 @@ async fn missing_pod_fails_add_but_not_del() {
     call(&ns, "DEL", &cfg, &tns.name, "web").unwrap_or_else(|e| panic!("DEL: {e}"));
     assert_eq!(rules(&ns, "iptables-legacy-save"), Vec::<String>::new());
 }
+
+/// `plain` uses the node's `iptables-restore` (Debian's alternative, nft here), and
+/// `use-wait-flag` passes `-w`, which the real binaries must accept.
+#[tokio::test]
+async fn plain_mode_with_the_wait_flag() {
+    let client = client().await;
+    let tns = TestNamespace::create(&client, "cni-plain").await;
+    create_pod(&client, &tns.name, "web", json!({}), meshed_spec()).await;
+    let ns = NetNs::create("lcni-plain");
+    let cfg = config("0.4.0", "plain", json!({"use-wait-flag": true}));
+    call(&ns, "ADD", &cfg, &tns.name, "web").unwrap_or_else(|e| panic!("ADD: {e}"));
+    assert_eq!(rules(&ns, "iptables-save"), default_expected_rules(2102));
+    call(&ns, "CHECK", &cfg, &tns.name, "web").unwrap_or_else(|e| panic!("CHECK: {e}"));
+    call(&ns, "DEL", &cfg, &tns.name, "web").unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(rules(&ns, "iptables-save"), Vec::<String>::new());
+}
