@@ -136,12 +136,48 @@ fn container_args(docs: &[Value], kind_name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The operator parses the chart's args in every cert mode, and apart from what the chart must set
-/// (leader election, the self-managed names) every flag it passes equals the binary's own default:
-/// a value whose default drifted from the flag's fails here.
+/// The argv clap would see for the container's environment: each variable must be the `env` of one of
+/// the binary's flags (a misspelt name fails), set the way clap reads it (`true`/`false` for switches).
+fn argv_from_env(
+    command: &clap::Command,
+    env: &std::collections::BTreeMap<String, Value>,
+) -> Vec<String> {
+    let mut argv = vec![command.get_name().to_string()];
+    for (name, value) in env {
+        if name == "RUST_LOG" {
+            continue; // the log filter, read by tracing, not clap
+        }
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == name.as_str()))
+            .unwrap_or_else(|| panic!("{name} is not the environment variable of any flag"));
+        let long = arg.get_long().expect("a long flag");
+        // Downward-API values: what the kubelet would fill in.
+        let value = value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("from-{name}"));
+        if matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+            assert!(
+                value == "true" || value == "false",
+                "{name}={value} is not a boolean"
+            );
+            if value == "true" {
+                argv.push(format!("--{long}"));
+            }
+        } else {
+            argv.push(format!("--{long}={value}"));
+        }
+    }
+    argv
+}
+
+/// The operator accepts the chart's settings in every cert mode, and apart from what the chart must set
+/// (leader election, the self-managed names, the downward-API identity) every one equals the binary's
+/// own default: a value whose default drifted from the flag's fails here.
 #[test]
-fn operator_parses_the_chart_args_and_defaults_agree() {
-    use clap::Parser;
+fn operator_parses_the_chart_settings_and_defaults_agree() {
+    use clap::{CommandFactory, Parser};
     use linkerd_multus_operator::cli::Cli;
     for mode in ["selfManaged", "certManager", "helm"] {
         let set = format!("webhook.certs.mode={mode}");
@@ -150,14 +186,19 @@ fn operator_parses_the_chart_args_and_defaults_agree() {
             "linkerd-multus",
             &["--set", &set],
         ));
-        let args = container_args(&docs, "Deployment");
-        let chart =
-            Cli::try_parse_from(std::iter::once("linkerd-multus-operator".to_string()).chain(args))
-                .unwrap_or_else(|e| panic!("the operator rejects the chart's args ({mode}): {e}"));
+        let deployment = find(&docs, "Deployment", None);
+        assert!(deployment["spec"]["template"]["spec"]["containers"][0]
+            .get("args")
+            .is_none());
+        let argv = argv_from_env(&Cli::command(), &operator_env(&docs));
+        let chart = Cli::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("the operator rejects the chart's settings ({mode}): {e}"));
         assert!(chart.command.is_none());
         let mut expected =
             Cli::try_parse_from(["linkerd-multus-operator"]).expect("defaults parse");
         expected.run.leader_elect = true;
+        expected.run.namespace = Some("from-POD_NAMESPACE".into());
+        expected.run.pod_name = Some("from-POD_NAME".into());
         if mode == "selfManaged" {
             expected.webhook.webhook_cert_secret =
                 Some("ld-controller-linkerd-multus-webhook-cert".into());

@@ -158,10 +158,11 @@ fn helm_cert_mode_uses_one_ca_for_secret_and_webhook() {
     }
     let key = decode_b64(secret["data"]["tls.key"].as_str().expect("key"));
     assert!(key.contains("PRIVATE KEY-----"), "tls.key: {key}");
-    let args = operator_args(&docs);
+    let env = operator_env(&docs);
+    assert_eq!(env["TLS_CERT_FILE"], "/etc/webhook/certs/tls.crt");
     assert!(
-        args.contains(&"--tls-cert-file=/etc/webhook/certs/tls.crt".to_string()),
-        "{args:?}"
+        !env.contains_key("WEBHOOK_CERT_SECRET"),
+        "helm mode must not turn self-managed certs on"
     );
 }
 
@@ -236,7 +237,7 @@ fn operator_deployment_is_hardened() {
     assert!(container["resources"]["requests"]["cpu"].is_string());
     assert_eq!(container["livenessProbe"]["httpGet"]["port"], "admin");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
-    assert!(operator_args(&docs).contains(&"--leader-elect".to_string()));
+    assert_eq!(operator_env(&docs)["LEADER_ELECT"], "true");
     assert_eq!(
         find(&docs, "PodDisruptionBudget", None)["apiVersion"],
         "policy/v1"
@@ -440,13 +441,8 @@ fn collect_leaves(value: &Value, path: String, out: &mut Vec<String>) {
     }
 }
 
-/// Flags the chart deliberately does not expose as `--flag` args, and why.
-const NOT_ARGS: &[(&str, &str)] = &[
-    (
-        "--namespace",
-        "set through the POD_NAMESPACE env (downward API)",
-    ),
-    ("--pod-name", "set through the POD_NAME env (downward API)"),
+/// Flags the chart deliberately does not set, and why.
+const NOT_SET: &[(&str, &str)] = &[
     (
         "--cni-network-config",
         "set through the CNI_NETWORK_CONFIG env from the ConfigMap",
@@ -470,10 +466,17 @@ const NOT_ARGS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The long flags declared with clap (`#[arg(long ...)]` followed by `pub field:`) in a source file.
-fn clap_flags(relative: &str) -> Vec<String> {
+/// The long flags declared with clap (`#[arg(long ...)]` followed by `pub field:`) in a source file,
+/// with their environment variable.
+fn clap_flags(relative: &str) -> Vec<(String, Option<String>)> {
     let path = linkerd_multus_e2e::workspace_root().join(relative);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let quoted = |attr: &str, key: &str| {
+        attr.split(&format!("{key} = \""))
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .map(str::to_string)
+    };
     let mut flags = Vec::new();
     let mut attr: Option<String> = None;
     for line in text.lines().map(str::trim) {
@@ -484,15 +487,9 @@ fn clap_flags(relative: &str) -> Vec<String> {
             a.push_str(line);
             if let Some(rest) = line.strip_prefix("pub ") {
                 let field = rest.split(':').next().unwrap_or_default().trim();
-                let explicit = a
-                    .split("long = \"")
-                    .nth(1)
-                    .and_then(|s| s.split('"').next());
                 if a.contains("long") {
-                    flags.push(format!(
-                        "--{}",
-                        explicit.map_or_else(|| field.replace('_', "-"), String::from)
-                    ));
+                    let long = quoted(a, "long").unwrap_or_else(|| field.replace('_', "-"));
+                    flags.push((format!("--{long}"), quoted(a, "env")));
                 }
                 attr = None;
             }
@@ -501,8 +498,9 @@ fn clap_flags(relative: &str) -> Vec<String> {
     flags
 }
 
-/// Every flag of the operator, the webhook and the installer is set by the chart (so it is a value),
-/// or listed in NOT_ARGS with the reason. A flag added to a binary without a value fails here.
+/// Every flag of the operator and the webhook is set by the chart through its environment variable,
+/// every installer flag as an arg (so each is a value), or is listed in NOT_SET with the reason. A flag
+/// added to a binary without a value fails here.
 #[test]
 fn every_binary_flag_is_a_chart_value() {
     let all = [
@@ -521,23 +519,29 @@ fn every_binary_flag_is_a_chart_value() {
         helm_template(RELEASE, NAMESPACE, &files_mode)
     );
     let sources = [
-        "operator/src/cli.rs",
-        "webhook/src/args.rs",
-        "cni-plugin/src/install/args.rs",
+        ("operator/src/cli.rs", true),
+        ("webhook/src/args.rs", true),
+        ("cni-plugin/src/install/args.rs", false),
     ];
     let mut checked = 0;
-    for source in sources {
+    for (source, by_env) in sources {
         let flags = clap_flags(source);
         assert!(!flags.is_empty(), "no clap flags found in {source}");
-        for flag in flags {
+        for (flag, env) in flags {
             checked += 1;
-            if NOT_ARGS.iter().any(|(f, _)| *f == flag) {
+            if NOT_SET.iter().any(|(f, _)| *f == flag) {
                 continue;
             }
-            let as_arg = format!("- {flag}");
-            assert!(
+            let set = if by_env {
+                let env = env.unwrap_or_else(|| panic!("{flag} in {source} has no env var to set"));
+                rendered.contains(&format!("- name: {env}\n"))
+            } else {
+                let as_arg = format!("- {flag}");
                 rendered.contains(&format!("{as_arg}="))
-                    || rendered.lines().any(|l| l.trim() == as_arg),
+                    || rendered.lines().any(|l| l.trim() == as_arg)
+            };
+            assert!(
+                set,
                 "{flag} (from {source}) is not set by the chart: add a value for it"
             );
         }

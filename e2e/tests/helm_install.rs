@@ -182,7 +182,8 @@ fn install_upgrade_uninstall_with_helm_certificates() {
     let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
     let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
     let release = unique_name("lm");
-    let values = isolating_values(&release, cni_ns);
+    // rbac.check=false here (the other test keeps the default): no pod access at all.
+    let values = isolating_values(&release, cni_ns) + "rbac:\n  check: false\n";
     let (installed, notes) =
         Installed::install(&release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
     let fullname = format!("{release}-linkerd-multus");
@@ -194,6 +195,14 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         notes.contains("kubernetes.io/metadata.name=kube-system"),
         "1.20 label advice missing: {notes}"
     );
+
+    let pods = Access("list", "", "pods", None, Some("default"));
+    assert!(
+        !operator_can(ns, &fullname, &pods),
+        "rbac.check=false still grants pod access"
+    );
+    let namespaces_list = Access("list", "", "namespaces", None, None);
+    assert!(operator_can(ns, &fullname, &namespaces_list));
 
     let manifest = installed.manifest();
     assert!(
@@ -416,6 +425,9 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
             Some("linkerd-multus-operator"),
             Some(ns),
         ),
+        // rbac.check (default): read-only extras for `check`.
+        Access("list", "", "pods", None, Some("default")),
+        Access("list", admission, mwcs, None, None),
     ];
     for access in &allowed {
         assert!(

@@ -108,7 +108,7 @@ fn rbac(docs: &[Value]) -> Vec<Value> {
     out
 }
 
-/// Same operator flags, same webhook registration (caBundle aside), same Service.
+/// Same operator settings, same webhook registration (caBundle aside), same Service.
 #[test]
 fn operator_and_webhook_agree_with_the_chart() {
     for (dir, extra) in [
@@ -120,9 +120,9 @@ fn operator_and_webhook_agree_with_the_chart() {
     ] {
         let (k, c) = (kustomize(dir), chart(&extra));
         assert_eq!(
-            operator_args(&k),
-            operator_args(&c),
-            "operator args of config/{dir}"
+            operator_env(&k),
+            operator_env(&c),
+            "operator settings (env) of config/{dir}"
         );
         let pod = |docs: &[Value]| {
             let spec = &find(docs, "Deployment", None)["spec"]["template"]["spec"];
@@ -130,6 +130,7 @@ fn operator_and_webhook_agree_with_the_chart() {
             container["image"] = Value::Null; // kustomize pins a tag via `images:`
                                               // A strategic merge patch puts its list items first: order is not meaning here.
             sort_by_name(&mut container["volumeMounts"]);
+            sort_by_name(&mut container["env"]);
             let mut volumes = spec["volumes"].clone();
             sort_by_name(&mut volumes);
             (spec["securityContext"].clone(), container, volumes)

@@ -113,14 +113,22 @@ pub fn find<'a>(docs: &'a [Value], want_kind: &str, want_name: Option<&str>) -> 
     found[0]
 }
 
-/// The operator container's args in a rendered Deployment.
-pub fn operator_args(docs: &[Value]) -> Vec<String> {
+/// The operator container's environment in a rendered Deployment: name → `value` (or the `valueFrom`
+/// object). The chart configures the operator through its flags' environment variables.
+pub fn operator_env(docs: &[Value]) -> std::collections::BTreeMap<String, Value> {
     let deployment = find(docs, "Deployment", None);
-    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
-        .expect("operator args")
+        .expect("operator env")
         .iter()
-        .map(|a| a.as_str().expect("string arg").to_string())
+        .map(|e| {
+            let name = e["name"].as_str().expect("env name").to_string();
+            let value = e
+                .get("value")
+                .cloned()
+                .unwrap_or_else(|| e["valueFrom"].clone());
+            (name, value)
+        })
         .collect()
 }
 
