@@ -76,8 +76,9 @@ impl Addressing {
     pub fn unique() -> Self {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        // 10.<200..249>.<n>.0/24: second octet from the pid, third from the counter.
-        let b = 200 + pid % 50;
+        // 10.<150..199>.<n>.0/24: second octet from the pid, third from the counter (the installer's
+        // chain test uses 10.231.x).
+        let b = 150 + pid % 50;
         let c = (n + (pid / 50) * 7) % 250 + 1;
         Self {
             bridge: format!("lcni{:x}x{n}", pid % 0xffff),
