@@ -81,7 +81,13 @@ impl Drop for TestNamespace {
             eprintln!("keeping test namespace {}", self.name);
             return;
         }
-        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"]);
+        let _ = kubectl(&[
+            "delete",
+            "namespace",
+            &self.name,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
     }
 }
 

@@ -50,7 +50,10 @@ pub async fn client_from(path: &Path) -> Client {
         .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}; {HOW_TO_START}", path.display()));
     let client = Client::try_from(config).expect("building a kube client");
     if let Err(e) = client.apiserver_version().await {
-        panic!("the control plane in {} does not answer: {e}; {HOW_TO_START}", path.display());
+        panic!(
+            "the control plane in {} does not answer: {e}; {HOW_TO_START}",
+            path.display()
+        );
     }
     client
 }
@@ -82,7 +85,10 @@ fn kubectl_binary() -> PathBuf {
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("a target directory");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a target directory");
     let path = dir.join(name);
     assert!(
         path.is_file(),

@@ -11,20 +11,40 @@ use linkerd_multus_e2e::{client, kubectl, TestNamespace};
 async fn creates_a_namespace_and_reads_it_back() {
     let client = client().await;
     let version = client.apiserver_version().await.expect("version");
-    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "20"));
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "20")
+    );
 
     let annotations = BTreeMap::from([("example.com/probe".to_string(), "yes".to_string())]);
     let ns = TestNamespace::create_with(&client, "control-plane", annotations).await;
-    let read = Api::<Namespace>::all(client.clone()).get(&ns.name).await.expect("get namespace");
+    let read = Api::<Namespace>::all(client.clone())
+        .get(&ns.name)
+        .await
+        .expect("get namespace");
     assert_eq!(read.metadata.name.as_deref(), Some(ns.name.as_str()));
     assert_eq!(
-        read.metadata.annotations.unwrap_or_default().get("example.com/probe").map(String::as_str),
+        read.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("example.com/probe")
+            .map(String::as_str),
         Some("yes")
     );
 
     // kubectl sees the same object through the same kubeconfig.
-    let out = kubectl(&["get", "namespace", &ns.name, "-o", "jsonpath={.metadata.name}"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kubectl(&[
+        "get",
+        "namespace",
+        &ns.name,
+        "-o",
+        "jsonpath={.metadata.name}",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), ns.name);
 }
 
@@ -32,7 +52,15 @@ async fn creates_a_namespace_and_reads_it_back() {
 #[tokio::test]
 async fn system_namespaces_carry_their_name_label() {
     let client = client().await;
-    let ns = Api::<Namespace>::all(client).get("kube-system").await.expect("kube-system");
+    let ns = Api::<Namespace>::all(client)
+        .get("kube-system")
+        .await
+        .expect("kube-system");
     let labels = ns.metadata.labels.unwrap_or_default();
-    assert_eq!(labels.get("kubernetes.io/metadata.name").map(String::as_str), Some("kube-system"));
+    assert_eq!(
+        labels
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("kube-system")
+    );
 }

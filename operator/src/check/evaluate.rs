@@ -28,11 +28,23 @@ pub struct Verdict {
 
 impl Verdict {
     fn pass(check: &'static str, message: impl Into<String>) -> Self {
-        Self { check, ok: true, message: message.into(), hint: None, items: Vec::new() }
+        Self {
+            check,
+            ok: true,
+            message: message.into(),
+            hint: None,
+            items: Vec::new(),
+        }
     }
 
     fn fail(check: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
-        Self { check, ok: false, message: message.into(), hint: Some(hint.into()), items: Vec::new() }
+        Self {
+            check,
+            ok: false,
+            message: message.into(),
+            hint: Some(hint.into()),
+            items: Vec::new(),
+        }
     }
 
     fn with_items(mut self, items: Vec<String>) -> Self {
@@ -53,7 +65,7 @@ pub struct WebhookProbe {
 }
 
 /// Everything `check` read from the cluster.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Observed {
     /// Ok(established?) when the NAD CRD was found; Err(why) when not.
     pub crd: Result<bool, String>,
@@ -119,7 +131,9 @@ fn ns_name(ns: &Namespace) -> &str {
 }
 
 fn nad_in<'a>(seen: &'a Observed, namespace: &str) -> Option<&'a NetworkAttachmentDefinition> {
-    seen.nads.iter().find(|n| n.metadata.namespace.as_deref() == Some(namespace))
+    seen.nads
+        .iter()
+        .find(|n| n.metadata.namespace.as_deref() == Some(namespace))
 }
 
 fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict {
@@ -139,14 +153,17 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
                 }
                 _ => good += 1,
             },
-            (Want::NoNad, Some(_)) if owned => {
-                problems.push(format!("{name}: NAD left behind in a namespace that is not enabled"))
-            }
+            (Want::NoNad, Some(_)) if owned => problems.push(format!(
+                "{name}: NAD left behind in a namespace that is not enabled"
+            )),
             _ => {}
         }
     }
     if problems.is_empty() {
-        return Verdict::pass(CHECK, format!("{good} namespace(s) have an owned, up-to-date NAD"));
+        return Verdict::pass(
+            CHECK,
+            format!("{good} namespace(s) have an owned, up-to-date NAD"),
+        );
     }
     Verdict::fail(
         CHECK,
@@ -165,7 +182,13 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
         .map(|n| n.metadata.namespace.clone().unwrap_or_default())
         .collect();
     if foreign.is_empty() {
-        return Verdict::pass(CHECK, format!("no NAD named {} belongs to someone else", s.decision.nad_name));
+        return Verdict::pass(
+            CHECK,
+            format!(
+                "no NAD named {} belongs to someone else",
+                s.decision.nad_name
+            ),
+        );
     }
     Verdict::fail(
         CHECK,
@@ -184,18 +207,32 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
     if probes.is_empty() {
         return Verdict::fail(
             CHECK,
-            format!("no MutatingWebhookConfiguration calls {}", vocab::WEBHOOK_PATH),
+            format!(
+                "no MutatingWebhookConfiguration calls {}",
+                vocab::WEBHOOK_PATH
+            ),
             "install the chart (helm install ld-controller ./helm) or config/default",
         );
     }
     let failed: Vec<String> = probes
         .iter()
-        .filter_map(|p| p.result.as_ref().err().map(|e| format!("{} → {}: {e}", p.name, p.target)))
+        .filter_map(|p| {
+            p.result
+                .as_ref()
+                .err()
+                .map(|e| format!("{} → {}: {e}", p.name, p.target))
+        })
         .collect();
     if failed.is_empty() {
-        let names: Vec<String> = probes.iter().map(|p| format!("{} → {}", p.name, p.target)).collect();
-        return Verdict::pass(CHECK, "the webhook is reachable and its caBundle verifies its certificate")
-            .with_items(names);
+        let names: Vec<String> = probes
+            .iter()
+            .map(|p| format!("{} → {}", p.name, p.target))
+            .collect();
+        return Verdict::pass(
+            CHECK,
+            "the webhook is reachable and its caBundle verifies its certificate",
+        )
+        .with_items(names);
     }
     Verdict::fail(
         CHECK,
@@ -217,15 +254,24 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
         let ns_annotations = annotations.get(namespace).copied().flatten();
         if let Some(reason) = pod_problem(pod, namespace, ns_annotations, &s.decision) {
-            stale.push(format!("{namespace}/{}: {reason}", pod.name.as_deref().unwrap_or_default()));
+            stale.push(format!(
+                "{namespace}/{}: {reason}",
+                pod.name.as_deref().unwrap_or_default()
+            ));
         }
     }
     if stale.is_empty() {
-        return Verdict::pass(CHECK, "every pod in an enabled namespace is attached to linkerd-cni");
+        return Verdict::pass(
+            CHECK,
+            "every pod in an enabled namespace is attached to linkerd-cni",
+        );
     }
     Verdict::fail(
         CHECK,
-        format!("{} pod(s) were created before their namespace was set up and need a restart", stale.len()),
+        format!(
+            "{} pod(s) were created before their namespace was set up and need a restart",
+            stale.len()
+        ),
         "restart them, e.g. kubectl -n <namespace> rollout restart deploy/<name>",
     )
     .with_items(stale)
@@ -238,21 +284,44 @@ pub fn pod_problem(
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
 ) -> Option<String> {
-    // The webhook's own decision: a pod it would attach now was created without the attachment.
-    if decide(pod, namespace, ns_annotations, cfg).outcome == Outcome::Attached {
-        return Some(format!("not attached to {} (no {} entry)", cfg.nad_name, vocab::NETWORKS_ANNOTATION));
+    // The webhook's own decision: if it would add our attachment to the networks annotation now, the pod
+    // was created without it (copying the namespace's annotations alone changes nothing at runtime).
+    let decision = decide(pod, namespace, ns_annotations, cfg);
+    if decision.outcome == Outcome::Attached
+        && networks_after(pod, &decision.patch) != networks(pod)
+    {
+        return Some(format!(
+            "not attached to {} (no {} entry)",
+            cfg.nad_name,
+            vocab::NETWORKS_ANNOTATION
+        ));
     }
     let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
     let range = UidRange::parse(ns_annotations?.get(&cfg.uid_range_annotation)?).ok()?;
-    let inside = uid
-        .parse::<u64>()
-        .is_ok_and(|u| u >= u64::from(range.first) && u < u64::from(range.first) + u64::from(range.size));
+    let inside = uid.parse::<u64>().is_ok_and(|u| {
+        u >= u64::from(range.first) && u < u64::from(range.first) + u64::from(range.size)
+    });
     (!inside).then(|| {
         format!(
             "proxy uid {uid} is outside the namespace's uid range {}/{}",
             range.first, range.size
         )
     })
+}
+
+fn networks(pod: &ObjectMeta) -> Option<String> {
+    pod.annotations
+        .as_ref()?
+        .get(vocab::NETWORKS_ANNOTATION)
+        .cloned()
+}
+
+/// The networks annotation once `patch` is applied to the pod (None if the patch does not apply).
+fn networks_after(pod: &ObjectMeta, patch: &json_patch::Patch) -> Option<String> {
+    let mut doc = serde_json::json!({ "metadata": pod });
+    json_patch::patch(&mut doc, patch).ok()?;
+    let patched: ObjectMeta = serde_json::from_value(doc["metadata"].take()).ok()?;
+    networks(&patched)
 }
 
 #[cfg(test)]

@@ -31,7 +31,10 @@ fn settings() -> Settings {
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn namespace(name: &str, annotations: &[(&str, &str)]) -> Namespace {
@@ -74,7 +77,13 @@ fn healthy() -> Observed {
         configmap: Some(configmap(CNI_CONFIG)),
         namespaces: vec![
             namespace("linkerd", &[]),
-            namespace("app", &[("linkerd.io/multus", "enabled"), ("openshift.io/sa.scc.uid-range", "1000/10000")]),
+            namespace(
+                "app",
+                &[
+                    ("linkerd.io/multus", "enabled"),
+                    ("openshift.io/sa.scc.uid-range", "1000/10000"),
+                ],
+            ),
             namespace("other", &[]),
         ],
         nads: vec![owned_nad("linkerd"), owned_nad("app")],
@@ -96,7 +105,9 @@ fn healthy() -> Observed {
 }
 
 fn verdict<'a>(all: &'a [Verdict], check: &str) -> &'a Verdict {
-    all.iter().find(|v| v.check == check).unwrap_or_else(|| panic!("no verdict {check}"))
+    all.iter()
+        .find(|v| v.check == check)
+        .unwrap_or_else(|| panic!("no verdict {check}"))
 }
 
 /// If this breaks, `check` cries wolf on a healthy cluster (or stops listing a check).
@@ -104,11 +115,24 @@ fn verdict<'a>(all: &'a [Verdict], check: &str) -> &'a Verdict {
 fn healthy_cluster_passes_every_check() {
     let all = evaluate(&healthy(), &settings());
     let names: Vec<&str> = all.iter().map(|v| v.check).collect();
-    assert_eq!(names, ["nad-crd", "cni-configmap", "nads", "foreign-nads", "webhook", "pods"]);
+    assert_eq!(
+        names,
+        [
+            "nad-crd",
+            "cni-configmap",
+            "nads",
+            "foreign-nads",
+            "webhook",
+            "pods"
+        ]
+    );
     for v in &all {
         assert!(v.ok, "{v:?}");
     }
-    assert_eq!(verdict(&all, "nads").message, "2 namespace(s) have an owned, up-to-date NAD");
+    assert_eq!(
+        verdict(&all, "nads").message,
+        "2 namespace(s) have an owned, up-to-date NAD"
+    );
 }
 
 /// Each broken state must turn exactly its own line red, with the objects involved listed.
@@ -116,11 +140,34 @@ fn healthy_cluster_passes_every_check() {
 fn each_broken_state_fails_its_own_check() {
     type Breaker = fn(&mut Observed);
     let cases: &[(&str, Breaker, &str, &[&str])] = &[
-        ("crd missing", |o| o.crd = Err("no CRD".into()), "nad-crd", &[]),
+        (
+            "crd missing",
+            |o| o.crd = Err("no CRD".into()),
+            "nad-crd",
+            &[],
+        ),
         ("crd not established", |o| o.crd = Ok(false), "nad-crd", &[]),
-        ("configmap missing", |o| o.configmap = None, "cni-configmap", &[]),
-        ("configmap broken", |o| o.configmap = Some(configmap("{nope")), "cni-configmap", &[]),
-        ("nad missing", |o| o.nads.retain(|n| n.metadata.namespace.as_deref() != Some("app")), "nads", &["app: no NAD linkerd-cni"]),
+        (
+            "configmap missing",
+            |o| o.configmap = None,
+            "cni-configmap",
+            &[],
+        ),
+        (
+            "configmap broken",
+            |o| o.configmap = Some(configmap("{nope")),
+            "cni-configmap",
+            &[],
+        ),
+        (
+            "nad missing",
+            |o| {
+                o.nads
+                    .retain(|n| n.metadata.namespace.as_deref() != Some("app"))
+            },
+            "nads",
+            &["app: no NAD linkerd-cni"],
+        ),
         (
             "nad stale",
             |o| o.nads[1].spec.config = Some("{}".into()),
@@ -162,11 +209,14 @@ fn each_broken_state_fails_its_own_check() {
                 o.pods.push(pod(
                     "app",
                     "moved",
-                    &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "2102")],
+                    &[
+                        ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+                        ("config.linkerd.io/proxy-uid", "1000652102"),
+                    ],
                 ))
             },
             "pods",
-            &["app/moved: proxy uid 2102 is outside the namespace's uid range 1000/10000"],
+            &["app/moved: proxy uid 1000652102 is outside the namespace's uid range 1000/10000"],
         ),
     ];
     for (name, breaker, check, items) in cases {
@@ -196,12 +246,35 @@ fn foreign_nad_in_an_enabled_namespace_is_reported_as_foreign_only() {
 #[test]
 fn pods_that_need_nothing_are_not_flagged() {
     let cfg = settings().decision;
-    let ns = map(&[("linkerd.io/multus", "enabled"), ("linkerd.io/inject", "disabled")]);
-    assert_eq!(pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg), None);
+    let ns = map(&[
+        ("linkerd.io/multus", "enabled"),
+        ("linkerd.io/inject", "disabled"),
+    ]);
+    assert_eq!(
+        pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg),
+        None
+    );
     // A custom uid inside the range is the admin's choice.
-    let ranged = map(&[("linkerd.io/multus", "enabled"), ("openshift.io/sa.scc.uid-range", "1000/10000")]);
-    let inside = pod("app", "p", &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "10999")]);
+    let ranged = map(&[
+        ("linkerd.io/multus", "enabled"),
+        ("openshift.io/sa.scc.uid-range", "1000/10000"),
+    ]);
+    let inside = pod(
+        "app",
+        "p",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "10999"),
+        ],
+    );
     assert_eq!(pod_problem(&inside, "app", Some(&ranged), &cfg), None);
-    let outside = pod("app", "p", &[("k8s.v1.cni.cncf.io/networks", "linkerd-cni"), ("config.linkerd.io/proxy-uid", "11000")]);
+    let outside = pod(
+        "app",
+        "p",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "11000"),
+        ],
+    );
     assert!(pod_problem(&outside, "app", Some(&ranged), &cfg).is_some());
 }

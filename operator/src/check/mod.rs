@@ -13,7 +13,9 @@ pub use evaluate::{evaluate, pod_problem, Observed, Settings, Verdict, WebhookPr
 pub use report::{render_human, render_json, OutputFormat};
 
 use clap::Args;
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, WebhookClientConfig};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, WebhookClientConfig,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
@@ -124,7 +126,8 @@ async fn observe(
         .items;
     // Without the CRD there are no NADs to list; the CRD check already says so.
     let nads = if crd.is_ok() {
-        let by_name = ListParams::default().fields(&format!("metadata.name={}", s.decision.nad_name));
+        let by_name =
+            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad_name));
         Api::<NetworkAttachmentDefinition>::all(client.clone())
             .list(&by_name)
             .await
@@ -134,7 +137,10 @@ async fn observe(
         Vec::new()
     };
     let mut pods = Vec::new();
-    for ns in namespaces.iter().filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad) {
+    for ns in namespaces
+        .iter()
+        .filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad)
+    {
         let name = ns.metadata.name.as_deref().unwrap_or_default();
         let listed = Api::<Pod>::namespaced(client.clone(), name)
             .list_metadata(&ListParams::default())
@@ -151,7 +157,8 @@ async fn observe(
         let config_name = config.metadata.name.as_deref().unwrap_or_default();
         for hook in config.webhooks.iter().flatten() {
             if let Some(target) = probe::Target::of(&hook.client_config, vocab::WEBHOOK_PATH) {
-                let result = probe::tls_handshake(&target, ca_bundle(&hook.client_config), timeout).await;
+                let result =
+                    probe::tls_handshake(&target, ca_bundle(&hook.client_config), timeout).await;
                 webhooks.push(WebhookProbe {
                     name: format!("{config_name}/{}", hook.name),
                     target: target.to_string(),
@@ -160,16 +167,30 @@ async fn observe(
             }
         }
     }
-    Ok(Observed { crd, configmap, namespaces, nads, webhooks, pods })
+    Ok(Observed {
+        crd,
+        configmap,
+        namespaces,
+        nads,
+        webhooks,
+        pods,
+    })
 }
 
 fn ca_bundle(config: &WebhookClientConfig) -> &[u8] {
-    config.ca_bundle.as_ref().map(|b| b.0.as_slice()).unwrap_or_default()
+    config
+        .ca_bundle
+        .as_ref()
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default()
 }
 
 fn is_established(crd: &CustomResourceDefinition) -> bool {
     crd.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }

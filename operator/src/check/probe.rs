@@ -45,17 +45,31 @@ impl Target {
         if url.path() != path {
             return None;
         }
-        let host = url.host()?.trim_start_matches('[').trim_end_matches(']').to_string();
-        Some(Self { host, port: url.port_u16().unwrap_or(443), described: url.to_string() })
+        let host = url
+            .host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        Some(Self {
+            host,
+            port: url.port_u16().unwrap_or(443),
+            described: url.to_string(),
+        })
     }
 }
 
 /// Ok when a TLS handshake with `target`, trusting only `ca_pem`, succeeds within `timeout`.
-pub async fn tls_handshake(target: &Target, ca_pem: &[u8], timeout: Duration) -> Result<(), String> {
+pub async fn tls_handshake(
+    target: &Target,
+    ca_pem: &[u8],
+    timeout: Duration,
+) -> Result<(), String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         let cert = cert.map_err(|e| format!("caBundle is not PEM: {e}"))?;
-        roots.add(cert).map_err(|e| format!("caBundle holds an unusable certificate: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("caBundle holds an unusable certificate: {e}"))?;
     }
     if roots.is_empty() {
         return Err("caBundle is empty (no CA injected yet?)".to_string());
@@ -66,7 +80,8 @@ pub async fn tls_handshake(target: &Target, ca_pem: &[u8], timeout: Duration) ->
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let name = ServerName::try_from(target.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
+    let name =
+        ServerName::try_from(target.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
     let handshake = async {
         let tcp = TcpStream::connect((target.host.as_str(), target.port))
             .await
@@ -88,7 +103,10 @@ mod tests {
     use k8s_openapi::api::admissionregistration::v1::ServiceReference;
 
     fn url(u: &str) -> WebhookClientConfig {
-        WebhookClientConfig { url: Some(u.to_string()), ..Default::default() }
+        WebhookClientConfig {
+            url: Some(u.to_string()),
+            ..Default::default()
+        }
     }
 
     /// The probe must go where the API server goes: the service DNS name, or the URL's host and port.
@@ -107,24 +125,47 @@ mod tests {
         assert_eq!((t.host.as_str(), t.port), ("wh.ops.svc", 9443));
         assert_eq!(t.to_string(), "service ops/wh:9443");
 
-        let t = Target::of(&url("https://127.0.0.1:8443/annotate-multus-v1-pod"), "/annotate-multus-v1-pod")
-            .expect("ours");
+        let t = Target::of(
+            &url("https://127.0.0.1:8443/annotate-multus-v1-pod"),
+            "/annotate-multus-v1-pod",
+        )
+        .expect("ours");
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8443));
-        let t = Target::of(&url("https://[::1]/annotate-multus-v1-pod"), "/annotate-multus-v1-pod").expect("v6");
+        let t = Target::of(
+            &url("https://[::1]/annotate-multus-v1-pod"),
+            "/annotate-multus-v1-pod",
+        )
+        .expect("v6");
         assert_eq!((t.host.as_str(), t.port), ("::1", 443));
 
-        assert_eq!(Target::of(&url("https://x/other"), "/annotate-multus-v1-pod"), None);
-        assert_eq!(Target::of(&url("not a url"), "/annotate-multus-v1-pod"), None);
+        assert_eq!(
+            Target::of(&url("https://x/other"), "/annotate-multus-v1-pod"),
+            None
+        );
+        assert_eq!(
+            Target::of(&url("not a url"), "/annotate-multus-v1-pod"),
+            None
+        );
     }
 
     #[tokio::test]
     async fn empty_or_garbage_ca_bundle_fails_clearly() {
-        let t = Target::of(&url("https://127.0.0.1:1/annotate-multus-v1-pod"), "/annotate-multus-v1-pod").unwrap();
-        let e = tls_handshake(&t, b"", Duration::from_secs(1)).await.unwrap_err();
-        assert!(e.contains("caBundle is empty"), "{e}");
-        let e = tls_handshake(&t, b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n", Duration::from_secs(1))
+        let t = Target::of(
+            &url("https://127.0.0.1:1/annotate-multus-v1-pod"),
+            "/annotate-multus-v1-pod",
+        )
+        .unwrap();
+        let e = tls_handshake(&t, b"", Duration::from_secs(1))
             .await
             .unwrap_err();
+        assert!(e.contains("caBundle is empty"), "{e}");
+        let e = tls_handshake(
+            &t,
+            b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
         assert!(e.contains("caBundle"), "{e}");
     }
 }

@@ -27,9 +27,17 @@ pub fn render_human(verdicts: &[Verdict]) -> String {
     let failed = verdicts.iter().filter(|v| !v.ok).count();
     // Not "N passed, N failed": CI log readers take that shape for a test runner's summary.
     if failed == 0 {
-        let _ = writeln!(out, "\nStatus check results are ✓ ({} checks)", verdicts.len());
+        let _ = writeln!(
+            out,
+            "\nStatus check results are ✓ ({} checks)",
+            verdicts.len()
+        );
     } else {
-        let _ = writeln!(out, "\nStatus check results are × ({failed} of {} checks)", verdicts.len());
+        let _ = writeln!(
+            out,
+            "\nStatus check results are × ({failed} of {} checks)",
+            verdicts.len()
+        );
     }
     out
 }
@@ -40,7 +48,10 @@ pub fn render_json(verdicts: &[Verdict]) -> String {
         "checks": verdicts,
     });
     // A Value of strings and bools always serialises.
-    format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default())
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    )
 }
 
 #[cfg(test)]
@@ -49,7 +60,13 @@ mod tests {
 
     fn verdicts() -> Vec<Verdict> {
         vec![
-            Verdict { check: "nad-crd", ok: true, message: "installed".into(), hint: None, items: vec![] },
+            Verdict {
+                check: "nad-crd",
+                ok: true,
+                message: "installed".into(),
+                hint: None,
+                items: vec![],
+            },
             Verdict {
                 check: "pods",
                 ok: false,
