@@ -399,7 +399,7 @@ fn rejects_install_into_linkerds_namespace() {
 
 // === values, flags and docs stay in step ===
 
-/// Every leaf of values.yaml appears (as `key`) in the values table of docs/install.md; free-form
+/// Every leaf of values.yaml appears (as `key`) in the values table of README.md; free-form
 /// objects (resources, securityContext, ...) count as documented by their own key.
 #[test]
 fn every_value_is_documented() {
@@ -408,7 +408,7 @@ fn every_value_is_documented() {
         &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
     )
     .expect("values.yaml parses");
-    let docs = std::fs::read_to_string(root.join("docs/install.md")).expect("docs/install.md");
+    let docs = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let mut leaves = Vec::new();
     collect_leaves(&values, String::new(), &mut leaves);
     assert!(leaves.len() > 50, "{leaves:?}");
@@ -420,7 +420,7 @@ fn every_value_is_documented() {
             .any(|prefix| docs.contains(&format!("| `{prefix}` |")));
         assert!(
             documented,
-            "value {leaf} is missing from the table in docs/install.md"
+            "value {leaf} is missing from the table in README.md"
         );
     }
 }
