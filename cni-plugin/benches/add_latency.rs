@@ -104,8 +104,14 @@ async fn main() {
         rule_lines.len()
     );
     println!(
-        "{:<7} | {:>12} | {:>19} | {:>17} | {:>11} | {:>13}",
-        "mode", "ADD", "1 iptables-restore", "1 exec per rule", "ADD/restore", "execs/restore"
+        "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
+        "mode",
+        "ADD",
+        "ADD simulate (lookup)",
+        "1 iptables-restore",
+        "1 exec per rule",
+        "ADD/restore",
+        "execs/restore"
     );
     for mode in ["legacy", "nft"] {
         let config = json!({
@@ -117,6 +123,13 @@ async fn main() {
         let add = time_in_fresh_netns(|ns| {
             let rt = Runtime::new(&ns.path()).with_pod(&tns.name, "web");
             exec_plugin(&dirs, "ADD", &config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+        });
+        // The same ADD with `simulate`: process start, config, pod lookup, no netns or iptables.
+        let mut simulate_config = config.clone();
+        simulate_config["linkerd"]["simulate"] = json!(true);
+        let lookup = time_in_fresh_netns(|ns| {
+            let rt = Runtime::new(&ns.path()).with_pod(&tns.name, "web");
+            exec_plugin(&dirs, "ADD", &simulate_config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
         });
         let restore_bin = format!("iptables-{mode}-restore");
         let restore = time_in_fresh_netns(|ns| {
@@ -156,9 +169,10 @@ async fn main() {
         });
         let ratio = |a: Duration, b: Duration| format!("{:.1}x", a.as_secs_f64() / b.as_secs_f64());
         println!(
-            "{:<7} | {:>12} | {:>19} | {:>17} | {:>11} | {:>13}",
+            "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
             mode,
             ms(add),
+            ms(lookup),
             ms(restore),
             ms(per_rule),
             ratio(add, restore),
