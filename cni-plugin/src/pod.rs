@@ -189,7 +189,8 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
             }
         }
     })?;
-    // The namespace only supplies fallback annotations; without read access we go on without it.
+    // The namespace only supplies fallback annotations: without RBAC to read it we go on with the
+    // pod's (logged); an apiserver that stops answering is still a retryable failure.
     let ns = match with_retries(|| {
         let api = Api::<Namespace>::all(client.clone());
         async move { api.get(namespace).await }
@@ -197,6 +198,7 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
     .await
     {
         Ok(ns) => Some(ns),
+        Err(e) if retryable(&e) => return Err(unreachable(e)),
         Err(e) => {
             tracing::warn!(namespace, error = %e, "cannot read the pod's namespace; using the pod's annotations only");
             None
