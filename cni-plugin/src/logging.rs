@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
@@ -29,9 +30,12 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write!(writer, "{PREFIX} {} ", event.metadata().level())?;
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        // Fields go through a fresh writer, which has ANSI colours off: the kubelet's journal and
+        // log files are no terminal.
+        let mut fields = String::new();
+        ctx.field_format()
+            .format_fields(Writer::new(&mut fields), event)?;
+        writeln!(writer, "{PREFIX} {} {fields}", event.metadata().level())
     }
 }
 
@@ -65,8 +69,9 @@ impl<'a> MakeWriter<'a> for Sink {
     }
 }
 
-/// Installs the logger once per process. Our own events log at `level`; dependencies (kube,
-/// hyper) only warnings and errors, so `debug` stays readable. A log file that cannot be opened
+/// Installs the logger once per process. Our own events log at `level`. Dependencies (kube, hyper)
+/// stay silent unless `level` is debug or finer, then only their warnings and errors: our own
+/// messages already carry their errors, once. A log file that cannot be opened
 /// is reported on stderr and otherwise ignored: logging must never fail a pod's network setup.
 pub fn init(level: Level, file: Option<&Path>) {
     let file = file.and_then(
@@ -78,8 +83,13 @@ pub fn init(level: Level, file: Option<&Path>) {
             }
         },
     );
+    let dependencies = if level >= Level::DEBUG {
+        LevelFilter::WARN
+    } else {
+        LevelFilter::OFF
+    };
     let filter = tracing_subscriber::filter::Targets::new()
-        .with_default(Level::WARN)
+        .with_default(dependencies)
         .with_target("linkerd_cni", level);
     let subscriber = tracing_subscriber::fmt()
         .event_format(Prefixed)
