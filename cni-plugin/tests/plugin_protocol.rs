@@ -238,4 +238,8 @@ fn logs_go_to_stderr_and_the_log_file_never_stdout() {
         file.contains("DEBUG"),
         "log_level debug is honoured: {file}"
     );
+    assert!(
+        !file.contains('\x1b'),
+        "no terminal colour codes in logs: {file:?}"
+    );
 }
