@@ -10,7 +10,7 @@ use linkerd_multus_webhook::WebhookArgs;
 /// annotated `linkerd.io/multus: enabled` (and in Linkerd's control-plane namespace), and serves the
 /// admission webhook that attaches it to pods. Log level: RUST_LOG (default `info`).
 #[derive(Parser, Debug)]
-#[command(name = "linkerd-multus-operator", version, about, long_about = None)]
+#[command(name = "linkerd-multus-operator", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -87,8 +87,9 @@ pub struct RunArgs {
     #[arg(long, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
-    /// Seconds between periodic re-checks of every namespace (a safety net; watches act at once).
-    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300, hide = true)]
+    /// Seconds between periodic re-checks of every namespace (a safety net: the watches act at once;
+    /// a re-check that finds nothing to change sends no write).
+    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
 }
 

@@ -38,6 +38,9 @@ pub enum Error {
         source: kube::Error,
     },
 
+    #[error("reconcile did not finish within {0:?} (apiserver slow or watches not synced)")]
+    Timeout(std::time::Duration),
+
     #[error("the namespace object has no name")]
     UnnamedNamespace,
 }
@@ -51,6 +54,7 @@ impl Error {
             Self::GetNad { .. } => "get_nad",
             Self::ApplyNad { .. } => "apply_nad",
             Self::DeleteNad { .. } => "delete_nad",
+            Self::Timeout(_) => "timeout",
             Self::UnnamedNamespace => "unnamed_namespace",
         }
     }

@@ -29,6 +29,18 @@ pub enum LeaderError {
     },
 }
 
+/// The Lease's server-side-apply field manager, unique per replica: the crate detects a competing
+/// claim as an SSA conflict, which only happens between *different* managers. (A shared manager
+/// let two replicas starting together both hold the Lease; the leader-election test caught it.)
+fn lease_field_manager(identity: &str) -> String {
+    let mut manager = format!("{}-lease-{identity}", vocab::FIELD_MANAGER);
+    // Field managers are limited to 128 characters.
+    while manager.len() > 128 {
+        manager.pop();
+    }
+    manager
+}
+
 /// This replica's leadership, observed through [`Leadership::subscribe`].
 pub struct Leadership {
     tx: watch::Sender<bool>,
@@ -54,7 +66,7 @@ impl Leadership {
             .with_identity(identity)
             .with_duration(LEASE_SECONDS)
             .with_grace(GRACE_SECONDS)
-            .with_field_manager(format!("{}-lease", vocab::FIELD_MANAGER))
+            .with_field_manager(lease_field_manager(identity))
             .build()
             .await
             .map_err(|source| LeaderError::Setup {
@@ -104,5 +116,16 @@ impl Leadership {
             Ok(Err(e)) => tracing::warn!(error = %e, "leader election task failed"),
             Err(_) => tracing::warn!("timed out releasing the leader Lease"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_manager_is_per_replica_and_bounded() {
+        assert_ne!(lease_field_manager("pod-a"), lease_field_manager("pod-b"));
+        assert!(lease_field_manager(&"x".repeat(300)).len() <= 128);
     }
 }

@@ -30,6 +30,9 @@ const INVALID_INPUT_RETRY: Duration = Duration::from_secs(300);
 /// Transient errors (apiserver, CRD not installed yet) retry with exponential backoff up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
+/// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
+/// stall this namespace until the client's 295 s read timeout.
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What the controller was told by its flags.
 #[derive(Clone, Debug)]
@@ -141,7 +144,9 @@ impl Context {
 /// Reconciles one namespace's NAD and records the outcome in the metrics.
 pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    let result = reconcile_namespace(&ns, &ctx).await;
+    let result = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_namespace(&ns, &ctx))
+        .await
+        .unwrap_or(Err(Error::Timeout(RECONCILE_TIMEOUT)));
     ctx.metrics.reconciled(started.elapsed());
     ctx.metrics.set_owned(ctx.owned_nads());
     match &result {

@@ -28,9 +28,9 @@ impl Drop for CrdCleanup {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_installed_after_start_converges() {
-    linkerd_multus_operator::init_tracing(linkerd_multus_operator::cli::LogFormat::Plain);
+    init_logs();
     let client = client().await;
     let group = format!("{}.test.linkerd-multus.io", unique_name("nad"));
     let crd = crd_in_group(&group);

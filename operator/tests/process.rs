@@ -29,7 +29,7 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_runs_and_stops_on_sigterm() {
     let h = Harness::new("op-proc").await;
     let home = TestNamespace::create(&h.client, "op-proc-home").await;

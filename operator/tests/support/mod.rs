@@ -23,10 +23,17 @@ use linkerd_multus_operator::{spawn_controller, RunError};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+/// Operator logs on stderr, only when asked for with `RUST_LOG` (they are not captured per test).
+pub fn init_logs() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        linkerd_multus_operator::init_tracing(linkerd_multus_operator::cli::LogFormat::Plain);
+    }
+}
+
 /// Label key selecting a test's namespaces (test-only; not part of the project's vocabulary).
 pub const RUN_LABEL: &str = "linkerd-multus-test/run";
 /// Generous deadline for anything the operator should do "at once".
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 
 /// The linkerd2-cni chart's `cni_network_config` (current chart, with every option rendered).
@@ -99,7 +106,7 @@ pub struct Harness {
 impl Harness {
     /// Installs Multus' NAD CRD if absent, and creates the CNI namespace and ConfigMap.
     pub async fn new(prefix: &str) -> Self {
-        linkerd_multus_operator::init_tracing(linkerd_multus_operator::cli::LogFormat::Plain);
+        init_logs();
         let client = client().await;
         ensure_crd(&client, &linkerd_multus_crds::crd()).await;
         Self::with_group(client, prefix, None).await
@@ -383,7 +390,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting until {what}");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "timed out after {DEADLINE:?} waiting until {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
