@@ -8,6 +8,7 @@ mod plugin_support;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+use linkerd_multus_e2e::traffic::{ask, ask_patiently, Answerer};
 use linkerd_multus_e2e::{client, TestNamespace};
 use plugin_support::*;
 use serde_json::json;

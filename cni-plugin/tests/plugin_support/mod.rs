@@ -1,15 +1,12 @@
 //! Shared harness of the linkerd-cni plugin tests: a pod network made by Debian's `bridge` +
 //! `host-local` with the built `linkerd-cni` chained after, on a fresh netns, with its own bridge
-//! name and subnet; pods in the real local apiserver; reading rules back; tiny TCP listeners.
+//! name and subnet; pods in the real local apiserver; reading rules back. (TCP listeners and clients
+//! come from `linkerd_multus_e2e::traffic`.)
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
@@ -316,63 +313,3 @@ pub fn default_expected_rules(uid: u32) -> Vec<String> {
 }
 
 // === tiny TCP servers and clients ===
-
-/// Answers every connection with a fixed word, until dropped.
-pub struct Answerer {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Answerer {
-    pub fn start(listener: TcpListener, word: &'static str) -> Self {
-        listener.set_nonblocking(true).expect("nonblocking");
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut s, _)) => {
-                        let _ = s.set_nonblocking(false);
-                        let _ = s.write_all(word.as_bytes());
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        });
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Answerer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Connects to `addr` (from the calling thread's netns) and reads the answer.
-pub fn ask(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
-    s.set_read_timeout(Some(Duration::from_secs(3)))?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)?;
-    Ok(answer)
-}
-
-/// [`ask`], retried for a few seconds (IPv6 addresses are unusable until duplicate address
-/// detection finishes).
-pub fn ask_patiently(addr: SocketAddr) -> std::io::Result<String> {
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        match ask(addr) {
-            Ok(a) => return Ok(a),
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
