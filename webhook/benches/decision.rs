@@ -1,0 +1,82 @@
+//! The webhook's pure path for one realistic pod CREATE, against its floors: the decision alone
+//! (`decide`), the whole request → reply without I/O (`parse` + `answer`), and what that path cannot
+//! beat: deserialising the same body into a `serde_json::Value`, and an empty closure.
+//!
+//! Run: `cargo bench -p linkerd-multus-webhook --bench decision`.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use linkerd_multus_webhook::decision::{decide, DecisionConfig};
+use linkerd_multus_webhook::review::{self, Parsed};
+use serde_json::Value;
+
+/// A pod CREATE review as the apiserver sends it for a Deployment's pod (two containers with probes,
+/// resources, the service-account volume): about 3.5 KB. `bench/` loads the same file.
+const REVIEW: &str = include_str!("pod-review.json");
+
+fn body() -> Vec<u8> {
+    REVIEW.as_bytes().to_vec()
+}
+
+fn pod_metadata() -> ObjectMeta {
+    let review: Value = serde_json::from_str(REVIEW).expect("pod-review.json is JSON");
+    serde_json::from_value(review["request"]["object"]["metadata"].clone()).expect("pod metadata")
+}
+
+/// An OpenShift namespace enabled for Multus, with a uid range (the decision's longest path).
+fn namespace_annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (vocab::MULTUS_ANNOTATION.to_string(), vocab::MULTUS_ENABLED.to_string()),
+        (vocab::INJECT_ANNOTATION.to_string(), "enabled".to_string()),
+        (
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "1000650000/10000".to_string(),
+        ),
+        ("openshift.io/sa.scc.mcs".to_string(), "s0:c26,c5".to_string()),
+    ])
+}
+
+fn config() -> DecisionConfig {
+    DecisionConfig {
+        linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
+        nad_name: vocab::NAD_NAME.to_string(),
+        uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+        proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let body = body();
+    let cfg = config();
+    let ns = namespace_annotations();
+    let meta = pod_metadata();
+
+    // Sanity (not timing): the benchmarked path really attaches the pod, so we time real work.
+    let Parsed::Pod(review) = review::parse(&body) else {
+        panic!("the benchmark body is not a pod CREATE")
+    };
+    let reply = review.answer(Ok(ns.clone()), &cfg);
+    assert_eq!(reply.outcome, linkerd_multus_webhook::metrics::outcome::ATTACHED);
+
+    let mut g = c.benchmark_group("webhook");
+    g.bench_function("decide", |b| {
+        b.iter(|| decide(black_box(&meta), black_box("shop"), Some(black_box(&ns)), &cfg))
+    });
+    g.bench_function("parse_answer", |b| {
+        b.iter(|| match review::parse(black_box(&body)) {
+            Parsed::Pod(review) => review.answer(Ok(ns.clone()), &cfg),
+            Parsed::Reply(reply) => reply,
+        })
+    });
+    g.bench_function("floor_deserialize", |b| {
+        b.iter(|| serde_json::from_slice::<Value>(black_box(&body)).expect("json"))
+    });
+    g.bench_function("floor_empty", |b| b.iter(|| black_box(())));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
