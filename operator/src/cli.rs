@@ -22,9 +22,12 @@ pub struct Cli {
     pub webhook: WebhookArgs,
 }
 
-/// Subcommands besides the default (run the operator). Room for `check` and friends.
+/// Subcommands besides the default (run the operator).
 #[derive(Subcommand, Debug, Clone)]
-pub enum Command {}
+pub enum Command {
+    /// Check the installation like `linkerd check` does (reads only; exit status 1 on any failure).
+    Check(crate::check::CheckArgs),
+}
 
 /// Flags of the controller, the leader election and the admin server.
 #[derive(Args, Debug, Clone)]

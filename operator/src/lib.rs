@@ -2,6 +2,7 @@
 //! `linkerd-multus-webhook`) and the admin server, in one process sharing one shutdown token.
 
 pub mod admin;
+pub mod check;
 pub mod cli;
 pub mod controller;
 pub mod desired;
@@ -24,7 +25,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AdminError, AdminServer};
-use crate::cli::{Cli, LogFormat, RunArgs};
+use crate::cli::{Cli, Command, LogFormat, RunArgs};
 use crate::controller::NadController;
 use crate::leader::{LeaderError, Leadership};
 use crate::nad_config::ConfigSource;
@@ -45,6 +46,10 @@ pub enum RunError {
     Leader(#[from] LeaderError),
     #[error("cannot listen for SIGTERM: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("check: {0}")]
+    Check(#[from] check::CheckError),
+    #[error("some checks failed (see above)")]
+    CheckFailed,
     #[error("critical task `{0}` stopped unexpectedly")]
     TaskEnded(&'static str),
     #[error("critical task panicked: {0}")]
@@ -68,11 +73,15 @@ pub fn init_tracing(format: LogFormat) {
 
 /// Runs the whole operator until SIGTERM/SIGINT (or a critical task fails).
 pub async fn run(cli: Cli) -> Result<(), RunError> {
-    if let Some(command) = cli.command {
-        match command {}
-    }
     // kube is built on ring; make it rustls' process default so nothing picks another provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Some(Command::Check(args)) = cli.command {
+        return match check::run(args).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RunError::CheckFailed),
+            Err(e) => Err(RunError::Check(e)),
+        };
+    }
     let client = Client::try_default().await.map_err(RunError::Client)?;
     let shutdown = CancellationToken::new();
     let mut registry = Registry::with_prefix("linkerd_multus");
