@@ -68,9 +68,14 @@ async fn only_the_leader_writes_and_the_other_takes_over() {
     follower.wait_ready(true).await;
 
     // The leader stops (releasing the Lease); the follower takes over and writes.
+    let stopped = std::time::Instant::now();
     leader.stop().await;
     let third = h.namespace("op-leader", Some(vocab::MULTUS_ENABLED)).await;
     h.wait_nad_config(&third.name, &expected).await;
+    eprintln!(
+        "MEASURE leader stop -> new leader's first write: {:?}",
+        stopped.elapsed()
+    );
     assert!(
         follower.metric(WRITES_APPLY).await >= 1.0,
         "the new leader writes"
