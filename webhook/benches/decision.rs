@@ -29,13 +29,19 @@ fn pod_metadata() -> ObjectMeta {
 /// An OpenShift namespace enabled for Multus, with a uid range (the decision's longest path).
 fn namespace_annotations() -> BTreeMap<String, String> {
     BTreeMap::from([
-        (vocab::MULTUS_ANNOTATION.to_string(), vocab::MULTUS_ENABLED.to_string()),
+        (
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        ),
         (vocab::INJECT_ANNOTATION.to_string(), "enabled".to_string()),
         (
             vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
             "1000650000/10000".to_string(),
         ),
-        ("openshift.io/sa.scc.mcs".to_string(), "s0:c26,c5".to_string()),
+        (
+            "openshift.io/sa.scc.mcs".to_string(),
+            "s0:c26,c5".to_string(),
+        ),
     ])
 }
 
@@ -59,11 +65,21 @@ fn bench(c: &mut Criterion) {
         panic!("the benchmark body is not a pod CREATE")
     };
     let reply = review.answer(Ok(ns.clone()), &cfg);
-    assert_eq!(reply.outcome, linkerd_multus_webhook::metrics::outcome::ATTACHED);
+    assert_eq!(
+        reply.outcome,
+        linkerd_multus_webhook::metrics::outcome::ATTACHED
+    );
 
     let mut g = c.benchmark_group("webhook");
     g.bench_function("decide", |b| {
-        b.iter(|| decide(black_box(&meta), black_box("shop"), Some(black_box(&ns)), &cfg))
+        b.iter(|| {
+            decide(
+                black_box(&meta),
+                black_box("shop"),
+                Some(black_box(&ns)),
+                &cfg,
+            )
+        })
     });
     g.bench_function("parse_answer", |b| {
         b.iter(|| match review::parse(black_box(&body)) {

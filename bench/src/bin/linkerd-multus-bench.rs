@@ -1,0 +1,66 @@
+//! Parts of the benchmark that `bench/run` starts; each prints its table rows on stdout.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// linkerd-multus benchmarks (run them all with `bench/run`, which prints one table).
+#[derive(Parser)]
+#[command(name = "linkerd-multus-bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Part,
+}
+
+#[derive(Subcommand)]
+enum Part {
+    /// Writes a CA-signed serving certificate for 127.0.0.1/localhost: DIR/tls.crt, DIR/tls.key.
+    Cert { dir: PathBuf },
+    /// Writes what the webhook load needs into DIR: review.json (the pod review every webhook
+    /// measurement sends), review.lua (a wrk script POSTing it), path (the webhook's URL path).
+    LoadFiles { dir: PathBuf },
+    /// Serves the real webhook alone (namespace cache on $KUBECONFIG's apiserver).
+    Webhook(Serve),
+    /// Serves the floor: the same axum + rustls stack answering a constant allowed review.
+    FloorWebhook(Serve),
+    /// Controller fan-out, idle writes and memory: the operator process against a minimal client.
+    Fanout(linkerd_multus_bench::fanout::FanoutArgs),
+}
+
+#[derive(clap::Args)]
+struct Serve {
+    #[arg(long)]
+    addr: SocketAddr,
+    #[arg(long)]
+    cert: PathBuf,
+    #[arg(long)]
+    key: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Part::Cert { dir } => {
+            let bundle = linkerd_multus_webhook::cert_authority::issue(
+                &["localhost".to_string(), "127.0.0.1".to_string()],
+                std::time::SystemTime::now(),
+                linkerd_multus_webhook::cert_authority::VALIDITY,
+                None,
+            )?;
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("tls.crt"), &bundle.cert_pem)?;
+            std::fs::write(dir.join("tls.key"), &bundle.key_pem)?;
+            std::fs::write(dir.join("ca.crt"), &bundle.ca_pem)?;
+        }
+        Part::LoadFiles { dir } => linkerd_multus_bench::fixture::write_load_files(&dir)?,
+        Part::Webhook(s) => {
+            linkerd_multus_bench::webhook_serve::serve(s.addr, s.cert, s.key).await?
+        }
+        Part::FloorWebhook(s) => {
+            linkerd_multus_bench::floor_webhook::serve(s.addr, s.cert, s.key).await?
+        }
+        Part::Fanout(args) => linkerd_multus_bench::fanout::run(args).await?,
+    }
+    Ok(())
+}

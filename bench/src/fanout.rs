@@ -1,0 +1,431 @@
+//! Controller fan-out on a dedicated apiserver: the real operator process against a minimal client
+//! doing the same server-side applies as fast as it can.
+//!
+//! 1. `n` namespaces, already enabled, exist when the operator starts -> time from its start until
+//!    every NAD exists. Floor: `n` applies of a same-sized NAD at `concurrency` in flight.
+//! 2. The CNI ConfigMap edited -> time until every NAD is updated. Floor: `n` applies of the change.
+//! 3. Idle: writes the operator sends over two forced resyncs (its `nad_writes` counter; target 0).
+//! 4. Operator RSS after the fan-out, and with `memory_namespaces` enabled namespaces if larger.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use linkerd_multus_crds::NetworkAttachmentDefinition;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::row;
+
+/// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
+const LABEL: &str = "linkerd-multus-bench/fanout";
+const PREFIX: &str = "bench-fan-";
+const FLOOR_NAD: &str = "bench-floor";
+const FLOOR_MANAGER: &str = "linkerd-multus-bench-floor";
+const CNI_NAMESPACE: &str = "bench-cni";
+const POLL: Duration = Duration::from_millis(200);
+const PATIENCE: Duration = Duration::from_secs(1800);
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FanoutArgs {
+    /// Kubeconfig of a dedicated control plane (the bench creates thousands of namespaces there).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// The release `linkerd-multus-operator` binary.
+    #[arg(long)]
+    pub operator: PathBuf,
+    /// Namespaces enabled at once.
+    #[arg(long, default_value_t = 2000)]
+    pub namespaces: usize,
+    /// Requests the floor client (and the bench's own setup) keeps in flight.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// The operator's `--resync-seconds` for the idle part.
+    #[arg(long, default_value_t = 10)]
+    pub resync_seconds: u64,
+    /// Enabled namespaces for the memory row (more are created after the fan-out); 0 = skip.
+    #[arg(long, default_value_t = 0)]
+    pub memory_namespaces: usize,
+}
+
+/// The linkerd2-cni chart's `cni_network_config` shape, with one knob to edit.
+fn template(log_level: &str) -> String {
+    json!({
+        "name": "linkerd-cni",
+        "type": "linkerd-cni",
+        "log_level": log_level,
+        "policy": { "type": "k8s", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__",
+                    "k8s_auth_token": "__SERVICEACCOUNT_TOKEN__" },
+        "kubernetes": { "kubeconfig": "__KUBECONFIG_FILEPATH__" },
+        "linkerd": { "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102,
+                     "proxy-gid": 2102, "ports-to-redirect": [], "inbound-ports-to-ignore": ["4191", "4190"],
+                     "simulate": false, "use-wait-flag": false, "iptables-mode": "nft", "ipv6": true }
+    })
+    .to_string()
+}
+
+pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
+    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    ensure_crd(&client).await?;
+    apply_namespace(&client, CNI_NAMESPACE, false).await?;
+    put_config(&client, "info").await?;
+
+    let names: Vec<String> = (0..args.namespaces)
+        .map(|i| format!("{PREFIX}{i}"))
+        .collect();
+    let started = Instant::now();
+    for_each(&names, args.concurrency, |ns| {
+        let client = client.clone();
+        async move { apply_namespace(&client, &ns, true).await }
+    })
+    .await?;
+    eprintln!(
+        "fanout: {} enabled namespaces created in {:.1}s",
+        names.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut operator = Operator::start(&args, &dir)?;
+    let result = measure(&args, &client, &names, &mut operator).await;
+    operator.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn measure(
+    args: &FanoutArgs,
+    client: &Client,
+    names: &[String],
+    operator: &mut Operator,
+) -> anyhow::Result<()> {
+    let n = names.len();
+    // 1. Fan-out from start.
+    let created = wait_nads(client, n, |_, _| true, operator).await?;
+    let ours_create = operator.started.elapsed().as_secs_f64();
+    let rss_fanout = operator.rss_mb()?;
+
+    let sample = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
+        .get(vocab::NAD_NAME)
+        .await?;
+    let config = sample.spec.config.clone().unwrap_or_default();
+    let floor_create = floor_applies(client, names, &config, args.concurrency).await?;
+    row::compare(
+        &format!("controller: {n} enabled namespaces -> every NAD exists"),
+        ours_create,
+        floor_create,
+        "s",
+    );
+
+    // 2. ConfigMap edit.
+    let started = Instant::now();
+    put_config(client, "debug").await?;
+    wait_nads(
+        client,
+        n,
+        |ns, g| g > created.get(ns).copied().unwrap_or(0),
+        operator,
+    )
+    .await?;
+    let ours_update = started.elapsed().as_secs_f64();
+    let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
+        .get(vocab::NAD_NAME)
+        .await?
+        .spec
+        .config
+        .unwrap_or_default();
+    if updated == config {
+        bail!("the NADs' generation moved but their config did not change");
+    }
+    let floor_update = floor_applies(client, names, &updated, args.concurrency).await?;
+    row::compare(
+        &format!("controller: ConfigMap edit -> {n} NADs updated"),
+        ours_update,
+        floor_update,
+        "s",
+    );
+
+    // 3. Idle: let the edit settle, then count writes over two resyncs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = operator.writes().await?;
+    let idle = Duration::from_secs(args.resync_seconds * 2 + 3);
+    tokio::time::sleep(idle).await;
+    let after = operator.writes().await?;
+    row::single(
+        &format!(
+            "controller: idle, 2 resyncs of {n} namespaces (--resync-seconds {})",
+            args.resync_seconds
+        ),
+        &format!("{} writes", after - before),
+        "target 0",
+    );
+    let rss_idle = operator.rss_mb()?;
+    row::single(
+        &format!("operator RSS, {n} enabled namespaces"),
+        &format!("{:.1} MB", rss_fanout.max(rss_idle)),
+        "target <= 64 MB (at 10k)",
+    );
+
+    // 4. Memory with more namespaces.
+    if args.memory_namespaces > n {
+        let more: Vec<String> = (n..args.memory_namespaces)
+            .map(|i| format!("{PREFIX}{i}"))
+            .collect();
+        let started = Instant::now();
+        for_each(&more, args.concurrency, |ns| {
+            let client = client.clone();
+            async move { apply_namespace(&client, &ns, true).await }
+        })
+        .await?;
+        wait_nads(client, args.memory_namespaces, |_, _| true, operator).await?;
+        eprintln!(
+            "fanout: {} more namespaces and their NADs in {:.1}s",
+            more.len(),
+            started.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        row::single(
+            &format!(
+                "operator RSS, {} enabled namespaces",
+                args.memory_namespaces
+            ),
+            &format!("{:.1} MB", operator.rss_mb()?),
+            "target <= 64 MB",
+        );
+    }
+    Ok(())
+}
+
+/// Generation of each bench NAD, by namespace.
+type Generations = BTreeMap<String, i64>;
+
+/// Polls a metadata-only list of the operator's NADs until `n` bench namespaces have one whose
+/// generation satisfies `ok`; fails if the operator exits.
+async fn wait_nads(
+    client: &Client,
+    n: usize,
+    ok: impl Fn(&str, i64) -> bool,
+    operator: &mut Operator,
+) -> anyhow::Result<Generations> {
+    let api = Api::<NetworkAttachmentDefinition>::all(client.clone());
+    let params = ListParams::default().fields(&format!("metadata.name={}", vocab::NAD_NAME));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = operator.child.try_wait()? {
+            bail!("the operator exited ({status}); see its log");
+        }
+        let list = api.list_metadata(&params).await?;
+        let gens: BTreeMap<String, i64> = list
+            .items
+            .into_iter()
+            .filter_map(|m| {
+                let ns = m.metadata.namespace?;
+                let gen = m.metadata.generation.unwrap_or(0);
+                (ns.starts_with(PREFIX) && ok(&ns, gen)).then_some((ns, gen))
+            })
+            .collect();
+        if gens.len() >= n {
+            return Ok(gens);
+        }
+        if Instant::now() > deadline {
+            bail!("only {} of {n} NADs ready after {PATIENCE:?}", gens.len());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight.
+async fn floor_applies(
+    client: &Client,
+    names: &[String],
+    config: &str,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    for_each(names, concurrency, |ns| {
+        let api = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &ns);
+        let body = json!({
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": { "name": FLOOR_NAD },
+            "spec": { "config": config },
+        });
+        async move {
+            api.patch(
+                FLOOR_NAD,
+                &PatchParams::apply(FLOOR_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+async fn for_each<F, Fut>(names: &[String], concurrency: usize, f: F) -> anyhow::Result<()>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    stream::iter(names.iter().cloned().map(f))
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await
+}
+
+async fn apply_namespace(client: &Client, name: &str, enabled: bool) -> anyhow::Result<()> {
+    let mut meta = json!({ "name": name, "labels": { LABEL: "1" } });
+    if enabled {
+        meta["annotations"] = json!({ (vocab::MULTUS_ANNOTATION): vocab::MULTUS_ENABLED });
+    }
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            name,
+            &PatchParams::apply(FLOOR_MANAGER),
+            &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": meta })),
+        )
+        .await
+        .with_context(|| format!("applying namespace {name}"))?;
+    Ok(())
+}
+
+async fn put_config(client: &Client, log_level: &str) -> anyhow::Result<()> {
+    Api::<ConfigMap>::namespaced(client.clone(), CNI_NAMESPACE)
+        .patch(
+            vocab::DEFAULT_CNI_CONFIGMAP,
+            &PatchParams::apply(FLOOR_MANAGER),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": vocab::DEFAULT_CNI_CONFIGMAP },
+                "data": { (vocab::CNI_CONFIG_KEY): template(log_level) },
+            })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Installs Multus' NAD CRD unless present and waits until it is served.
+async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let crd = linkerd_multus_crds::crd();
+    match api.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+        Err(e) => return Err(e.into()),
+    }
+    let nads = Api::<NetworkAttachmentDefinition>::all(client.clone());
+    for _ in 0..100 {
+        if nads
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    bail!("the NetworkAttachmentDefinition CRD is not served after 20 s")
+}
+
+/// The operator process under test.
+struct Operator {
+    child: Child,
+    admin: SocketAddr,
+    started: Instant,
+}
+
+fn free_port() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+impl Operator {
+    fn start(args: &FanoutArgs, dir: &Path) -> anyhow::Result<Self> {
+        let bundle = linkerd_multus_webhook::cert_authority::issue(
+            &["localhost".to_string()],
+            std::time::SystemTime::now(),
+            linkerd_multus_webhook::cert_authority::VALIDITY,
+            None,
+        )?;
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, &bundle.cert_pem)?;
+        std::fs::write(&key, &bundle.key_pem)?;
+        let admin = free_port()?;
+        let webhook = free_port()?;
+        let log =
+            std::fs::File::create(std::env::temp_dir().join("linkerd-multus-bench-operator.log"))?;
+        let started = Instant::now();
+        let child = Command::new(&args.operator)
+            .env("KUBECONFIG", &args.kubeconfig)
+            .env("RUST_LOG", "warn")
+            .args(["--cni-namespace", CNI_NAMESPACE])
+            .args(["--linkerd-namespace", "bench-linkerd"])
+            .args(["--namespace", CNI_NAMESPACE])
+            .args(["--admin-addr", &admin.to_string()])
+            .args(["--webhook-addr", &webhook.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .args(["--namespace-selector", &format!("{LABEL}=1")])
+            .args(["--resync-seconds", &args.resync_seconds.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", args.operator.display()))?;
+        Ok(Self {
+            child,
+            admin,
+            started,
+        })
+    }
+
+    /// Resident set size from /proc, in MB.
+    fn rss_mb(&self) -> anyhow::Result<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .context("no VmRSS in /proc/<pid>/status")?;
+        Ok(kb / 1024.0)
+    }
+
+    /// Sum of the operator's NAD write counters (every op) from its /metrics.
+    async fn writes(&self) -> anyhow::Result<f64> {
+        let mut stream = tokio::net::TcpStream::connect(self.admin).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await?;
+        let total = text
+            .lines()
+            .filter(|l| l.starts_with("linkerd_multus_controller_nad_writes_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        Ok(total)
+    }
+
+    /// SIGTERM (it drains and exits), then reap.
+    fn stop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,40 @@
+//! The floor of the served webhook: the same stack (axum behind axum-server, the webhook's own rustls
+//! configuration and certificate loader, the same body limit) answering every POST with one constant
+//! "allowed" AdmissionReview. What the real webhook costs on top is parsing, the namespace cache, the
+//! decision and the patch.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::post;
+use axum::Router;
+use linkerd_multus_webhook::tls::{server_config, FileResolver};
+
+/// The constant answer (a v1 review, allowed, no patch).
+const ALLOWED: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#;
+
+/// Serves on `addr` until the process is killed.
+pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let resolver = Arc::new(FileResolver::load(&cert, &key)?);
+    let tls = server_config(resolver)?;
+    let router = Router::new()
+        .route(
+            vocab::WEBHOOK_PATH,
+            post(|_body: Bytes| async { ([(CONTENT_TYPE, "application/json")], ALLOWED) }),
+        )
+        .layer(DefaultBodyLimit::max(
+            linkerd_multus_webhook::MAX_BODY_BYTES,
+        ));
+    let listener = std::net::TcpListener::bind(addr)?;
+    let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
+    eprintln!("floor webhook serving on {addr}");
+    axum_server::from_tcp_rustls(listener, config)?
+        .serve(router.into_make_service())
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! The real webhook alone (no controller), as the operator hosts it: [`Webhook::new`] + [`Webhook::run`]
+//! with the certificate files, its namespace cache fed by the apiserver of `KUBECONFIG`. The
+//! fixture's namespace is created enabled first, so the cache is warm and every review attaches.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Patch, PatchParams};
+use kube::Api;
+use linkerd_multus_webhook::{Settings, Webhook, WebhookArgs};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::fixture;
+
+/// Serves on `addr` until the process is killed.
+pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await?;
+    let annotations = BTreeMap::from([(
+        vocab::MULTUS_ANNOTATION.to_string(),
+        vocab::MULTUS_ENABLED.to_string(),
+    )]);
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            fixture::NAMESPACE,
+            &PatchParams::apply("linkerd-multus-bench"),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": { "name": fixture::NAMESPACE, "annotations": annotations },
+            })),
+        )
+        .await?;
+    let args = WebhookArgs {
+        webhook_addr: addr.to_string(),
+        tls_cert_file: cert,
+        tls_key_file: key,
+        webhook_cert_secret: None,
+        webhook_config_name: None,
+        webhook_service_name: vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into(),
+        namespace_uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
+        proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
+        webhook_cert_check_interval: 300,
+    };
+    let settings = Settings {
+        linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.into(),
+        nad_name: vocab::NAD_NAME.into(),
+        operator_namespace: "default".into(),
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let webhook = Webhook::new(args, settings, client, &mut registry).await?;
+    eprintln!("webhook serving on {}", webhook.local_addr()?);
+    webhook.run(CancellationToken::new()).await?;
+    Ok(())
+}
