@@ -600,18 +600,19 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     let (ok, report) = c.check();
     assert!(ok, "check on a healthy cluster failed: {report:#}");
     // Someone else's NAD of the same name, in an enabled namespace: left alone from here on.
+    // Its NAD exists first, then the namespace is enabled (the other order races with the operator).
     c.kubectl(&["create", "namespace", "foreign"]);
+    c.apply(
+        &json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": "linkerd-cni", "namespace": "foreign"}, "spec": {"config": "{\"mine\": true}"}})
+        .to_string(),
+    );
     c.kubectl(&[
         "annotate",
         "namespace",
         "foreign",
         "linkerd.io/multus=enabled",
     ]);
-    c.apply(
-        &json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": "linkerd-cni", "namespace": "foreign"}, "spec": {"config": "{\"mine\": true}"}})
-        .to_string(),
-    );
     c.kubectl(&["create", "namespace", "late"]);
     c.kubectl(&[
         "label",
