@@ -221,7 +221,10 @@ async fn wait_nads(
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(status) = operator.child.try_wait()? {
-            bail!("the operator exited ({status}); see its log");
+            bail!(
+                "the operator exited ({status}); see its log: {}",
+                log_path().display()
+            );
         }
         let list = api.list_metadata(&params).await?;
         let gens: BTreeMap<String, i64> = list
@@ -343,6 +346,11 @@ struct Operator {
     child: Child,
     admin: SocketAddr,
     started: Instant,
+}
+
+/// Where the operator's stderr goes (kept after the run, for a look when something failed).
+fn log_path() -> PathBuf {
+    std::env::temp_dir().join("linkerd-multus-bench-operator.log")
 }
 
 fn free_port() -> anyhow::Result<SocketAddr> {
