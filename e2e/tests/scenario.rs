@@ -136,30 +136,11 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// kubectl that must succeed, fed `stdin`.
+    /// `kubectl apply` of `manifest` (through a file, so it goes through the same kubectl as the rest).
     fn apply(&self, manifest: &str) {
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.testbed.kubeconfig())
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl apply");
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(manifest.as_bytes())
-            .expect("manifest");
-        let out = child.wait_with_output().expect("kubectl apply");
-        assert!(
-            out.status.success(),
-            "kubectl apply: {}\n{manifest}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let file = self.dir.join(linkerd_multus_e2e::unique_name("manifest"));
+        std::fs::write(&file, manifest).expect("writing the manifest");
+        self.kubectl(&["apply", "-f", file.to_str().expect("utf-8 path")]);
     }
 
     /// `kubectl get ... -o json`, or None when it is not found.

@@ -12,6 +12,8 @@ mod report;
 pub use evaluate::{evaluate, pod_problem, Observed, Settings, Verdict, WebhookProbe};
 pub use report::{render_human, render_json, OutputFormat};
 
+use std::collections::BTreeSet;
+
 use clap::Args;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, WebhookClientConfig,
@@ -136,18 +138,26 @@ async fn observe(
     } else {
         Vec::new()
     };
-    let mut pods = Vec::new();
-    for ns in namespaces
+    // One metadata list for the cluster, not one request per namespace: check runs on clusters with
+    // thousands of namespaces.
+    let enabled: BTreeSet<&str> = namespaces
         .iter()
         .filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad)
-    {
-        let name = ns.metadata.name.as_deref().unwrap_or_default();
-        let listed = Api::<Pod>::namespaced(client.clone(), name)
-            .list_metadata(&ListParams::default())
-            .await
-            .map_err(read("list pods"))?;
-        pods.extend(listed.items.into_iter().map(|p| p.metadata));
-    }
+        .filter_map(|ns| ns.metadata.name.as_deref())
+        .collect();
+    let pods = Api::<Pod>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(read("list pods"))?
+        .items
+        .into_iter()
+        .map(|p| p.metadata)
+        .filter(|m| {
+            m.namespace
+                .as_deref()
+                .is_some_and(|ns| enabled.contains(ns))
+        })
+        .collect();
     let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
         .list(&ListParams::default())
         .await
