@@ -94,6 +94,13 @@ pub struct RunArgs {
     /// a re-check that finds nothing to change sends no write).
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
+
+    /// Namespaces reconciled at once. Each reconcile in flight holds its own connection to the
+    /// apiserver, so this bounds the operator's memory and its load on the apiserver when thousands
+    /// of namespaces change together (e.g. a ConfigMap edit).
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = vocab::DEFAULT_MAX_CONCURRENT_RECONCILES,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,12 +162,17 @@ mod tests {
         assert!(!a.leader_elect);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
+        assert_eq!(
+            a.max_concurrent_reconciles,
+            vocab::DEFAULT_MAX_CONCURRENT_RECONCILES
+        );
     }
 
     #[test]
     fn bad_values_are_rejected() {
         assert!(Cli::try_parse_from(["x", "--admin-addr", "nope"]).is_err());
         assert!(Cli::try_parse_from(["x", "--log-format", "xml"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--max-concurrent-reconciles", "0"]).is_err());
         let json =
             Cli::try_parse_from(["x", "--log-format", "json", "--leader-elect"]).expect("ok");
         assert_eq!(json.run.log_format, LogFormat::Json);

@@ -53,12 +53,20 @@ fn is_terminating(ns: &Namespace) -> bool {
 }
 
 /// The NAD the operator wants in `namespace`: only the fields it owns (server-side apply sends
-/// exactly these, so it never claims fields someone else set).
-pub fn desired_nad(namespace: &str, nad_name: &str, config: String) -> NetworkAttachmentDefinition {
+/// exactly these, so it never claims fields someone else set). `only_onto` pins the uid of the
+/// object a take-over may write: uid is immutable, so the apiserver refuses the apply if another
+/// object now holds the name.
+pub fn desired_nad(
+    namespace: &str,
+    nad_name: &str,
+    config: String,
+    only_onto: Option<String>,
+) -> NetworkAttachmentDefinition {
     NetworkAttachmentDefinition {
         metadata: ObjectMeta {
             name: Some(nad_name.to_string()),
             namespace: Some(namespace.to_string()),
+            uid: only_onto,
             labels: Some(BTreeMap::from([(
                 vocab::MANAGED_BY_LABEL.to_string(),
                 vocab::MANAGED_BY_VALUE.to_string(),
@@ -76,8 +84,23 @@ pub fn desired_nad(namespace: &str, nad_name: &str, config: String) -> NetworkAt
 pub struct Existing {
     /// Carries `app.kubernetes.io/managed-by: linkerd-multus-operator`.
     pub owned: bool,
-    pub config: Option<String>,
+    /// Its `spec.config`, digested: the watch cache keeps this instead of ~1 KB per namespace.
+    pub config: Option<ConfigDigest>,
     pub uid: Option<String>,
+}
+
+/// A 64-bit digest of a NAD config. It only ever compares two configs inside one process, so a
+/// fixed-key SipHash is enough; a collision (2^-64) would at worst skip one update until the next edit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigDigest(pub u64);
+
+impl ConfigDigest {
+    pub fn of(config: &str) -> Self {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        config.hash(&mut h);
+        Self(h.finish())
+    }
 }
 
 /// True when `labels` mark the object as the operator's.
@@ -93,8 +116,9 @@ pub enum Plan {
     /// Already as desired (or absent and not wanted): send nothing.
     Nothing,
     /// Server-side apply the desired NAD. `take_over` (force) only when the NAD is already ours, to
-    /// win back fields a hand edit took; creating never forces, so a foreign NAD created in the
-    /// meantime makes the apply conflict instead of being silently taken over.
+    /// win back fields a hand edit took, and then only onto the object of the uid seen (a foreign
+    /// NAD recreated under the name makes the apply fail); creating never forces, so a foreign NAD
+    /// created in the meantime with a different config makes the apply conflict.
     Apply { take_over: bool },
     /// Delete our NAD (guarded by its uid, so a foreign NAD recreated under the name survives).
     Delete { uid: Option<String> },
@@ -107,7 +131,7 @@ pub fn plan(desired_config: Option<&str>, existing: Option<&Existing>) -> Plan {
     match (desired_config, existing) {
         (Some(_), Some(e)) if !e.owned => Plan::Foreign,
         (Some(_), None) => Plan::Apply { take_over: false },
-        (Some(want), Some(e)) if e.config.as_deref() == Some(want) => Plan::Nothing,
+        (Some(want), Some(e)) if e.config == Some(ConfigDigest::of(want)) => Plan::Nothing,
         (Some(_), Some(_)) => Plan::Apply { take_over: true },
         (None, None) => Plan::Nothing,
         (None, Some(e)) if e.owned => Plan::Delete { uid: e.uid.clone() },
@@ -168,7 +192,7 @@ mod tests {
     /// The applied object carries exactly the ownership label and the config, nothing more.
     #[test]
     fn desired_nad_is_exactly_owned_fields() {
-        let nad = desired_nad("team-a", "linkerd-cni", "{\"a\":1}".into());
+        let nad = desired_nad("team-a", "linkerd-cni", "{\"a\":1}".into(), None);
         assert_eq!(
             serde_json::to_value(&nad).expect("json"),
             json!({
@@ -191,12 +215,12 @@ mod tests {
     fn plan_table() {
         let ours = |c: &str| Existing {
             owned: true,
-            config: Some(c.into()),
+            config: Some(ConfigDigest::of(c)),
             uid: Some("u1".into()),
         };
         let foreign = Existing {
             owned: false,
-            config: Some("x".into()),
+            config: Some(ConfigDigest::of("x")),
             uid: Some("u2".into()),
         };
         let cases = [
@@ -233,6 +257,7 @@ mod tests {
                 "{desired:?} {existing:?}"
             );
         }
+        assert_ne!(ConfigDigest::of("c"), ConfigDigest::of("c "));
         assert!(!is_owned(None));
         assert!(!is_owned(Some(&BTreeMap::from([(
             vocab::MANAGED_BY_LABEL.to_string(),

@@ -157,6 +157,7 @@ async fn build_controller_tasks(
         },
         nad_resource: reconcile::nad_resource(args.nad_api_group.as_deref()),
         resync: Duration::from_secs(args.resync_seconds.max(1)),
+        concurrency: args.max_concurrent_reconciles,
     };
     let controller = NadController::new(
         client,

@@ -2,11 +2,17 @@
 
 use std::time::Duration;
 
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use crate::desired;
+use crate::reconcile::CachedNad;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -17,19 +23,42 @@ pub struct Metrics {
     errors: Family<Labels, Counter>,
     duration: Histogram,
     writes: Family<Labels, Counter>,
-    owned_nads: Gauge,
     foreign_nads: Counter,
 }
 
+/// `controller_owned_nads`, counted in the NAD watch's store at scrape time: counting after every
+/// reconcile cost a pass over all NADs each time, quadratic over a fan-out of thousands.
+#[derive(Debug)]
+struct OwnedNads(Store<CachedNad>);
+
+impl Collector for OwnedNads {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let owned = self
+            .0
+            .state()
+            .iter()
+            .filter(|n| desired::is_owned(n.metadata.labels.as_ref()))
+            .count();
+        let gauge = ConstGauge::new(i64::try_from(owned).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "owned_nads",
+            "NetworkAttachmentDefinitions carrying the operator's managed-by label",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
+    }
+}
+
 impl Metrics {
-    /// Creates the metrics and registers them in `registry` (under the `controller` prefix).
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Creates the metrics and registers them in `registry` (under the `controller` prefix); the
+    /// owned-NAD gauge reads `nads`.
+    pub fn register(registry: &mut Registry, nads: Store<CachedNad>) -> Self {
         let m = Self {
             reconciles: Counter::default(),
             errors: Family::default(),
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             writes: Family::default(),
-            owned_nads: Gauge::default(),
             foreign_nads: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("controller");
@@ -53,11 +82,7 @@ impl Metrics {
             "Writes sent to the apiserver for NetworkAttachmentDefinitions, by operation (apply, delete)",
             m.writes.clone(),
         );
-        r.register(
-            "owned_nads",
-            "NetworkAttachmentDefinitions carrying the operator's managed-by label",
-            m.owned_nads.clone(),
-        );
+        r.register_collector(Box::new(OwnedNads(nads)));
         r.register(
             "foreign_nads",
             "Times a namespace needing the NAD held one of that name without the managed-by label",
@@ -82,26 +107,43 @@ impl Metrics {
     pub fn foreign_seen(&self) {
         self.foreign_nads.inc();
     }
-
-    pub fn set_owned(&self, n: usize) {
-        self.owned_nads.set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::api::ApiResource;
+    use kube::runtime::{reflector, watcher};
+
     use super::*;
+
+    fn nad(namespace: &str, owned: bool) -> CachedNad {
+        let resource = ApiResource::erase::<linkerd_multus_crds::NetworkAttachmentDefinition>(&());
+        let mut nad = CachedNad::new("linkerd-cni", &resource).within(namespace);
+        if owned {
+            nad.metadata.labels = Some(BTreeMap::from([(
+                vocab::MANAGED_BY_LABEL.to_string(),
+                vocab::MANAGED_BY_VALUE.to_string(),
+            )]));
+        }
+        nad
+    }
 
     /// The names an operator's dashboards and alerts rely on appear in the exposition.
     #[test]
     fn exposes_named_metrics() {
         let mut registry = Registry::with_prefix("linkerd_multus");
-        let m = Metrics::register(&mut registry);
+        let resource = ApiResource::erase::<linkerd_multus_crds::NetworkAttachmentDefinition>(&());
+        let mut writer = reflector::store::Writer::new(resource);
+        for (ns, owned) in [("a", true), ("b", true), ("c", false)] {
+            writer.apply_watcher_event(&watcher::Event::Apply(nad(ns, owned)));
+        }
+        let m = Metrics::register(&mut registry, writer.as_reader());
         m.reconciled(Duration::from_millis(3));
         m.failed("crd_missing");
         m.wrote("apply");
         m.foreign_seen();
-        m.set_owned(2);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         for line in [

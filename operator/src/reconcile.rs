@@ -6,23 +6,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams, Preconditions,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
-
-/// What the NAD watch keeps: metadata of NADs (of the configured group), untyped.
-pub type NadMeta = PartialObjectMeta<DynamicObject>;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::desired::{self, Existing, Plan, Want};
+use crate::desired::{self, ConfigDigest, Existing, Plan, Want};
 use crate::error::{is_api_missing, is_not_found, Error};
 use crate::events::{self, Events};
 use crate::metrics::Metrics;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
+
+/// What the NAD watch keeps: NADs of the configured group, untyped (a foreign NAD of any shape is
+/// still read), slimmed by [`slim_nad`].
+pub type CachedNad = DynamicObject;
+/// Where [`slim_nad`] keeps the config's digest in a cached NAD's `data`.
+const CACHED_DIGEST: &str = "configDigest";
 
 /// Input errors wait for a change (the ConfigMap watch re-triggers at once); this is only a
 /// safety net in case a change was missed.
@@ -44,6 +46,8 @@ pub struct Settings {
     pub nad_resource: ApiResource,
     /// Periodic re-check of every namespace (watches act at once; this only catches misses).
     pub resync: Duration,
+    /// Reconciles in flight at once (`--max-concurrent-reconciles`).
+    pub concurrency: u16,
 }
 
 /// Shared state of every reconciliation.
@@ -51,7 +55,7 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub configmaps: Store<ConfigMap>,
-    pub nads: Store<NadMeta>,
+    pub nads: Store<CachedNad>,
     pub events: Events,
     pub metrics: Metrics,
     pub is_leader: watch::Receiver<bool>,
@@ -75,7 +79,7 @@ impl Context {
         client: Client,
         settings: Settings,
         configmaps: Store<ConfigMap>,
-        nads: Store<NadMeta>,
+        nads: Store<CachedNad>,
         events: Events,
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
@@ -109,21 +113,28 @@ impl Context {
         *self.is_leader.borrow()
     }
 
-    fn owned_nads(&self) -> usize {
-        self.nads
-            .state()
-            .iter()
-            .filter(|n| desired::is_owned(n.metadata.labels.as_ref()))
-            .count()
-    }
-
-    fn nad_known_in(&self, namespace: &str) -> bool {
-        self.nads
-            .get(
-                &ObjectRef::new_with(&self.settings.nad_name, self.settings.nad_resource.clone())
-                    .within(namespace),
-            )
-            .is_some()
+    /// The namespace's NAD as the watch last saw it; `None` when the watch cannot be trusted (not
+    /// listed yet, or failing, e.g. without the CRD), so the caller reads the NAD live.
+    fn cached_existing(&self, namespace: &str) -> Option<Option<Existing>> {
+        let health = &self.health;
+        if !health.synced.load(Ordering::Relaxed)
+            || health.nad_watch_failing.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let key = ObjectRef::new_with(&self.settings.nad_name, self.settings.nad_resource.clone())
+            .within(namespace);
+        Some(self.nads.get(&key).map(|nad| {
+            Existing {
+                owned: desired::is_owned(nad.metadata.labels.as_ref()),
+                config: nad
+                    .data
+                    .get(CACHED_DIGEST)
+                    .and_then(Value::as_u64)
+                    .map(ConfigDigest),
+                uid: nad.metadata.uid.clone(),
+            }
+        }))
     }
 
     fn record_failure(&self, ns: &str) -> u32 {
@@ -148,7 +159,6 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
         .await
         .unwrap_or(Err(Error::Timeout(RECONCILE_TIMEOUT)));
     ctx.metrics.reconciled(started.elapsed());
-    ctx.metrics.set_owned(ctx.owned_nads());
     match &result {
         Ok(_) => ctx.clear_failures(&ns.name_any()),
         Err(e) => ctx.metrics.failed(e.metric_label()),
@@ -206,12 +216,15 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     if !leader {
         return Ok(resync);
     }
-    // Not wanted and the NAD watch has never seen one here: nothing to delete, no request needed.
-    if config.is_none() && ctx.health.synced.load(Ordering::Relaxed) && !ctx.nad_known_in(name) {
-        return Ok(resync);
-    }
-
-    let existing = match fetch_existing(ctx, name).await {
+    // Planned from the watch cache: a namespace whose NAD is up to date costs no request. A stale
+    // cache is safe: writes are guarded (see `Plan::Apply`), and the watch event that makes it
+    // fresh triggers this namespace again.
+    let cached = ctx.cached_existing(name);
+    let existing = match cached {
+        Some(e) => Ok(e),
+        None => fetch_existing(ctx, name).await,
+    };
+    let existing = match existing {
         Ok(e) => e,
         // Without the CRD there is no NAD to delete.
         Err(Error::CrdMissing(_)) if config.is_none() => return Ok(resync),
@@ -228,7 +241,8 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
         Plan::Nothing => {}
         Plan::Apply { take_over } => {
             let config = config.unwrap_or_default();
-            apply(ctx, ns, name, config, take_over).await?;
+            let uid = existing.and_then(|e| e.uid).filter(|_| take_over);
+            apply(ctx, ns, name, config, uid).await?;
         }
         Plan::Delete { uid } => delete(ctx, name, uid).await?,
         Plan::Foreign => {
@@ -248,8 +262,8 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     Ok(resync)
 }
 
-/// Reads the live NAD (not the watch cache: ownership must be judged on the current object). Read
-/// untyped, so a foreign NAD of an unexpected shape is still recognised as foreign.
+/// Reads the live NAD, when the watch cache cannot say. Read untyped, so a foreign NAD of an
+/// unexpected shape is still recognised as foreign.
 async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error> {
     let api = nad_api(ctx, namespace);
     let nad_name = &ctx.settings.nad_name;
@@ -258,7 +272,7 @@ async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existin
             ctx.health.crd_missing.store(false, Ordering::Relaxed);
             Ok(Some(Existing {
                 owned: desired::is_owned(obj.metadata.labels.as_ref()),
-                config: obj.data["spec"]["config"].as_str().map(str::to_string),
+                config: spec_config(&obj.data).map(ConfigDigest::of),
                 uid: obj.metadata.uid.clone(),
             }))
         }
@@ -278,6 +292,19 @@ async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existin
     }
 }
 
+fn spec_config(data: &Value) -> Option<&str> {
+    data.get("spec")?.get("config")?.as_str()
+}
+
+/// Keeps of a watched NAD only what the plan needs: its labels (ownership), name, uid and a digest
+/// of `spec.config`. A full NAD in the cache costs ~1 KB more per namespace.
+pub fn slim_nad(nad: &mut CachedNad) {
+    let digest = spec_config(&nad.data).map(ConfigDigest::of);
+    nad.data = digest.map_or(Value::Null, |d| json!({ CACHED_DIGEST: d.0 }));
+    nad.metadata.managed_fields = None;
+    nad.metadata.annotations = None;
+}
+
 /// NADs are read and written untyped so the kind's group can be swapped (`--nad-api-group`) and a
 /// foreign NAD of an unexpected shape never fails deserialisation.
 fn nad_api(ctx: &Context, namespace: &str) -> Api<DynamicObject> {
@@ -294,32 +321,34 @@ pub fn nad_resource(group: Option<&str>) -> ApiResource {
     resource
 }
 
+/// Server-side applies the desired NAD. With `take_over` (the uid of our NAD as last seen), the apply
+/// forces, but only onto that object (see `desired::desired_nad`).
 async fn apply(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
     config: String,
-    take_over: bool,
+    take_over: Option<String>,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;
-    let mut nad =
-        serde_json::to_value(desired::desired_nad(namespace, nad_name, config)).map_err(|e| {
-            Error::ApplyNad {
-                namespace: namespace.to_string(),
-                name: nad_name.clone(),
-                source: kube::Error::SerdeError(e),
-            }
-        })?;
+    let created = take_over.is_none();
+    let desired = desired::desired_nad(namespace, nad_name, config, take_over);
+    let mut nad = serde_json::to_value(desired).map_err(|e| Error::ApplyNad {
+        namespace: namespace.to_string(),
+        name: nad_name.clone(),
+        source: kube::Error::SerdeError(e),
+    })?;
     nad["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
     let api = nad_api(ctx, namespace);
     let mut params = PatchParams::apply(vocab::FIELD_MANAGER);
-    if take_over {
+    if !created {
         params = params.force();
     }
     ctx.metrics.wrote("apply");
     match api.patch(nad_name, &params, &Patch::Apply(&nad)).await {
         Ok(_) => {
-            tracing::info!(namespace, nad = %nad_name, created = !take_over, "NAD applied");
+            ctx.health.crd_missing.store(false, Ordering::Relaxed);
+            tracing::info!(namespace, nad = %nad_name, created, "NAD applied");
             Ok(())
         }
         Err(e) if is_api_missing(&e) => {
@@ -366,6 +395,38 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cache keeps what the plan reads, and the plan sees the same NAD through it as live.
+    #[test]
+    fn slim_nad_keeps_what_the_plan_reads() {
+        let resource = nad_resource(None);
+        let mut nad = CachedNad::new("linkerd-cni", &resource)
+            .within("apps")
+            .data(json!({ "spec": { "config": "{\"a\":1}" } }));
+        nad.metadata.uid = Some("u-1".into());
+        nad.metadata.labels = Some(
+            [(
+                vocab::MANAGED_BY_LABEL.to_string(),
+                vocab::MANAGED_BY_VALUE.to_string(),
+            )]
+            .into(),
+        );
+        nad.metadata.annotations = Some([("big".to_string(), "x".repeat(4096))].into());
+        nad.metadata.managed_fields = Some(vec![Default::default()]);
+        slim_nad(&mut nad);
+        assert_eq!(nad.metadata.annotations, None);
+        assert_eq!(nad.metadata.managed_fields, None);
+        assert_eq!(
+            nad.data,
+            json!({ CACHED_DIGEST: ConfigDigest::of("{\"a\":1}").0 })
+        );
+        assert!(desired::is_owned(nad.metadata.labels.as_ref()));
+
+        // No config (a foreign NAD of another shape): nothing to digest.
+        let mut odd = CachedNad::new("linkerd-cni", &resource).data(json!({ "spec": 3 }));
+        slim_nad(&mut odd);
+        assert_eq!(odd.data, Value::Null);
+    }
 
     #[test]
     fn backoff_grows_and_caps() {

@@ -175,6 +175,52 @@ async fn foreign_nad_survives_and_is_reported() {
     op.stop().await;
 }
 
+/// The guard that makes planning from the watch cache safe: a take-over carries the uid of the NAD
+/// it saw, so if a foreign NAD replaced ours in the meantime the forced apply is refused and the
+/// foreign NAD stays as it was; onto the object seen, the same apply goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn take_over_lands_only_on_the_nad_seen() {
+    let h = Harness::new("op-uid").await;
+    let ns = h.namespace("op-uid", None).await;
+    let foreign = h
+        .create_foreign_nad(&ns.name, "{\"type\":\"theirs\"}")
+        .await;
+    let take_over = |uid: &str| {
+        let nad = linkerd_multus_operator::desired::desired_nad(
+            &ns.name,
+            &h.nad_name,
+            "{\"type\":\"ours\"}".into(),
+            Some(uid.to_string()),
+        );
+        let mut body = serde_json::to_value(nad).expect("json");
+        let resource = linkerd_multus_operator::reconcile::nad_resource(h.group.as_deref());
+        body["apiVersion"] = resource.api_version.into();
+        body
+    };
+    let params = kube::api::PatchParams::apply(vocab::FIELD_MANAGER).force();
+    let stale = take_over("00000000-0000-0000-0000-000000000000");
+    let refused = h
+        .nads(&ns.name)
+        .patch(&h.nad_name, &params, &kube::api::Patch::Apply(&stale))
+        .await;
+    match refused {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 422, "{e:?}"),
+        other => panic!("a take-over onto another uid must be refused, got {other:?}"),
+    }
+    let now = h.nad(&ns.name).await.expect("foreign NAD still there");
+    assert_eq!(
+        now.metadata.resource_version, foreign.metadata.resource_version,
+        "untouched"
+    );
+
+    let seen = take_over(foreign.metadata.uid.as_deref().expect("uid"));
+    h.nads(&ns.name)
+        .patch(&h.nad_name, &params, &kube::api::Patch::Apply(&seen))
+        .await
+        .expect("a take-over onto the object seen goes through");
+    h.wait_nad_config(&ns.name, "{\"type\":\"ours\"}").await;
+}
+
 /// Broken or missing ConfigMap: existing NADs stay exactly as they were, each affected namespace
 /// gets a Warning Event, /ready turns 503 and says why; fixing it converges everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

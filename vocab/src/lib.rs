@@ -66,6 +66,8 @@ pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8081";
 pub const DEFAULT_TLS_CERT_FILE: &str = "/etc/webhook/certs/tls.crt";
 pub const DEFAULT_TLS_KEY_FILE: &str = "/etc/webhook/certs/tls.key";
 pub const DEFAULT_LEASE_NAME: &str = "linkerd-multus-operator";
+/// Reconciles in flight at once (each holds an apiserver connection; see `bench/RESULTS.md`).
+pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 // === The CNI node installer (linkerd-cni-install) ===
 

@@ -57,7 +57,7 @@ fn configmap(config: &str) -> ConfigMap {
 
 fn owned_nad(ns: &str) -> NetworkAttachmentDefinition {
     let config = build_config(Some(&configmap(CNI_CONFIG)), &settings().source).expect("config");
-    desired_nad(ns, "linkerd-cni", config)
+    desired_nad(ns, "linkerd-cni", config, None)
 }
 
 fn pod(ns: &str, name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
