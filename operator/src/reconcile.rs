@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::desired::{self, ConfigDigest, Existing, Plan, Want};
@@ -23,8 +23,6 @@ use crate::nad_config::{self, ConfigSource, NadConfigError};
 /// What the NAD watch keeps: NADs of the configured group, untyped (a foreign NAD of any shape is
 /// still read), slimmed by [`slim_nad`].
 pub type CachedNad = DynamicObject;
-/// Where [`slim_nad`] keeps the config's digest in a cached NAD's `data`.
-const CACHED_DIGEST: &str = "configDigest";
 
 /// Input errors wait for a change (the ConfigMap watch re-triggers at once); this is only a
 /// safety net in case a change was missed.
@@ -124,16 +122,10 @@ impl Context {
         }
         let key = ObjectRef::new_with(&self.settings.nad_name, self.settings.nad_resource.clone())
             .within(namespace);
-        Some(self.nads.get(&key).map(|nad| {
-            Existing {
-                owned: desired::is_owned(nad.metadata.labels.as_ref()),
-                config: nad
-                    .data
-                    .get(CACHED_DIGEST)
-                    .and_then(Value::as_u64)
-                    .map(ConfigDigest),
-                uid: nad.metadata.uid.clone(),
-            }
+        Some(self.nads.get(&key).map(|nad| Existing {
+            owned: desired::is_owned(nad.metadata.labels.as_ref()),
+            config: nad.data.as_u64().map(ConfigDigest),
+            uid: nad.metadata.uid.clone(),
         }))
     }
 
@@ -187,7 +179,8 @@ pub fn backoff(attempt: u32) -> Duration {
 
 async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Error> {
     let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
-    let resync = Action::requeue(ctx.settings.resync);
+    // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
+    let resync = Action::await_change();
     let want = desired::want(ns, &ctx.settings.linkerd_namespace);
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
@@ -296,13 +289,18 @@ fn spec_config(data: &Value) -> Option<&str> {
     data.get("spec")?.get("config")?.as_str()
 }
 
-/// Keeps of a watched NAD only what the plan needs: its labels (ownership), name, uid and a digest
-/// of `spec.config`. A full NAD in the cache costs ~1 KB more per namespace.
+/// Keeps of a watched NAD only what the plan needs: the ownership label, name, uid, and as `data`
+/// the digest of `spec.config` (a number; `null` without a config). A full NAD in the cache costs
+/// ~1 KB more per namespace.
 pub fn slim_nad(nad: &mut CachedNad) {
     let digest = spec_config(&nad.data).map(ConfigDigest::of);
-    nad.data = digest.map_or(Value::Null, |d| json!({ CACHED_DIGEST: d.0 }));
-    nad.metadata.managed_fields = None;
-    nad.metadata.annotations = None;
+    nad.data = digest.map_or(Value::Null, |d| d.0.into());
+    let meta = &mut nad.metadata;
+    meta.managed_fields = None;
+    meta.annotations = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k == vocab::MANAGED_BY_LABEL);
+    }
 }
 
 /// NADs are read and written untyped so the kind's group can be swapped (`--nad-api-group`) and a
@@ -394,6 +392,8 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// The cache keeps what the plan reads, and the plan sees the same NAD through it as live.
@@ -405,10 +405,13 @@ mod tests {
             .data(json!({ "spec": { "config": "{\"a\":1}" } }));
         nad.metadata.uid = Some("u-1".into());
         nad.metadata.labels = Some(
-            [(
-                vocab::MANAGED_BY_LABEL.to_string(),
-                vocab::MANAGED_BY_VALUE.to_string(),
-            )]
+            [
+                (
+                    vocab::MANAGED_BY_LABEL.to_string(),
+                    vocab::MANAGED_BY_VALUE.to_string(),
+                ),
+                ("team".to_string(), "a".to_string()),
+            ]
             .into(),
         );
         nad.metadata.annotations = Some([("big".to_string(), "x".repeat(4096))].into());
@@ -416,11 +419,9 @@ mod tests {
         slim_nad(&mut nad);
         assert_eq!(nad.metadata.annotations, None);
         assert_eq!(nad.metadata.managed_fields, None);
-        assert_eq!(
-            nad.data,
-            json!({ CACHED_DIGEST: ConfigDigest::of("{\"a\":1}").0 })
-        );
+        assert_eq!(nad.data, json!(ConfigDigest::of("{\"a\":1}").0));
         assert!(desired::is_owned(nad.metadata.labels.as_ref()));
+        assert_eq!(nad.metadata.labels.as_ref().map(|l| l.len()), Some(1));
 
         // No config (a foreign NAD of another shape): nothing to digest.
         let mut odd = CachedNad::new("linkerd-cni", &resource).data(json!({ "spec": 3 }));
