@@ -11,12 +11,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{future, stream, Stream, StreamExt};
+use futures::{future, stream, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::desired::{self, Want};
 use crate::events::Events;
 use crate::metrics::Metrics;
-use crate::reconcile::{self, CachedNad, Context, Settings};
+use crate::nad_cache::{self, NadView};
+use crate::reconcile::{self, Context, Settings};
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -32,7 +34,7 @@ pub struct NadController {
     ctx: Arc<Context>,
     namespaces: Controller<Namespace>,
     cm_writer: reflector::store::Writer<ConfigMap>,
-    nad_writer: reflector::store::Writer<CachedNad>,
+    nad_writer: reflector::store::Writer<NadView>,
 }
 
 /// Answers `/ready`: watches synced and the NAD buildable from the current inputs.
@@ -92,7 +94,7 @@ impl NadController {
             ns_reader,
         );
         let cm_writer = reflector::store::Writer::default();
-        let nad_writer = reflector::store::Writer::new(settings.nad_resource.clone());
+        let nad_writer = reflector::store::Writer::default();
         let ctx = Arc::new(Context::new(
             client.clone(),
             settings,
@@ -140,12 +142,12 @@ impl NadController {
             settings.linkerd_namespace.clone(),
         );
 
-        // Untyped, so a foreign NAD of an unexpected shape never fails to deserialise; slimmed to
-        // what the plan reads.
-        let nad_api = Api::<CachedNad>::all_with(client.clone(), &settings.nad_resource);
+        // Untyped, so a foreign NAD of an unexpected shape never fails to deserialise; the store
+        // keeps only its view (`nad_cache`).
+        let nad_api = Api::<DynamicObject>::all_with(client.clone(), &settings.nad_resource);
         let nad_config =
             watcher::Config::default().fields(&format!("metadata.name={}", settings.nad_name));
-        let nad_watch = watcher(nad_api, nad_config).modify(reconcile::slim_nad);
+        let nad_watch = watcher(nad_api, nad_config).map_ok(nad_cache::view_event);
         let nad_changes = reflector::reflector(nad_writer, nad_watch.default_backoff());
         let nad_trigger = nad_trigger(nad_changes, ctx.clone());
 
@@ -247,7 +249,7 @@ fn configmap_trigger(
 
 /// The namespace of every NAD named `--nad-name` that appears, changes or disappears.
 fn nad_trigger(
-    changes: impl Stream<Item = Result<watcher::Event<CachedNad>, watcher::Error>> + Send + 'static,
+    changes: impl Stream<Item = Result<watcher::Event<NadView>, watcher::Error>> + Send + 'static,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
     changes.filter_map(move |event| {
@@ -259,7 +261,7 @@ fn nad_trigger(
                 health.crd_missing.store(false, Ordering::Relaxed);
                 match event {
                     watcher::Event::Apply(nad) | watcher::Event::Delete(nad) | watcher::Event::InitApply(nad) => {
-                        nad.namespace().map(|ns| ObjectRef::new(&ns))
+                        nad.namespace.as_deref().map(ObjectRef::new)
                     }
                     _ => None,
                 }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod metrics;
+pub mod nad_cache;
 pub mod nad_config;
 pub mod reconcile;
 

@@ -11,8 +11,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::desired;
-use crate::reconcile::CachedNad;
+use crate::nad_cache::NadView;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -29,16 +28,11 @@ pub struct Metrics {
 /// `controller_owned_nads`, counted in the NAD watch's store at scrape time: counting after every
 /// reconcile cost a pass over all NADs each time, quadratic over a fan-out of thousands.
 #[derive(Debug)]
-struct OwnedNads(Store<CachedNad>);
+struct OwnedNads(Store<NadView>);
 
 impl Collector for OwnedNads {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let owned = self
-            .0
-            .state()
-            .iter()
-            .filter(|n| desired::is_owned(n.metadata.labels.as_ref()))
-            .count();
+        let owned = self.0.state().iter().filter(|n| n.owned).count();
         let gauge = ConstGauge::new(i64::try_from(owned).unwrap_or(i64::MAX));
         let metric = encoder.encode_descriptor(
             "owned_nads",
@@ -53,7 +47,7 @@ impl Collector for OwnedNads {
 impl Metrics {
     /// Creates the metrics and registers them in `registry` (under the `controller` prefix); the
     /// owned-NAD gauge reads `nads`.
-    pub fn register(registry: &mut Registry, nads: Store<CachedNad>) -> Self {
+    pub fn register(registry: &mut Registry, nads: Store<NadView>) -> Self {
         let m = Self {
             reconciles: Counter::default(),
             errors: Family::default(),
@@ -111,31 +105,26 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use kube::api::ApiResource;
     use kube::runtime::{reflector, watcher};
 
     use super::*;
 
-    fn nad(namespace: &str, owned: bool) -> CachedNad {
-        let resource = ApiResource::erase::<linkerd_multus_crds::NetworkAttachmentDefinition>(&());
-        let mut nad = CachedNad::new("linkerd-cni", &resource).within(namespace);
-        if owned {
-            nad.metadata.labels = Some(BTreeMap::from([(
-                vocab::MANAGED_BY_LABEL.to_string(),
-                vocab::MANAGED_BY_VALUE.to_string(),
-            )]));
+    fn nad(namespace: &str, owned: bool) -> NadView {
+        NadView {
+            name: "linkerd-cni".into(),
+            namespace: Some(namespace.into()),
+            uid: None,
+            resource_version: None,
+            owned,
+            config: None,
         }
-        nad
     }
 
     /// The names an operator's dashboards and alerts rely on appear in the exposition.
     #[test]
     fn exposes_named_metrics() {
         let mut registry = Registry::with_prefix("linkerd_multus");
-        let resource = ApiResource::erase::<linkerd_multus_crds::NetworkAttachmentDefinition>(&());
-        let mut writer = reflector::store::Writer::new(resource);
+        let mut writer = reflector::store::Writer::default();
         for (ns, owned) in [("a", true), ("b", true), ("c", false)] {
             writer.apply_watcher_event(&watcher::Event::Apply(nad(ns, owned)));
         }

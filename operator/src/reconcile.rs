@@ -11,18 +11,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
-use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::desired::{self, ConfigDigest, Existing, Plan, Want};
 use crate::error::{is_api_missing, is_not_found, Error};
 use crate::events::{self, Events};
 use crate::metrics::Metrics;
+use crate::nad_cache::{spec_config, NadView};
 use crate::nad_config::{self, ConfigSource, NadConfigError};
-
-/// What the NAD watch keeps: NADs of the configured group, untyped (a foreign NAD of any shape is
-/// still read), slimmed by [`slim_nad`].
-pub type CachedNad = DynamicObject;
 
 /// Input errors wait for a change (the ConfigMap watch re-triggers at once); this is only a
 /// safety net in case a change was missed.
@@ -53,7 +49,7 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub configmaps: Store<ConfigMap>,
-    pub nads: Store<CachedNad>,
+    pub nads: Store<NadView>,
     pub events: Events,
     pub metrics: Metrics,
     pub is_leader: watch::Receiver<bool>,
@@ -77,7 +73,7 @@ impl Context {
         client: Client,
         settings: Settings,
         configmaps: Store<ConfigMap>,
-        nads: Store<CachedNad>,
+        nads: Store<NadView>,
         events: Events,
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
@@ -120,13 +116,8 @@ impl Context {
         {
             return None;
         }
-        let key = ObjectRef::new_with(&self.settings.nad_name, self.settings.nad_resource.clone())
-            .within(namespace);
-        Some(self.nads.get(&key).map(|nad| Existing {
-            owned: desired::is_owned(nad.metadata.labels.as_ref()),
-            config: nad.data.as_u64().map(ConfigDigest),
-            uid: nad.metadata.uid.clone(),
-        }))
+        let key = ObjectRef::new(&self.settings.nad_name).within(namespace);
+        Some(self.nads.get(&key).map(|nad| nad.existing()))
     }
 
     fn record_failure(&self, ns: &str) -> u32 {
@@ -285,24 +276,6 @@ async fn fetch_existing(ctx: &Context, namespace: &str) -> Result<Option<Existin
     }
 }
 
-fn spec_config(data: &Value) -> Option<&str> {
-    data.get("spec")?.get("config")?.as_str()
-}
-
-/// Keeps of a watched NAD only what the plan needs: the ownership label, name, uid, and as `data`
-/// the digest of `spec.config` (a number; `null` without a config). A full NAD in the cache costs
-/// ~1 KB more per namespace.
-pub fn slim_nad(nad: &mut CachedNad) {
-    let digest = spec_config(&nad.data).map(ConfigDigest::of);
-    nad.data = digest.map_or(Value::Null, |d| d.0.into());
-    let meta = &mut nad.metadata;
-    meta.managed_fields = None;
-    meta.annotations = None;
-    if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|k, _| k == vocab::MANAGED_BY_LABEL);
-    }
-}
-
 /// NADs are read and written untyped so the kind's group can be swapped (`--nad-api-group`) and a
 /// foreign NAD of an unexpected shape never fails deserialisation.
 fn nad_api(ctx: &Context, namespace: &str) -> Api<DynamicObject> {
@@ -392,42 +365,7 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    /// The cache keeps what the plan reads, and the plan sees the same NAD through it as live.
-    #[test]
-    fn slim_nad_keeps_what_the_plan_reads() {
-        let resource = nad_resource(None);
-        let mut nad = CachedNad::new("linkerd-cni", &resource)
-            .within("apps")
-            .data(json!({ "spec": { "config": "{\"a\":1}" } }));
-        nad.metadata.uid = Some("u-1".into());
-        nad.metadata.labels = Some(
-            [
-                (
-                    vocab::MANAGED_BY_LABEL.to_string(),
-                    vocab::MANAGED_BY_VALUE.to_string(),
-                ),
-                ("team".to_string(), "a".to_string()),
-            ]
-            .into(),
-        );
-        nad.metadata.annotations = Some([("big".to_string(), "x".repeat(4096))].into());
-        nad.metadata.managed_fields = Some(vec![Default::default()]);
-        slim_nad(&mut nad);
-        assert_eq!(nad.metadata.annotations, None);
-        assert_eq!(nad.metadata.managed_fields, None);
-        assert_eq!(nad.data, json!(ConfigDigest::of("{\"a\":1}").0));
-        assert!(desired::is_owned(nad.metadata.labels.as_ref()));
-        assert_eq!(nad.metadata.labels.as_ref().map(|l| l.len()), Some(1));
-
-        // No config (a foreign NAD of another shape): nothing to digest.
-        let mut odd = CachedNad::new("linkerd-cni", &resource).data(json!({ "spec": 3 }));
-        slim_nad(&mut odd);
-        assert_eq!(odd.data, Value::Null);
-    }
 
     #[test]
     fn backoff_grows_and_caps() {
