@@ -64,7 +64,7 @@ fn bench(c: &mut Criterion) {
     let Parsed::Pod(review) = review::parse(&body) else {
         panic!("the benchmark body is not a pod CREATE")
     };
-    let reply = review.answer(Ok(ns.clone()), &cfg);
+    let reply = review.answer(Ok(&ns), &cfg);
     assert_eq!(
         reply.outcome,
         linkerd_multus_webhook::metrics::outcome::ATTACHED
@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("parse_answer", |b| {
         b.iter(|| match review::parse(black_box(&body)) {
-            Parsed::Pod(review) => review.answer(Ok(ns.clone()), &cfg),
+            Parsed::Pod(review) => review.answer(Ok(&ns), &cfg),
             Parsed::Reply(reply) => reply,
         })
     });

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use json_patch::jsonptr::Pointer;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -146,8 +147,11 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
     }
     // jsonptr escapes each token (`~` → `~0`, then `/` → `~1`), so annotation keys like
     // `k8s.v1.cni.cncf.io/networks` become one path segment.
-    let op = |tokens: &[&str], value: Value| {
-        let path = json_patch::jsonptr::PointerBuf::from_tokens(tokens.iter().copied());
+    let op = |key: Option<&str>, value: Value| {
+        let mut path = Pointer::from_static("/metadata/annotations").to_buf();
+        if let Some(key) = key {
+            path.push_back(key);
+        }
         PatchOperation::Add(AddOperation { path, value })
     };
     if !has_annotations {
@@ -155,11 +159,11 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
             .into_iter()
             .map(|(k, v)| (k, Value::String(v)))
             .collect();
-        return Patch(vec![op(&["metadata", "annotations"], Value::Object(map))]);
+        return Patch(vec![op(None, Value::Object(map))]);
     }
     Patch(
         set.into_iter()
-            .map(|(k, v)| op(&["metadata", "annotations", &k], Value::String(v)))
+            .map(|(k, v)| op(Some(&k), Value::String(v)))
             .collect(),
     )
 }

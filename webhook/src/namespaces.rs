@@ -1,8 +1,8 @@
 //! Namespace annotations for the decision, from a watch-fed cache of namespace metadata. A namespace
 //! the cache has not seen yet (created a moment ago) costs one direct GET.
 
-use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -35,17 +35,21 @@ impl NamespaceCache {
         (Self { store, api }, feed)
     }
 
-    /// The namespace's annotations (empty when it has none). A miss in the cache asks the apiserver.
-    pub async fn annotations(&self, name: &str) -> Result<BTreeMap<String, String>, kube::Error> {
-        if let Some(ns) = self.store.get(&ObjectRef::new(name)) {
-            return Ok(ns.metadata.annotations.clone().unwrap_or_default());
-        }
+    /// The namespace as last seen by the watch, if it was.
+    pub fn cached(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
+        self.store.get(&ObjectRef::new(name))
+    }
+
+    /// The namespace from the apiserver, for one the cache has not seen yet.
+    pub async fn fetch(
+        &self,
+        name: &str,
+    ) -> Result<Arc<PartialObjectMeta<Namespace>>, kube::Error> {
         tracing::debug!(
             namespace = name,
             "namespace not in the cache yet; reading it"
         );
-        let ns = self.api.get(name).await?;
-        Ok(ns.metadata.annotations.unwrap_or_default())
+        Ok(Arc::new(self.api.get(name).await?))
     }
 }
 
@@ -99,16 +103,18 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         wait(Some("enabled")).await;
-        let got = cache.annotations(&ns.name).await.unwrap();
+        let got = cache.fetch(&ns.name).await.unwrap();
         assert_eq!(
-            got.get(vocab::MULTUS_ANNOTATION).map(String::as_str),
+            got.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
+                .map(String::as_str),
             Some("enabled")
         );
-        // A miss falls back to a GET; a namespace that does not exist is an error, not a panic.
-        assert!(cache
-            .annotations("no-such-namespace-wh-cache")
-            .await
-            .is_err());
+        // A namespace that does not exist is an error, not a panic.
+        assert!(cache.cached("no-such-namespace-wh-cache").is_none());
+        assert!(cache.fetch("no-such-namespace-wh-cache").await.is_err());
         feed.abort();
     }
 }

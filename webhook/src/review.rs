@@ -4,13 +4,23 @@
 //! The rules that keep the apiserver happy live here: never a 500; a body that is not an
 //! AdmissionReview gets a 400 with the reason; everything else gets an `allowed` review echoing the uid,
 //! with a patch only when the decision made one that applies cleanly to the pod as received.
+//!
+//! The body is read once (see `wire`): of the pod only its metadata is kept, as text, read into an
+//! `ObjectMeta` for the decision and, for the patch check, its annotations into a `Value`.
 
+mod wire;
+
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 use http::StatusCode;
+use json_patch::jsonptr::Pointer;
+use json_patch::{Patch, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::DynamicObject;
+use kube::core::admission::Operation;
+use serde::de::DeserializeSeed;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::decision::{decide, DecisionConfig, Outcome};
@@ -40,185 +50,160 @@ impl Reply {
         }
     }
 
-    fn review(mut response: AdmissionResponse, outcome: &'static str) -> Self {
-        let uid = response.uid.clone();
-        // kube serializes the patch bytes as a JSON array of numbers; the API documents a base64
-        // string (Go's encoding of []byte), so that is what goes on the wire.
-        let patch = response.patch.take();
-        let body = serde_json::to_value(response.into_review())
-            .map(|mut review| {
-                let r = review.get_mut("response").and_then(Value::as_object_mut);
-                if let (Some(patch), Some(r)) = (patch, r) {
-                    let b64 =
-                        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, patch);
-                    r.insert("patch".into(), Value::String(b64));
-                }
-                review
-            })
-            .and_then(|review| serde_json::to_vec(&review));
-        let body = body.unwrap_or_else(|_| {
-            // Serializing these plain types cannot fail; this keeps the "never a 500" promise anyway.
-            serde_json::json!({
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": { "uid": uid, "allowed": true }
-            })
-            .to_string()
-            .into_bytes()
-        });
+    fn review(
+        api_version: &str,
+        uid: &str,
+        patch: Option<&str>,
+        warnings: &[String],
+        outcome: &'static str,
+    ) -> Self {
         Self {
             status: StatusCode::OK,
             json: true,
-            body,
+            body: wire::answer(api_version, uid, patch, warnings),
             outcome,
         }
     }
 }
 
-/// The first step's result.
+/// The first step's result; borrows from the body.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum Parsed<'a> {
     /// Answer now (bad request, not a pod CREATE, or no usable pod in it).
     Reply(Reply),
     /// A pod CREATE: fetch its namespace's annotations, then [`PodReview::answer`].
-    Pod(Box<PodReview>),
+    Pod(Box<PodReview<'a>>),
 }
 
 /// A pod CREATE review waiting for its namespace's annotations.
 #[derive(Debug)]
-pub struct PodReview {
-    request: AdmissionRequest<DynamicObject>,
-    /// The pod exactly as received, to check the patch against.
-    object: Value,
+pub struct PodReview<'a> {
+    api_version: Cow<'a, str>,
+    uid: Cow<'a, str>,
+    namespace: Cow<'a, str>,
     meta: ObjectMeta,
-    namespace: String,
+    /// The pod's metadata exactly as received, to check the patch against.
+    metadata: &'a RawValue,
 }
 
-fn allow(request: &AdmissionRequest<DynamicObject>, warnings: Vec<String>) -> AdmissionResponse {
-    let mut response = AdmissionResponse::from(request);
-    if !warnings.is_empty() {
-        response.warnings = Some(warnings);
-    }
-    response
+fn bad(message: String) -> Parsed<'static> {
+    Parsed::Reply(Reply::bad_request(StatusCode::BAD_REQUEST, message))
 }
 
-/// Reads the body. The pod object is taken out before the review is typed, so an odd pod (say an
-/// annotation that is a number) still gets an allowed answer with a warning rather than a 400.
-pub fn parse(body: &[u8]) -> Parsed {
-    let mut value: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return Parsed::Reply(Reply::bad_request(
-                StatusCode::BAD_REQUEST,
-                format!("the request body is not JSON: {e}"),
-            ))
-        }
+/// Says why `body` is refused: not JSON (at its first syntax error, as a whole-body parse finds it),
+/// else not of the review's shape. Only on this path is the body parsed a second time.
+fn refused(body: &[u8], shape: Option<serde_json::Error>) -> Parsed<'static> {
+    bad(match (serde_json::from_slice::<Value>(body), shape) {
+        (Err(e), _) => format!("the request body is not JSON: {e}"),
+        (Ok(_), Some(e)) => format!("the request body is not an AdmissionReview: {e}"),
+        (Ok(_), None) => "the request body is not JSON: it is not UTF-8".to_string(),
+    })
+}
+
+/// Reads the body. The pod is read apart from the review, so an odd pod (say an annotation that is a
+/// number) still gets an allowed answer with a warning rather than a 400.
+pub fn parse(body: &[u8]) -> Parsed<'_> {
+    // UTF-8 checked once up front: strings are then read unchecked, and the parts skipped unread
+    // (the pod spec) cannot carry bytes that are not text.
+    let Ok(text) = std::str::from_utf8(body) else {
+        return refused(body, None);
     };
-    let mut object = Value::Null;
-    if let Some(request) = value.get_mut("request").and_then(Value::as_object_mut) {
-        object = request.remove("object").unwrap_or(Value::Null);
-        request.remove("oldObject");
-    }
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_value(value) {
-        Ok(r) => r,
-        Err(e) => {
-            return Parsed::Reply(Reply::bad_request(
-                StatusCode::BAD_REQUEST,
-                format!("the request body is not an AdmissionReview: {e}"),
-            ))
-        }
+    let review = match serde_json::from_str::<wire::FromMap<wire::Review>>(text) {
+        Ok(r) => r.0,
+        Err(e) => return refused(body, Some(e)),
     };
     // The answer repeats the review's type, so only a real one may pass. v1beta1 is still accepted
     // (configurations listing only it get it back); everything else is not a review.
-    if review.types.kind != "AdmissionReview"
-        || !ADMISSION_VERSIONS.contains(&review.types.api_version.as_str())
-    {
-        return Parsed::Reply(Reply::bad_request(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "expected kind AdmissionReview of apiVersion {}, got kind {:?} of apiVersion {:?}",
-                ADMISSION_VERSIONS.join(" or "),
-                review.types.kind,
-                review.types.api_version
-            ),
+    if review.kind != "AdmissionReview" || !ADMISSION_VERSIONS.contains(&&*review.api_version) {
+        return bad(format!(
+            "expected kind AdmissionReview of apiVersion {}, got kind {:?} of apiVersion {:?}",
+            ADMISSION_VERSIONS.join(" or "),
+            review.kind,
+            review.api_version
         ));
     }
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => {
-            return Parsed::Reply(Reply::bad_request(
-                StatusCode::BAD_REQUEST,
-                "the AdmissionReview has no request",
-            ))
-        }
+    let Some(request) = review.request else {
+        return bad("the AdmissionReview has no request".to_string());
     };
+    let api_version = review.api_version;
+    let uid = request.uid;
 
     let is_pod = request.kind.group.is_empty()
         && request.kind.kind == "Pod"
-        && request.sub_resource.as_deref().unwrap_or("").is_empty();
+        && request.sub_resource.as_ref().is_none_or(|s| s.0.is_empty());
     if !is_pod || !matches!(request.operation, Operation::Create) {
-        return Parsed::Reply(Reply::review(allow(&request, vec![]), outcome::IGNORED));
+        return Parsed::Reply(Reply::review(
+            &api_version,
+            &uid,
+            None,
+            &[],
+            outcome::IGNORED,
+        ));
     }
 
     let broken = |why: String| {
         let warning = format!("linkerd-multus: pod left unchanged: {why}");
-        tracing::info!(uid = %request.uid, %warning, "admission warning");
+        tracing::info!(uid = %uid, %warning, "admission warning");
         Parsed::Reply(Reply::review(
-            allow(&request, vec![warning]),
+            &api_version,
+            &uid,
+            None,
+            &[warning],
             outcome::WARNING,
         ))
     };
-    let meta: ObjectMeta = match object.get("metadata") {
-        Some(m) => match serde_json::from_value(m.clone()) {
-            Ok(meta) => meta,
-            Err(e) => return broken(format!("its metadata cannot be read: {e}")),
-        },
-        None => return broken("the review carries no pod metadata".to_string()),
+    let Some(metadata) = request.object.metadata else {
+        return broken("the review carries no pod metadata".to_string());
     };
-    let namespace = request
-        .namespace
-        .clone()
-        .or_else(|| meta.namespace.clone())
-        .unwrap_or_default();
+    let meta = match serde_json::from_str::<ObjectMeta>(metadata.get()) {
+        Ok(meta) => meta,
+        Err(e) => {
+            return broken(format!(
+                "its metadata cannot be read: {}",
+                without_position(&e)
+            ))
+        }
+    };
+    let namespace = match request.namespace {
+        Some(ns) => ns.0,
+        None => Cow::Owned(meta.namespace.clone().unwrap_or_default()),
+    };
     if namespace.is_empty() {
         return broken("the review names no namespace".to_string());
     }
     Parsed::Pod(Box::new(PodReview {
-        request,
-        object,
-        meta,
+        api_version,
+        uid,
         namespace,
+        meta,
+        metadata,
     }))
 }
 
-impl PodReview {
+impl PodReview<'_> {
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
     pub fn uid(&self) -> &str {
-        &self.request.uid
+        &self.uid
     }
 
     /// Decides with the namespace's annotations, or with none (and a warning saying why) when they
     /// could not be read.
     pub fn answer(
         self,
-        ns_annotations: Result<BTreeMap<String, String>, String>,
+        ns_annotations: Result<&BTreeMap<String, String>, &str>,
         cfg: &DecisionConfig,
     ) -> Reply {
-        let (ns, lookup_warning) = match ns_annotations {
-            Ok(a) => (Some(a), None),
-            Err(e) => (
-                None,
-                Some(format!(
-                    "linkerd-multus: the annotations of namespace {} could not be read ({e}); \
-                     decided from the pod's own annotations",
-                    self.namespace
-                )),
-            ),
-        };
-        let decision = decide(&self.meta, &self.namespace, ns.as_ref(), cfg);
+        let lookup_warning = ns_annotations.err().map(|e| {
+            format!(
+                "linkerd-multus: the annotations of namespace {} could not be read ({e}); \
+                 decided from the pod's own annotations",
+                self.namespace
+            )
+        });
+        let decision = decide(&self.meta, &self.namespace, ns_annotations.ok(), cfg);
         let mut warnings: Vec<String> = lookup_warning.into_iter().collect();
         warnings.extend(decision.warnings);
         let mut label = match decision.outcome {
@@ -230,16 +215,15 @@ impl PodReview {
         let mut patch = decision.patch;
         if !patch.0.is_empty() {
             // Never hand the apiserver a patch that does not apply: it would fail the pod's creation.
-            let mut check = self.object.clone();
-            if let Err(e) = json_patch::patch(&mut check, &patch) {
+            if let Err(e) = check_applies(&patch, self.metadata) {
                 warnings.push(format!(
                     "linkerd-multus: pod left unchanged: the patch does not apply to it ({e})"
                 ));
-                patch = json_patch::Patch(Vec::new());
+                patch.0.clear();
             }
         }
         tracing::debug!(
-            uid = %self.request.uid,
+            uid = %self.uid,
             namespace = %self.namespace,
             pod = self.meta.name.as_deref().or(self.meta.generate_name.as_deref()).unwrap_or(""),
             outcome = label,
@@ -247,28 +231,129 @@ impl PodReview {
             "admission decision"
         );
         for warning in &warnings {
-            tracing::info!(uid = %self.request.uid, namespace = %self.namespace, %warning, "admission warning");
+            tracing::info!(uid = %self.uid, namespace = %self.namespace, %warning, "admission warning");
         }
         if !warnings.is_empty() {
             label = outcome::WARNING;
         }
 
-        let response = allow(&self.request, warnings);
-        let response = if patch.0.is_empty() {
-            response
-        } else {
-            match response.clone().with_patch(patch) {
-                Ok(r) => r,
+        let mut encoded = None;
+        if !patch.0.is_empty() {
+            match wire::base64_json(&patch) {
+                Ok(b64) => encoded = Some(b64),
                 Err(e) => {
-                    let mut r = response;
-                    r.warnings.get_or_insert_with(Vec::new).push(format!(
+                    warnings.push(format!(
                         "linkerd-multus: pod left unchanged: the patch cannot be encoded ({e})"
                     ));
                     label = outcome::WARNING;
-                    r
                 }
             }
-        };
-        Reply::review(response, label)
+        }
+        Reply::review(
+            &self.api_version,
+            &self.uid,
+            encoded.as_deref(),
+            &warnings,
+            label,
+        )
+    }
+}
+
+/// `e` without " at line L column C": a position inside the metadata alone would mislead.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(message) if e.line() > 0 => message.to_string(),
+        _ => text,
+    }
+}
+
+/// Applies `patch` to the pod's annotations alone, as `{"metadata": {"annotations": ...}}` (or
+/// `{"metadata": {}}` without them). When every operation stays under /metadata/annotations that is
+/// exactly applying it to the whole pod, so any other operation is refused.
+fn check_applies(patch: &Patch, metadata: &RawValue) -> Result<(), String> {
+    const PREFIX: &Pointer = Pointer::from_static("/metadata/annotations");
+    let outside = patch.0.iter().find(|op| {
+        !op.path().starts_with(PREFIX)
+            || match op {
+                PatchOperation::Move(m) => !m.from.starts_with(PREFIX),
+                PatchOperation::Copy(c) => !c.from.starts_with(PREFIX),
+                _ => false,
+            }
+    });
+    if let Some(op) = outside {
+        return Err(format!("{op} reaches outside /metadata/annotations"));
+    }
+    let annotations = wire::Member("annotations", PhantomData)
+        .deserialize(&mut serde_json::Deserializer::from_str(metadata.get()))
+        .map_err(|e| e.to_string())?;
+    let metadata = serde_json::Map::from_iter(annotations.map(|a| ("annotations".to_string(), a)));
+    let mut pod = Value::Object(serde_json::Map::from_iter([(
+        "metadata".to_string(),
+        Value::Object(metadata),
+    )]));
+    // `patch_unsafe`: no undo log, as this copy is thrown away either way.
+    json_patch::patch_unsafe(&mut pod, patch).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn patch(ops: Value) -> Patch {
+        serde_json::from_value(ops).unwrap()
+    }
+
+    fn check(patch: &Patch, metadata: Value) -> Result<(), String> {
+        check_applies(patch, &RawValue::from_string(metadata.to_string()).unwrap())
+    }
+
+    /// The check is the real `json_patch` on the received annotations, and refuses what it could not
+    /// judge from them alone.
+    #[test]
+    fn the_patch_check() {
+        let add = |path: &str| patch(json!([{ "op": "add", "path": path, "value": "v" }]));
+        let meta = || json!({ "name": "p", "annotations": { "a": "b" } });
+        assert_eq!(check(&add("/metadata/annotations/x"), meta()), Ok(()));
+        assert_eq!(check(&add("/metadata/annotations"), json!({})), Ok(()));
+        let invalid =
+            |path: &str| format!("operation '/0' failed at path '{path}': path is invalid");
+        for annotations in [json!("s"), json!(null), json!([])] {
+            assert_eq!(
+                check(
+                    &add("/metadata/annotations/x"),
+                    json!({ "annotations": annotations })
+                ),
+                Err(invalid("/metadata/annotations/x"))
+            );
+        }
+        assert_eq!(
+            check(&add("/metadata/annotations/x"), json!({ "name": "p" })),
+            Err(invalid("/metadata/annotations/x"))
+        );
+        // The last of repeated keys counts, as when the apiserver decodes the pod.
+        let repeated =
+            RawValue::from_string(r#"{"annotations":{},"annotations":1}"#.into()).unwrap();
+        assert_eq!(
+            check_applies(&add("/metadata/annotations/x"), &repeated),
+            Err(invalid("/metadata/annotations/x"))
+        );
+        assert_eq!(
+            check(&add("/metadata/labels/x"), meta()),
+            Err(r#"{"op":"add","path":"/metadata/labels/x","value":"v"} reaches outside /metadata/annotations"#.into())
+        );
+        assert_eq!(
+            check(&add("/metadata/annotationsX"), meta()),
+            Err(r#"{"op":"add","path":"/metadata/annotationsX","value":"v"} reaches outside /metadata/annotations"#.into())
+        );
+        let copy =
+            patch(json!([{ "op": "copy", "from": "/spec", "path": "/metadata/annotations/x" }]));
+        assert_eq!(
+            check(&copy, meta()),
+            Err(r#"{"op":"copy","from":"/spec","path":"/metadata/annotations/x"} reaches outside /metadata/annotations"#.into())
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTPS server: one route, the body read with a size limit, the answer built by [`crate::review`].
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use http::header::CONTENT_TYPE;
+use http::HeaderValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::DecisionConfig;
@@ -26,6 +28,9 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// A cache miss asks the apiserver; answering without the namespace's annotations beats running into
 /// the apiserver's webhook timeout (10 s by default), after which the failure policy decides.
 const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a namespace without annotations has.
+static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
 
 pub(crate) struct AppState {
     pub namespaces: NamespaceCache,
@@ -51,13 +56,22 @@ async fn admit(
         Ok(body) => match review::parse(&body) {
             Parsed::Reply(reply) => reply,
             Parsed::Pod(pod) => {
-                let lookup = state.namespaces.annotations(pod.namespace());
-                let annotations = match tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, lookup).await
-                {
-                    Ok(result) => result.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!(
-                        "no answer from the apiserver within {NAMESPACE_LOOKUP_TIMEOUT:?}"
-                    )),
+                // A cache hit (the usual case) needs neither a timer nor a copy of the annotations.
+                let namespace = match state.namespaces.cached(pod.namespace()) {
+                    Some(ns) => Ok(ns),
+                    None => {
+                        let lookup = state.namespaces.fetch(pod.namespace());
+                        match tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, lookup).await {
+                            Ok(result) => result.map_err(|e| e.to_string()),
+                            Err(_) => Err(format!(
+                                "no answer from the apiserver within {NAMESPACE_LOOKUP_TIMEOUT:?}"
+                            )),
+                        }
+                    }
+                };
+                let annotations = match &namespace {
+                    Ok(ns) => Ok(ns.metadata.annotations.as_ref().unwrap_or(&NO_ANNOTATIONS)),
+                    Err(e) => Err(e.as_str()),
                 };
                 pod.answer(annotations, &state.decision)
             }
@@ -69,11 +83,11 @@ async fn admit(
     state
         .metrics
         .record(reply.outcome, started.elapsed().as_secs_f64());
-    let content_type = if reply.json {
+    let content_type = HeaderValue::from_static(if reply.json {
         "application/json"
     } else {
         "text/plain; charset=utf-8"
-    };
+    });
     (reply.status, [(CONTENT_TYPE, content_type)], reply.body).into_response()
 }
 

@@ -21,7 +21,7 @@ fn cfg() -> DecisionConfig {
 fn handle(body: &[u8], ns: &BTreeMap<String, String>) -> Reply {
     match parse(body) {
         Parsed::Reply(r) => r,
-        Parsed::Pod(p) => p.answer(Ok(ns.clone()), &cfg()),
+        Parsed::Pod(p) => p.answer(Ok(ns), &cfg()),
     }
 }
 
