@@ -46,12 +46,7 @@ fn namespace_annotations() -> BTreeMap<String, String> {
 }
 
 fn config() -> DecisionConfig {
-    DecisionConfig {
-        linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
-        nad_name: vocab::NAD_NAME.to_string(),
-        uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
-        proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
-    }
+    DecisionConfig::default()
 }
 
 fn bench(c: &mut Criterion) {

@@ -24,6 +24,19 @@ pub struct DecisionConfig {
     pub proxy_uid_offset: u64,
 }
 
+/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, the OpenShift uid-range annotation,
+/// offset 2102).
+impl Default for DecisionConfig {
+    fn default() -> Self {
+        Self {
+            linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
+            nad_name: vocab::NAD_NAME.to_string(),
+            uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
+        }
+    }
+}
+
 /// What the decision did to the pod (one per admission request, for metrics and logs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -23,12 +23,7 @@ const R: &str = vocab::OPENSHIFT_UID_RANGE_ANNOTATION;
 const CP: &str = vocab::CONTROL_PLANE_COMPONENT_LABEL;
 
 fn cfg() -> DecisionConfig {
-    DecisionConfig {
-        linkerd_namespace: "linkerd".into(),
-        nad_name: vocab::NAD_NAME.into(),
-        uid_range_annotation: R.into(),
-        proxy_uid_offset: 2102,
-    }
+    DecisionConfig::default()
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -10,12 +10,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 fn cfg() -> DecisionConfig {
-    DecisionConfig {
-        linkerd_namespace: "linkerd".into(),
-        nad_name: vocab::NAD_NAME.into(),
-        uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
-        proxy_uid_offset: 2102,
-    }
+    DecisionConfig::default()
 }
 
 fn handle(body: &[u8], ns: &BTreeMap<String, String>) -> Reply {

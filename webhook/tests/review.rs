@@ -8,12 +8,7 @@ use linkerd_multus_webhook::metrics::outcome;
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
 
 fn cfg() -> DecisionConfig {
-    DecisionConfig {
-        linkerd_namespace: "linkerd".into(),
-        nad_name: vocab::NAD_NAME.into(),
-        uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
-        proxy_uid_offset: 2102,
-    }
+    DecisionConfig::default()
 }
 
 fn handle(body: &str) -> Reply {
