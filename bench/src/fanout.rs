@@ -78,15 +78,8 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     apply_namespace(&client, CNI_NAMESPACE, false).await?;
     put_config(&client, "info").await?;
 
-    let names: Vec<String> = (0..args.namespaces)
-        .map(|i| format!("{PREFIX}{i}"))
-        .collect();
     let started = Instant::now();
-    for_each(&names, args.concurrency, |ns| {
-        let client = client.clone();
-        async move { apply_namespace(&client, &ns, true).await }
-    })
-    .await?;
+    let names = create_enabled(&client, 0..args.namespaces, args.concurrency).await?;
     eprintln!(
         "fanout: {} enabled namespaces created in {:.1}s",
         names.len(),
@@ -177,15 +170,8 @@ async fn measure(
 
     // 4. Memory with more namespaces.
     if args.memory_namespaces > n {
-        let more: Vec<String> = (n..args.memory_namespaces)
-            .map(|i| format!("{PREFIX}{i}"))
-            .collect();
         let started = Instant::now();
-        for_each(&more, args.concurrency, |ns| {
-            let client = client.clone();
-            async move { apply_namespace(&client, &ns, true).await }
-        })
-        .await?;
+        let more = create_enabled(client, n..args.memory_namespaces, args.concurrency).await?;
         wait_nads(client, args.memory_namespaces, |_, _| true, operator).await?;
         eprintln!(
             "fanout: {} more namespaces and their NADs in {:.1}s",
@@ -285,6 +271,21 @@ where
         .buffer_unordered(concurrency.max(1))
         .try_collect::<()>()
         .await
+}
+
+/// Creates the enabled namespaces `{PREFIX}{i}` for each `i` in `range`; returns their names.
+async fn create_enabled(
+    client: &Client,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+) -> anyhow::Result<Vec<String>> {
+    let names: Vec<String> = range.map(|i| format!("{PREFIX}{i}")).collect();
+    for_each(&names, concurrency, |ns| {
+        let client = client.clone();
+        async move { apply_namespace(&client, &ns, true).await }
+    })
+    .await?;
+    Ok(names)
 }
 
 async fn apply_namespace(client: &Client, name: &str, enabled: bool) -> anyhow::Result<()> {
