@@ -1,6 +1,9 @@
 //! The vocabulary every part of linkerd-multus shares: annotation and label keys, object names, default
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
-//! key can never drift between the operator, the webhook and the CNI plugin.
+//! key can never drift between the operator, the webhook and the CNI plugin. The few rules every part
+//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason.
+
+use std::collections::BTreeMap;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -84,3 +87,109 @@ pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
 
 /// The Service in front of the webhook; the self-managed certificate is issued for its DNS names.
 pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
+
+// === Rules every part answers the same way ===
+
+
+/// True when `labels` carry Linkerd's control-plane label with a value. Linkerd's own CNI plugin and
+/// injector read presence; an empty value is treated as absent so a stray `key=` does not widen the rule.
+/// Where the namespace matters too (the webhook attaches control-plane pods of the Linkerd namespace
+/// only), the caller checks it beside this.
+pub fn is_control_plane_pod(labels: Option<&BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(CONTROL_PLANE_COMPONENT_LABEL))
+        .is_some_and(|v| !v.is_empty())
+}
+
+/// True when `labels` mark an object as this project's (NADs, the webhook's Secret).
+pub fn is_managed_by_us(labels: Option<&BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == MANAGED_BY_VALUE)
+}
+
+/// Host and port of an `https://host[:port][/path]` URL; IPv6 brackets dropped, the port defaulting to
+/// 443. `None` for any other scheme or an empty host.
+pub fn https_host_port(url: &str) -> Option<(&str, u16)> {
+    let rest = url.strip_prefix("https://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, after) = v6.split_once(']')?;
+            (host, after.strip_prefix(':'))
+        }
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = match port {
+        Some(p) => p.parse().ok()?,
+        None => 443,
+    };
+    (!host.is_empty()).then_some((host, port))
+}
+
+/// `host` as it goes into a URL: an IPv6 literal in brackets (`KUBERNETES_SERVICE_HOST` holds it bare).
+pub fn url_host(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn control_plane_pods() {
+        let cases: &[(&[(&str, &str)], bool)] = &[
+            (&[(CONTROL_PLANE_COMPONENT_LABEL, "destination")], true),
+            (&[(CONTROL_PLANE_COMPONENT_LABEL, "")], false),
+            (&[("app", "x")], false),
+            (&[], false),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(is_control_plane_pod(Some(&labels(pairs))), *want, "{pairs:?}");
+        }
+        assert!(!is_control_plane_pod(None));
+    }
+
+    #[test]
+    fn managed_by_us() {
+        assert!(is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]))));
+        assert!(!is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, "helm")]))));
+        assert!(!is_managed_by_us(Some(&labels(&[]))));
+        assert!(!is_managed_by_us(None));
+    }
+
+    #[test]
+    fn https_urls() {
+        let cases = [
+            ("https://127.0.0.1:9443/x", Some(("127.0.0.1", 9443))),
+            ("https://svc.ns.svc/x", Some(("svc.ns.svc", 443))),
+            ("https://[::1]:9443/x", Some(("::1", 9443))),
+            ("https://[::1]/x", Some(("::1", 443))),
+            ("https://h:notaport/x", None),
+            ("https:///x", None),
+            ("http://127.0.0.1/x", None),
+        ];
+        for (url, want) in cases {
+            assert_eq!(https_host_port(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(url_host("10.0.0.1"), "10.0.0.1");
+        assert_eq!(url_host("fd00::1"), "[fd00::1]");
+        assert_eq!(url_host("[fd00::1]"), "[fd00::1]");
+        assert_eq!(url_host("kubernetes.default.svc"), "kubernetes.default.svc");
+    }
+}
