@@ -83,7 +83,7 @@ pub const PLACEHOLDER_SERVICE_HOST: &str = "__KUBERNETES_SERVICE_HOST__";
 pub const PLACEHOLDER_SERVICE_PORT: &str = "__KUBERNETES_SERVICE_PORT__";
 pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
 
-// === Webhook (appended by the webhook crate) ===
+// === The webhook ===
 
 /// The Service in front of the webhook; the self-managed certificate is issued for its DNS names.
 pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
