@@ -90,7 +90,6 @@ pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
 
 // === Rules every part answers the same way ===
 
-
 /// True when `labels` carry Linkerd's control-plane label with a value. Linkerd's own CNI plugin and
 /// injector read presence; an empty value is treated as absent so a stray `key=` does not widen the rule.
 /// Where the namespace matters too (the webhook attaches control-plane pods of the Linkerd namespace
@@ -144,7 +143,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -156,15 +158,25 @@ mod tests {
             (&[], false),
         ];
         for (pairs, want) in cases {
-            assert_eq!(is_control_plane_pod(Some(&labels(pairs))), *want, "{pairs:?}");
+            assert_eq!(
+                is_control_plane_pod(Some(&labels(pairs))),
+                *want,
+                "{pairs:?}"
+            );
         }
         assert!(!is_control_plane_pod(None));
     }
 
     #[test]
     fn managed_by_us() {
-        assert!(is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]))));
-        assert!(!is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, "helm")]))));
+        assert!(is_managed_by_us(Some(&labels(&[(
+            MANAGED_BY_LABEL,
+            MANAGED_BY_VALUE
+        )]))));
+        assert!(!is_managed_by_us(Some(&labels(&[(
+            MANAGED_BY_LABEL,
+            "helm"
+        )]))));
         assert!(!is_managed_by_us(Some(&labels(&[]))));
         assert!(!is_managed_by_us(None));
     }
