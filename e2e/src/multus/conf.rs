@@ -41,6 +41,15 @@ impl StandInConf {
                 conf.delegates.len()
             )));
         }
+        // Its result is printed as the stand-in's: the runtime expects the version it asked for.
+        let cluster_version = conf.delegates[0].get("cniVersion").and_then(Value::as_str);
+        if cluster_version != Some(conf.cni_version.as_str()) {
+            return Err(ConfError(format!(
+                "the cluster network's cniVersion ({}) must be the stand-in's ({})",
+                cluster_version.unwrap_or("none"),
+                conf.cni_version
+            )));
+        }
         Ok(conf)
     }
 
@@ -139,6 +148,7 @@ mod tests {
             json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": [{}, {}]}),
             json!({"cniVersion": "0.3.1", "delegates": [{}]}),
             json!({"kubeconfig": "/k", "delegates": [{}]}),
+            json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": [{"cniVersion": "1.0.0"}]}),
         ] {
             let err = StandInConf::parse(bad.to_string().as_bytes()).unwrap_err();
             assert!(

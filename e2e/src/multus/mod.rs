@@ -393,3 +393,43 @@ fn save(path: &Path, delegates: &[Delegate]) -> Result<(), Error> {
 fn load(path: &Path) -> Option<Vec<Delegate>> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(command: &str) -> Env {
+        Env {
+            command: command.into(),
+            container_id: "c1".into(),
+            netns: PathBuf::from("/run/netns/none"),
+            ifname: "eth0".into(),
+            args: Vec::new(),
+            path: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn version_is_answered_without_a_config() {
+        let out = run(&env("VERSION"), b"").unwrap().unwrap();
+        assert_eq!(
+            out["supportedVersions"],
+            serde_json::json!(SUPPORTED_VERSIONS)
+        );
+    }
+
+    #[test]
+    fn bad_config_and_unknown_command_are_cni_errors() {
+        let err = run(&env("ADD"), b"{").unwrap_err();
+        assert_eq!(err.code(), 7, "{err}");
+        let conf = serde_json::json!({"cniVersion": "0.4.0", "kubeconfig": "/k",
+            "delegates": [{"cniVersion": "0.4.0", "name": "k8s", "plugins": []}]});
+        let err = run(&env("FROB"), conf.to_string().as_bytes()).unwrap_err();
+        assert_eq!(err.code(), 4, "{err}");
+        let err = run(&env("CHECK"), conf.to_string().as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("CHECK needs a prevResult"),
+            "{err}"
+        );
+    }
+}
