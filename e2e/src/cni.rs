@@ -29,6 +29,8 @@ pub struct Runtime {
     pub ifname: String,
     /// `CNI_ARGS` pairs, joined as `K=V;K=V`.
     pub args: Vec<(String, String)>,
+    /// Copy each plugin's stderr to ours as well (a plugin that runs delegates, like Multus, does).
+    pub pass_stderr: bool,
 }
 
 impl Runtime {
@@ -39,6 +41,7 @@ impl Runtime {
             netns: netns.to_path_buf(),
             ifname: "eth0".into(),
             args: Vec::new(),
+            pass_stderr: false,
         }
     }
 
@@ -126,6 +129,20 @@ impl Network {
         }
     }
 
+    /// A network from either form libcni loads: a conflist, or a single plugin's config (with its own
+    /// `name` and `cniVersion`), which becomes a list of one.
+    pub fn from_config(config: Value, plugin_dirs: Vec<PathBuf>) -> Self {
+        if config.get("plugins").is_some() {
+            return Self::new(config, plugin_dirs);
+        }
+        let list = serde_json::json!({
+            "cniVersion": config.get("cniVersion").cloned().unwrap_or_default(),
+            "name": config.get("name").cloned().unwrap_or_default(),
+            "plugins": [config],
+        });
+        Self::new(list, plugin_dirs)
+    }
+
     fn plugins(&self) -> Vec<Value> {
         self.conflist
             .get("plugins")
@@ -199,6 +216,16 @@ pub fn exec_plugin(
     config: &Value,
     rt: &Runtime,
 ) -> Result<Option<Value>, PluginFailure> {
+    exec_plugin_logged(plugin_dirs, command, config, rt).0
+}
+
+/// [`exec_plugin`], also returning what the plugin wrote to stderr (a failure carries it as well).
+pub fn exec_plugin_logged(
+    plugin_dirs: &[PathBuf],
+    command: &str,
+    config: &Value,
+    rt: &Runtime,
+) -> (Result<Option<Value>, PluginFailure>, String) {
     let plugin = config
         .get("type")
         .and_then(Value::as_str)
@@ -222,11 +249,8 @@ pub fn exec_plugin(
         .map(|d| d.join(&plugin))
         .find(|p| p.is_file())
     else {
-        return Err(failure(
-            None,
-            String::new(),
-            format!("plugin `{plugin}` not found in {plugin_dirs:?}"),
-        ));
+        let why = format!("plugin `{plugin}` not found in {plugin_dirs:?}");
+        return (Err(failure(None, String::new(), why.clone())), why);
     };
     let cni_args = rt
         .args
@@ -235,7 +259,7 @@ pub fn exec_plugin(
         .collect::<Vec<_>>()
         .join(";");
     let cni_path = std::env::join_paths(plugin_dirs).expect("plugin dirs without ':'");
-    let mut child = Command::new(&binary)
+    let spawned = Command::new(&binary)
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", &rt.container_id)
         .env("CNI_NETNS", &rt.netns)
@@ -245,23 +269,37 @@ pub fn exec_plugin(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let why = format!("cannot run {}: {e}", binary.display());
+            return (Err(failure(None, String::new(), why.clone())), why);
+        }
+    };
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(config.to_string().as_bytes());
     }
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("waiting for {}: {e}", binary.display()));
+    let out = match child.wait_with_output() {
+        Ok(out) => out,
+        Err(e) => {
+            let why = format!("waiting for {}: {e}", binary.display());
+            return (Err(failure(None, String::new(), why.clone())), why);
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() {
-        return Err(failure(out.status.code(), stdout, stderr));
+    if rt.pass_stderr {
+        eprint!("{stderr}");
     }
-    if stdout.trim().is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_str(&stdout)
-        .map(Some)
-        .map_err(|_| failure(out.status.code(), stdout, stderr))
+    let result = if !out.status.success() {
+        Err(failure(out.status.code(), stdout, stderr.clone()))
+    } else if stdout.trim().is_empty() {
+        Ok(None)
+    } else {
+        serde_json::from_str(&stdout)
+            .map(Some)
+            .map_err(|_| failure(out.status.code(), stdout, stderr.clone()))
+    };
+    (result, stderr)
 }

@@ -6,10 +6,12 @@
 //! the apiserver never passes without one.
 
 pub mod cni;
+pub mod multus;
 mod namespace;
 pub mod netns;
 mod testbed;
 pub mod traffic;
+pub mod workload;
 
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;

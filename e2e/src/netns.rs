@@ -99,8 +99,8 @@ fn ip(args: &[&str]) -> Output {
 mod tests {
     use super::*;
 
-    /// Needs root, like every netns test of the project.
     #[test]
+    #[ignore = "needs root (netns): run by e2e/test-all"]
     fn create_run_inside_and_delete() {
         let ns = NetNs::create("e2e-netns");
         let path = ns.path();

@@ -1,6 +1,7 @@
 //! Real TCP traffic for tests: a listener that answers every connection with a fixed word (a stand-in
 //! for one of the proxy's ports), and a client that reads the answer. Which word comes back tells
-//! which listener the iptables rules delivered the connection to.
+//! which listener the iptables rules delivered the connection to; [`original_dst`] tells where the
+//! client meant to go before the REDIRECT.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -55,6 +56,24 @@ pub fn ask(addr: SocketAddr) -> std::io::Result<String> {
     let mut answer = String::new();
     s.read_to_string(&mut answer)?;
     Ok(answer)
+}
+
+/// The destination a connection had before iptables redirected it (`SO_ORIGINAL_DST`, from conntrack),
+/// as the proxy reads it. An error when the connection has no conntrack entry.
+pub fn original_dst(stream: &TcpStream) -> std::io::Result<SocketAddr> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    // Both sockaddr structs hold the port and address in network byte order.
+    let dst = if stream.local_addr()?.is_ipv4() {
+        let sa = getsockopt(stream, sockopt::OriginalDst)?;
+        let ip = Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
+        SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sa.sin_port)))
+    } else {
+        let sa = getsockopt(stream, sockopt::Ip6tOriginalDst)?;
+        let ip = Ipv6Addr::from(sa.sin6_addr.s6_addr);
+        SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sa.sin6_port), 0, 0))
+    };
+    Ok(dst)
 }
 
 /// [`ask`], retried for a few seconds (IPv6 addresses are unusable until duplicate address detection

@@ -8,12 +8,17 @@ use linkerd_multus_e2e::{client, kubectl, TestNamespace};
 
 /// If this breaks, no test that needs the apiserver can be trusted: the namespace must round-trip.
 #[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn creates_a_namespace_and_reads_it_back() {
     let client = client().await;
+    // Whatever version the testbed runs (LINKERD_MULTUS_APISERVER may swap it): a well-formed 1.x.
     let version = client.apiserver_version().await.expect("version");
-    assert_eq!(
-        (version.major.as_str(), version.minor.as_str()),
-        ("1", "20")
+    assert_eq!(version.major, "1", "{version:?}");
+    let minor = version.minor.trim_end_matches('+');
+    assert!(minor.parse::<u32>().is_ok(), "{version:?}");
+    assert!(
+        version.git_version.starts_with(&format!("v1.{minor}.")),
+        "{version:?}"
     );
 
     let annotations = BTreeMap::from([("example.com/probe".to_string(), "yes".to_string())]);
@@ -50,6 +55,7 @@ async fn creates_a_namespace_and_reads_it_back() {
 
 /// The testbed labels system namespaces the way 1.21+ does; webhook namespaceSelectors rely on it.
 #[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn system_namespaces_carry_their_name_label() {
     let client = client().await;
     let ns = Api::<Namespace>::all(client)

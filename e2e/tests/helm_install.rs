@@ -52,6 +52,13 @@ fn kubectl_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("kubectl JSON")
 }
 
+/// Whether the testbed's apiserver serves `group/version` (discovery; the tests never pin a version).
+fn serves(group_version: &str) -> bool {
+    kubectl(&["get", "--raw", &format!("/apis/{group_version}")])
+        .status
+        .success()
+}
+
 /// helm against the testbed.
 fn helm_cluster(args: &[&str]) -> String {
     let kubeconfig = kubeconfig_path();
@@ -163,7 +170,7 @@ fn assert_nothing_left(release: &str, namespaces: &[&str]) {
     );
     let kinds =
         "deployments,daemonsets,services,serviceaccounts,secrets,configmaps,roles,rolebindings,\
-                 leases,poddisruptionbudgets.v1beta1.policy";
+                 leases,poddisruptionbudgets.policy";
     for ns in namespaces {
         let left = kubectl_json(&["get", kinds, "-n", ns, "-l", &selector]);
         assert_eq!(
@@ -176,8 +183,10 @@ fn assert_nothing_left(release: &str, namespaces: &[&str]) {
 
 /// Helm-generated certificates are created once: an upgrade keeps the Secret and the caBundle and does
 /// not touch the Deployment's pod template; a real change of an operator flag does (so the check bites).
-/// On 1.20 the PodDisruptionBudget falls back to policy/v1beta1. Uninstall leaves nothing behind.
+/// Where policy/v1 is not served (1.20) the PodDisruptionBudget falls back to policy/v1beta1.
+/// Uninstall leaves nothing behind.
 #[test]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_with_helm_certificates() {
     let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
     let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
@@ -191,9 +200,12 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         notes.contains("kubectl annotate namespace <ns> linkerd.io/multus=enabled"),
         "{notes}"
     );
-    assert!(
+    // Before policy/v1 (1.21) namespaces lack their name label: the NOTES say so only there.
+    let old_server = !serves("policy/v1");
+    assert_eq!(
         notes.contains("kubernetes.io/metadata.name=kube-system"),
-        "1.20 label advice missing: {notes}"
+        old_server,
+        "label advice (wanted: {old_server}) wrong: {notes}"
     );
 
     let pods = Access("list", "", "pods", None, Some("default"));
@@ -205,17 +217,16 @@ fn install_upgrade_uninstall_with_helm_certificates() {
     assert!(operator_can(ns, &fullname, &namespaces_list));
 
     let manifest = installed.manifest();
+    let pdb_version = if old_server {
+        "policy/v1beta1"
+    } else {
+        "policy/v1"
+    };
     assert!(
-        manifest.contains("apiVersion: policy/v1beta1"),
-        "PDB is not policy/v1beta1 on 1.20"
+        manifest.contains(&format!("apiVersion: {pdb_version}\n")),
+        "PDB is not {pdb_version} on a server that serves it"
     );
-    let pdb = kubectl_json(&[
-        "get",
-        "poddisruptionbudgets.v1beta1.policy",
-        &fullname,
-        "-n",
-        ns,
-    ]);
+    let pdb = kubectl_json(&["get", "poddisruptionbudgets.policy", &fullname, "-n", ns]);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     let role = kubectl_json(&[
         "get",
@@ -285,6 +296,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
 /// `helm upgrade` (helm's three-way merge keeps fields the chart never sets). With cni.enabled the
 /// DaemonSet and Linkerd-format ConfigMap land in the CNI namespace. Uninstall leaves nothing behind.
 #[test]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_self_managed_with_cni() {
     let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
     let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());

@@ -1,0 +1,220 @@
+//! What the stand-in reads and composes, all pure: its own CNI config, the runtime's `CNI_ARGS`, a NAD's
+//! `spec.config` turned into a delegate, and the `CNI_ARGS` Multus gives delegates.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Where the stand-in keeps each sandbox's delegates for DEL when no `cniDir` is configured (Multus
+/// keeps its own under /var/lib/cni/multus).
+pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni/multus-stand-in";
+
+/// The stand-in's own config, as the runtime hands it over (Multus' thin-plugin keys).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandInConf {
+    pub cni_version: String,
+    #[serde(default)]
+    pub name: String,
+    /// The kubeconfig used to read pods and NADs.
+    pub kubeconfig: PathBuf,
+    /// The cluster network: exactly one conf or conflist, run as the primary (`CNI_IFNAME`).
+    pub delegates: Vec<Value>,
+    #[serde(default)]
+    pub cni_dir: Option<PathBuf>,
+    /// Set by the runtime for CHECK and DEL.
+    #[serde(default)]
+    pub prev_result: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid stand-in config: {0}")]
+pub struct ConfError(pub String);
+
+impl StandInConf {
+    pub fn parse(stdin: &[u8]) -> Result<Self, ConfError> {
+        let conf: Self = serde_json::from_slice(stdin).map_err(|e| ConfError(e.to_string()))?;
+        if conf.delegates.len() != 1 {
+            return Err(ConfError(format!(
+                "`delegates` must hold exactly one cluster network (a conf or conflist), found {}",
+                conf.delegates.len()
+            )));
+        }
+        // Its result is printed as the stand-in's: the runtime expects the version it asked for.
+        let cluster_version = conf.delegates[0].get("cniVersion").and_then(Value::as_str);
+        if cluster_version != Some(conf.cni_version.as_str()) {
+            return Err(ConfError(format!(
+                "the cluster network's cniVersion ({}) must be the stand-in's ({})",
+                cluster_version.unwrap_or("none"),
+                conf.cni_version
+            )));
+        }
+        Ok(conf)
+    }
+
+    pub fn cluster_network(&self) -> &Value {
+        &self.delegates[0]
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cni_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR))
+    }
+}
+
+/// `K=V;K=V` as the runtime passes `CNI_ARGS`; items without `=` are dropped.
+pub fn parse_cni_args(args: &str) -> Vec<(String, String)> {
+    args.split(';')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub fn cni_arg<'a>(args: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    args.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// The pod a sandbox belongs to, as Multus identifies it to delegates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub infra_container_id: String,
+}
+
+/// Exactly the `CNI_ARGS` Multus passes each delegate.
+pub fn delegate_cni_args(pod: &PodRef) -> Vec<(String, String)> {
+    [
+        ("IgnoreUnknown", "true"),
+        ("K8S_POD_NAMESPACE", &pod.namespace),
+        ("K8S_POD_NAME", &pod.name),
+        ("K8S_POD_INFRA_CONTAINER_ID", &pod.infra_container_id),
+        ("K8S_POD_UID", &pod.uid),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A NAD's `spec.config` as the delegate config Multus runs: its own cniVersion (required), the NAD's
+/// name when the config has none. Plain errors; the caller names the NAD.
+pub fn delegate_config(spec_config: Option<&str>, nad_name: &str) -> Result<Value, String> {
+    let text = spec_config
+        .filter(|c| !c.trim().is_empty())
+        .ok_or("its spec.config is empty")?;
+    let mut config: Value =
+        serde_json::from_str(text).map_err(|e| format!("its spec.config is not JSON: {e}"))?;
+    let obj = config
+        .as_object_mut()
+        .ok_or("its spec.config is not a JSON object")?;
+    if !obj.contains_key("type") && !obj.contains_key("plugins") {
+        return Err("its spec.config has neither `type` nor `plugins`".into());
+    }
+    if !obj.get("cniVersion").is_some_and(Value::is_string) {
+        return Err("its spec.config has no cniVersion".into());
+    }
+    obj.entry("name")
+        .or_insert_with(|| Value::from(nad_name.to_string()));
+    Ok(config)
+}
+
+/// The interface of the `index`th (0-based) attachment: the pod's choice, else `net1`, `net2`, ...
+pub fn delegate_ifname(interface: Option<&str>, index: usize) -> String {
+    interface.map_or_else(|| format!("net{}", index + 1), str::to_string)
+}
+
+/// A CNI error object as a plugin prints it on stdout.
+pub fn error_json(cni_version: &str, code: u32, msg: &str) -> Value {
+    serde_json::json!({"cniVersion": cni_version, "code": code, "msg": msg})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conf_needs_exactly_one_cluster_network() {
+        let ok = json!({"cniVersion": "0.3.1", "name": "multus", "type": "multus-stand-in",
+            "kubeconfig": "/k", "delegates": [{"cniVersion": "0.3.1", "name": "k8s", "plugins": []}]});
+        let conf = StandInConf::parse(ok.to_string().as_bytes()).unwrap();
+        assert_eq!(conf.cluster_network()["name"], "k8s");
+        assert_eq!(conf.cache_dir(), PathBuf::from(DEFAULT_CACHE_DIR));
+        for bad in [
+            json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": []}),
+            json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": [{}, {}]}),
+            json!({"cniVersion": "0.3.1", "delegates": [{}]}),
+            json!({"kubeconfig": "/k", "delegates": [{}]}),
+            json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": [{"cniVersion": "1.0.0"}]}),
+        ] {
+            let err = StandInConf::parse(bad.to_string().as_bytes()).unwrap_err();
+            assert!(
+                err.to_string().starts_with("invalid stand-in config"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn cni_args_round_trip_and_delegates_get_multus_args() {
+        let args = parse_cni_args("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;junk");
+        assert_eq!(cni_arg(&args, "K8S_POD_NAME"), Some("p"));
+        assert_eq!(cni_arg(&args, "K8S_POD_UID"), None);
+        assert_eq!(args.len(), 3);
+        let pod = PodRef {
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "u-1".into(),
+            infra_container_id: "c1".into(),
+        };
+        let joined: Vec<String> = delegate_cni_args(&pod)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            joined.join(";"),
+            "IgnoreUnknown=true;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1"
+        );
+    }
+
+    #[test]
+    fn nad_config_becomes_a_delegate_or_a_reason() {
+        let named = delegate_config(
+            Some(r#"{"cniVersion":"1.0.0","type":"linkerd-cni"}"#),
+            "nad",
+        );
+        assert_eq!(
+            named.unwrap(),
+            json!({"cniVersion": "1.0.0", "type": "linkerd-cni", "name": "nad"})
+        );
+        let own = delegate_config(
+            Some(r#"{"cniVersion":"0.4.0","name":"mine","plugins":[]}"#),
+            "nad",
+        );
+        assert_eq!(own.unwrap()["name"], "mine");
+        for (config, why) in [
+            (None, "empty"),
+            (Some(" "), "empty"),
+            (Some("{"), "not JSON"),
+            (Some("[]"), "not a JSON object"),
+            (
+                Some(r#"{"cniVersion":"1.0.0"}"#),
+                "neither `type` nor `plugins`",
+            ),
+            (Some(r#"{"type":"x"}"#), "no cniVersion"),
+        ] {
+            let err = delegate_config(config, "nad").unwrap_err();
+            assert!(err.contains(why), "{config:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn interfaces_are_the_pods_choice_or_net_n() {
+        assert_eq!(delegate_ifname(None, 0), "net1");
+        assert_eq!(delegate_ifname(None, 2), "net3");
+        assert_eq!(delegate_ifname(Some("x9"), 0), "x9");
+    }
+}

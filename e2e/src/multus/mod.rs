@@ -1,0 +1,435 @@
+//! A **stand-in for Multus' thin plugin**, for the test node only (Multus cannot be built on these
+//! machines). It does exactly what Multus does for this project and nothing more:
+//!
+//! - ADD: reads the pod named by `CNI_ARGS` (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`) and its
+//!   `k8s.v1.cni.cncf.io/networks` annotation (both formats), fetches every NetworkAttachmentDefinition
+//!   it names, runs the cluster network (its config's single `delegates` entry) on `CNI_IFNAME`, then
+//!   each NAD's `spec.config` on `net1`, `net2`, ... (or the interface the pod asked for) with **no
+//!   prevResult**, the NAD config's own cniVersion and Multus' delegate `CNI_ARGS`. Prints the cluster
+//!   network's result. A failure rolls back what was added and names the NAD.
+//! - DEL: the delegates in reverse (from its cache, else from the pod and NADs if still there), then the
+//!   cluster network. CHECK: the cluster network's. VERSION: answered.
+//!
+//! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. Left out: namespace isolation
+//! and `globalNamespaces`, default networks, network-status annotations, device info, the thick plugin.
+//!
+//! Its config (Multus' keys): `{"cniVersion", "name", "type", "kubeconfig", "delegates": [<cluster
+//! network conf or conflist>], "cniDir"?}`.
+
+pub mod conf;
+pub mod networks;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use linkerd_multus_crds::NetworkAttachmentDefinition;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cni::{Network, PluginFailure, Runtime};
+use conf::{PodRef, StandInConf};
+use networks::Selection;
+
+/// The CNI versions the stand-in speaks (it passes its cluster network's result through).
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Conf(#[from] conf::ConfError),
+    #[error("{0}")]
+    Env(String),
+    #[error(transparent)]
+    Annotation(#[from] networks::AnnotationError),
+    #[error("cannot get pod {namespace}/{name}: {why}")]
+    Pod {
+        namespace: String,
+        name: String,
+        why: String,
+    },
+    #[error(
+        "cannot find a network-attachment-definition ({name}) in namespace ({namespace}): {why}"
+    )]
+    NadMissing {
+        namespace: String,
+        name: String,
+        why: String,
+    },
+    #[error("network-attachment-definition ({name}) in namespace ({namespace}): {why}")]
+    NadConfig {
+        namespace: String,
+        name: String,
+        why: String,
+    },
+    #[error("the cluster network failed: {0}")]
+    ClusterNetwork(PluginFailure),
+    #[error(
+        "delegate network-attachment-definition ({namespace}/{name}) on {ifname} failed: {failure}"
+    )]
+    Delegate {
+        namespace: String,
+        name: String,
+        ifname: String,
+        failure: PluginFailure,
+    },
+    #[error("{0}")]
+    Io(String),
+}
+
+impl Error {
+    /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
+    pub fn code(&self) -> u32 {
+        match self {
+            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
+            Error::Env(_) => 4,
+            Error::Pod { .. } | Error::NadMissing { .. } => 11,
+            _ => 999,
+        }
+    }
+}
+
+/// The runtime's `CNI_*` environment.
+#[derive(Debug, Clone)]
+pub struct Env {
+    pub command: String,
+    pub container_id: String,
+    pub netns: PathBuf,
+    pub ifname: String,
+    pub args: Vec<(String, String)>,
+    pub path: Vec<PathBuf>,
+}
+
+impl Env {
+    pub fn from_process() -> Result<Self, Error> {
+        let var = |k: &str| std::env::var(k).unwrap_or_default();
+        let command = var("CNI_COMMAND");
+        if command.is_empty() {
+            return Err(Error::Env("CNI_COMMAND is not set".into()));
+        }
+        let env = Env {
+            command,
+            container_id: var("CNI_CONTAINERID"),
+            netns: PathBuf::from(var("CNI_NETNS")),
+            ifname: var("CNI_IFNAME"),
+            args: conf::parse_cni_args(&var("CNI_ARGS")),
+            path: std::env::split_paths(&var("CNI_PATH")).collect(),
+        };
+        if env.command != "VERSION" && (env.container_id.is_empty() || env.ifname.is_empty()) {
+            return Err(Error::Env(
+                "CNI_CONTAINERID and CNI_IFNAME are required".into(),
+            ));
+        }
+        Ok(env)
+    }
+
+    fn runtime(&self, ifname: &str, args: Vec<(String, String)>) -> Runtime {
+        Runtime {
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            ifname: ifname.to_string(),
+            args,
+            pass_stderr: true,
+        }
+    }
+
+    fn pod(&self) -> Option<(String, String)> {
+        let ns = conf::cni_arg(&self.args, "K8S_POD_NAMESPACE")?;
+        let name = conf::cni_arg(&self.args, "K8S_POD_NAME")?;
+        Some((ns.to_string(), name.to_string()))
+    }
+}
+
+/// One attachment from a NAD, as run on ADD and kept for DEL.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Delegate {
+    selection: Selection,
+    ifname: String,
+    config: Value,
+    args: Vec<(String, String)>,
+    /// The delegate's ADD result, given back on DEL as libcni's cache does.
+    result: Option<Value>,
+}
+
+/// The binary's whole life: runs the command, prints the result (stdout is only for it) or the CNI
+/// error, and returns the exit code.
+pub fn main() -> i32 {
+    let mut stdin = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut stdin);
+    let version = serde_json::from_slice::<Value>(&stdin)
+        .ok()
+        .and_then(|v| v.get("cniVersion")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| "1.0.0".into());
+    match Env::from_process().and_then(|env| run(&env, &stdin)) {
+        Ok(Some(out)) => {
+            println!("{out}");
+            0
+        }
+        Ok(None) => 0,
+        Err(e) => {
+            eprintln!("multus-stand-in: {e}");
+            println!("{}", conf::error_json(&version, e.code(), &e.to_string()));
+            1
+        }
+    }
+}
+
+/// Runs one CNI command; `Some` is what goes to stdout.
+pub fn run(env: &Env, stdin: &[u8]) -> Result<Option<Value>, Error> {
+    if env.command == "VERSION" {
+        return Ok(Some(serde_json::json!({
+            "cniVersion": "1.0.0",
+            "supportedVersions": SUPPORTED_VERSIONS,
+        })));
+    }
+    let conf = StandInConf::parse(stdin)?;
+    let cluster = Network::from_config(conf.cluster_network().clone(), env.path.clone());
+    let primary = env.runtime(&env.ifname, env.args.clone());
+    match env.command.as_str() {
+        "ADD" => add(env, &conf, &cluster, &primary).map(Some),
+        "DEL" => del(env, &conf, &cluster, &primary).map(|()| None),
+        "CHECK" => {
+            let prev = conf
+                .prev_result
+                .as_ref()
+                .ok_or_else(|| Error::Env("CHECK needs a prevResult".into()))?;
+            cluster
+                .check(&primary, prev)
+                .map_err(Error::ClusterNetwork)?;
+            Ok(None)
+        }
+        other => Err(Error::Env(format!("unknown CNI_COMMAND {other}"))),
+    }
+}
+
+fn add(
+    env: &Env,
+    conf: &StandInConf,
+    cluster: &Network,
+    primary: &Runtime,
+) -> Result<Value, Error> {
+    // Every NAD is resolved before anything runs: a missing one leaves nothing to roll back.
+    let mut delegates = match env.pod() {
+        Some((namespace, name)) => resolve(env, conf, &namespace, &name)?,
+        None => Vec::new(),
+    };
+    let result = cluster.add(primary).map_err(|failure| {
+        let _ = cluster.del(primary, None);
+        Error::ClusterNetwork(failure)
+    })?;
+    for i in 0..delegates.len() {
+        let d = &delegates[i];
+        let network = Network::from_config(d.config.clone(), env.path.clone());
+        match network.add(&env.runtime(&d.ifname, d.args.clone())) {
+            Ok(r) => delegates[i].result = Some(r),
+            Err(failure) => {
+                // As Multus: DEL every delegate up to the failed one, then the cluster network.
+                del_delegates(env, &delegates[..=i]);
+                let _ = cluster.del(primary, Some(&result));
+                let d = &delegates[i];
+                return Err(Error::Delegate {
+                    namespace: d.selection.namespace.clone(),
+                    name: d.selection.name.clone(),
+                    ifname: d.ifname.clone(),
+                    failure,
+                });
+            }
+        }
+    }
+    if let Err(e) = save(&cache_file(conf, env), &delegates) {
+        del_delegates(env, &delegates);
+        let _ = cluster.del(primary, Some(&result));
+        return Err(e);
+    }
+    Ok(result)
+}
+
+fn del(env: &Env, conf: &StandInConf, cluster: &Network, primary: &Runtime) -> Result<(), Error> {
+    let cache = cache_file(conf, env);
+    let delegates = match load(&cache) {
+        Some(delegates) => delegates,
+        // No cache (e.g. ADD never finished): the pod and NADs, if they are still there.
+        None => match env.pod() {
+            Some((namespace, name)) => resolve(env, conf, &namespace, &name).unwrap_or_else(|e| {
+                eprintln!("multus-stand-in: DEL without cache, skipping delegates: {e}");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        },
+    };
+    let first = del_delegates(env, &delegates);
+    let primary_del = cluster.del(primary, conf.prev_result.as_ref());
+    let _ = std::fs::remove_file(&cache);
+    if let Some(e) = first {
+        return Err(e);
+    }
+    primary_del.map_err(Error::ClusterNetwork)
+}
+
+/// DELs `delegates` in reverse; every one is tried, the first failure returned.
+fn del_delegates(env: &Env, delegates: &[Delegate]) -> Option<Error> {
+    let mut first = None;
+    for d in delegates.iter().rev() {
+        let network = Network::from_config(d.config.clone(), env.path.clone());
+        let rt = env.runtime(&d.ifname, d.args.clone());
+        if let Err(failure) = network.del(&rt, d.result.as_ref()) {
+            first.get_or_insert(Error::Delegate {
+                namespace: d.selection.namespace.clone(),
+                name: d.selection.name.clone(),
+                ifname: d.ifname.clone(),
+                failure,
+            });
+        }
+    }
+    first
+}
+
+/// The pod's attachments, each NAD fetched and turned into a delegate.
+fn resolve(
+    env: &Env,
+    conf: &StandInConf,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<Delegate>, Error> {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
+    tokio.block_on(async {
+        let client = client(&conf.kubeconfig).await?;
+        let pod_error = |why: String| Error::Pod {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            why,
+        };
+        let pod = Api::<Pod>::namespaced(client.clone(), namespace)
+            .get(name)
+            .await
+            .map_err(|e| pod_error(e.to_string()))?;
+        let annotation = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(vocab::NETWORKS_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        let pod_ref = PodRef {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            infra_container_id: env.container_id.clone(),
+        };
+        let resource = ApiResource::erase::<NetworkAttachmentDefinition>(&());
+        let mut delegates = Vec::new();
+        for (i, selection) in networks::parse(&annotation, namespace)?
+            .into_iter()
+            .enumerate()
+        {
+            let api = Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                &selection.namespace,
+                &resource,
+            );
+            let nad = api
+                .get(&selection.name)
+                .await
+                .map_err(|e| Error::NadMissing {
+                    namespace: selection.namespace.clone(),
+                    name: selection.name.clone(),
+                    why: match e {
+                        kube::Error::Api(status) => status.message,
+                        e => e.to_string(),
+                    },
+                })?;
+            let spec_config = nad.data["spec"]["config"].as_str();
+            let config = conf::delegate_config(spec_config, &selection.name).map_err(|why| {
+                Error::NadConfig {
+                    namespace: selection.namespace.clone(),
+                    name: selection.name.clone(),
+                    why,
+                }
+            })?;
+            delegates.push(Delegate {
+                ifname: conf::delegate_ifname(selection.interface.as_deref(), i),
+                selection,
+                config,
+                args: conf::delegate_cni_args(&pod_ref),
+                result: None,
+            });
+        }
+        Ok(delegates)
+    })
+}
+
+async fn client(kubeconfig: &Path) -> Result<Client, Error> {
+    let io = |e: String| Error::Io(format!("kubeconfig {}: {e}", kubeconfig.display()));
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| io(e.to_string()))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| io(e.to_string()))?;
+    // A sandbox must not hang on an unreachable apiserver; the kubelet retries.
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(Duration::from_secs(10));
+    Client::try_from(config).map_err(|e| io(e.to_string()))
+}
+
+fn cache_file(conf: &StandInConf, env: &Env) -> PathBuf {
+    conf.cache_dir()
+        .join(format!("{}-{}", env.container_id, env.ifname))
+}
+
+fn save(path: &Path, delegates: &[Delegate]) -> Result<(), Error> {
+    let io = |e: std::io::Error| Error::Io(format!("writing {}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let body = serde_json::to_vec(delegates).expect("delegates serialise");
+    std::fs::write(path, body).map_err(io)
+}
+
+fn load(path: &Path) -> Option<Vec<Delegate>> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(command: &str) -> Env {
+        Env {
+            command: command.into(),
+            container_id: "c1".into(),
+            netns: PathBuf::from("/run/netns/none"),
+            ifname: "eth0".into(),
+            args: Vec::new(),
+            path: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn version_is_answered_without_a_config() {
+        let out = run(&env("VERSION"), b"").unwrap().unwrap();
+        assert_eq!(
+            out["supportedVersions"],
+            serde_json::json!(SUPPORTED_VERSIONS)
+        );
+    }
+
+    #[test]
+    fn bad_config_and_unknown_command_are_cni_errors() {
+        let err = run(&env("ADD"), b"{").unwrap_err();
+        assert_eq!(err.code(), 7, "{err}");
+        let conf = serde_json::json!({"cniVersion": "0.4.0", "kubeconfig": "/k",
+            "delegates": [{"cniVersion": "0.4.0", "name": "k8s", "plugins": []}]});
+        let err = run(&env("FROB"), conf.to_string().as_bytes()).unwrap_err();
+        assert_eq!(err.code(), 4, "{err}");
+        let err = run(&env("CHECK"), conf.to_string().as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("CHECK needs a prevResult"),
+            "{err}"
+        );
+    }
+}
