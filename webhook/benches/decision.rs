@@ -1,6 +1,7 @@
 //! The webhook's pure path for one realistic pod CREATE, against its floors: the decision alone
-//! (`decide`), the whole request → reply without I/O (`parse` + `answer`), and what that path cannot
-//! beat: deserialising the same body into a `serde_json::Value`, and an empty closure.
+//! (`decide`), the whole request → reply without I/O (`parse` + `answer`), what reading the same body
+//! with kube's typed `AdmissionReview<Pod>` alone costs, and what that path cannot beat: deserialising
+//! the same body into a `serde_json::Value`, and an empty closure.
 //!
 //! Run: `cargo bench -p linkerd-multus-webhook --bench decision`.
 
@@ -8,7 +9,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::AdmissionReview;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{self, Parsed};
 use serde_json::Value;
@@ -80,6 +83,11 @@ fn bench(c: &mut Criterion) {
         b.iter(|| match review::parse(black_box(&body)) {
             Parsed::Pod(review) => review.answer(Ok(&ns), &cfg),
             Parsed::Reply(reply) => reply,
+        })
+    });
+    g.bench_function("kube_typed_review", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<AdmissionReview<Pod>>(black_box(&body)).expect("a pod review")
         })
     });
     g.bench_function("floor_deserialize", |b| {

@@ -91,12 +91,9 @@ pub fn decide(
     }
 
     // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
-    let control_plane = namespace == cfg.linkerd_namespace
-        && meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(vocab::CONTROL_PLANE_COMPONENT_LABEL))
-            .is_some_and(|v| !v.is_empty());
+    // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
+    let control_plane =
+        namespace == cfg.linkerd_namespace && vocab::is_control_plane_pod(meta.labels.as_ref());
     let selected = control_plane
         || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
             && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));

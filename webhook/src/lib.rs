@@ -6,16 +6,16 @@
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 //!
 //! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
-//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum + TLS); `namespaces` (the
-//! namespace cache); [`tls`] (certificate files reloaded on change); [`cert_authority`] and
-//! `self_managed` (the self-managed certificate mode); `metrics`.
+//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
+//! which needs no cluster); [`namespaces`] (the namespace cache); [`tls`] (certificate files reloaded
+//! on change); [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
 pub mod decision;
 mod error;
 pub mod metrics;
-mod namespaces;
+pub mod namespaces;
 pub mod networks;
 pub mod review;
 mod self_managed;
@@ -26,7 +26,7 @@ pub mod uid_range;
 pub use args::WebhookArgs;
 pub use error::Error;
 pub use self_managed::CertStore;
-pub use server::MAX_BODY_BYTES;
+pub use server::{TlsListener, MAX_BODY_BYTES};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,8 +54,7 @@ pub struct Settings {
 
 /// The webhook server, bound and ready to serve.
 pub struct Webhook {
-    listener: std::net::TcpListener,
-    tls: rustls::ServerConfig,
+    https: TlsListener,
     state: Arc<AppState>,
     namespace_feed: futures::future::BoxFuture<'static, ()>,
     self_managed: Option<SelfManaged>,
@@ -63,8 +62,9 @@ pub struct Webhook {
 }
 
 impl Webhook {
-    /// Binds `--webhook-addr`, validates the TLS files (or prepares the self-managed certificate),
-    /// registers the webhook's metrics in `registry` and builds the namespace cache.
+    /// Binds `--webhook-addr` serving the TLS files (as [`TlsListener::from_files`]) or the
+    /// self-managed certificate, registers the webhook's metrics in `registry` and builds the
+    /// namespace cache.
     pub async fn new(
         args: WebhookArgs,
         settings: Settings,
@@ -75,36 +75,22 @@ impl Webhook {
         // component may have installed it first, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
 
-        let addr: SocketAddr = args.webhook_addr.parse().map_err(|source| Error::BadAddr {
-            addr: args.webhook_addr.clone(),
-            source,
-        })?;
-
-        let (resolver, self_managed): (Arc<dyn rustls::server::ResolvesServerCert>, _) =
-            match &args.webhook_cert_secret {
-                Some(secret) => {
-                    let store = CertStore::new(
-                        client.clone(),
-                        secret.clone(),
-                        args.webhook_config_name.clone(),
-                        args.webhook_service_name.clone(),
-                        settings.operator_namespace.clone(),
-                    );
-                    let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
-                    let (manager, resolver) = SelfManaged::start(store, interval).await?;
-                    (resolver, Some(manager))
-                }
-                None => (
-                    Arc::new(tls::FileResolver::load(
-                        &args.tls_cert_file,
-                        &args.tls_key_file,
-                    )?),
-                    None,
-                ),
-            };
-        let tls = tls::server_config(resolver)?;
-        let listener =
-            std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
+        let (https, self_managed) = match &args.webhook_cert_secret {
+            Some(secret) => {
+                let addr = server::parse_addr(&args.webhook_addr)?;
+                let store = CertStore::new(
+                    client.clone(),
+                    secret.clone(),
+                    args.webhook_config_name.clone(),
+                    args.webhook_service_name.clone(),
+                    settings.operator_namespace.clone(),
+                );
+                let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
+                let (manager, resolver) = SelfManaged::start(store, interval).await?;
+                (TlsListener::bind(addr, resolver)?, Some(manager))
+            }
+            None => (TlsListener::from_files(&args)?, None),
+        };
 
         let metrics = Metrics::register(registry);
         let (namespaces, feed) = NamespaceCache::new(client);
@@ -119,8 +105,7 @@ impl Webhook {
             metrics: metrics.clone(),
         });
         Ok(Self {
-            listener,
-            tls,
+            https,
             state,
             namespace_feed: Box::pin(feed),
             self_managed,
@@ -130,7 +115,7 @@ impl Webhook {
 
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        self.listener.local_addr().map_err(Error::Serve)
+        self.https.local_addr()
     }
 
     /// A handle on the webhook's counters (the same ones registered in the registry).
@@ -142,7 +127,7 @@ impl Webhook {
     /// mode, the certificate up to date.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let router = server::router(self.state);
-        let serve = server::serve(self.listener, self.tls, router, shutdown.clone());
+        let serve = self.https.serve(router, shutdown.clone());
         let certs = async {
             match self.self_managed {
                 Some(manager) => manager.run(shutdown.clone()).await,

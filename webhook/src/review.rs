@@ -5,21 +5,20 @@
 //! AdmissionReview gets a 400 with the reason; everything else gets an `allowed` review echoing the uid,
 //! with a patch only when the decision made one that applies cleanly to the pod as received.
 //!
-//! The body is read once (see `wire`): of the pod only its metadata is kept, as text, read into an
-//! `ObjectMeta` for the decision and, for the patch check, its annotations into a `Value`.
+//! The review is read in one pass (see `wire`) into types that borrow from the body, the pod kept as
+//! text; of the pod only its metadata is then read, into an `ObjectMeta` for the decision and, for the
+//! patch check, its annotations into a `Value`.
 
 mod wire;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::marker::PhantomData;
 
 use http::StatusCode;
 use json_patch::jsonptr::Pointer;
 use json_patch::{Patch, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::Operation;
-use serde::de::DeserializeSeed;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -108,24 +107,25 @@ pub fn parse(body: &[u8]) -> Parsed<'_> {
     let Ok(text) = std::str::from_utf8(body) else {
         return refused(body, None);
     };
-    let review = match serde_json::from_str::<wire::FromMap<wire::Review>>(text) {
-        Ok(r) => r.0,
+    let review = match serde_json::from_str::<wire::AdmissionReview>(text) {
+        Ok(r) => r,
         Err(e) => return refused(body, Some(e)),
     };
     // The answer repeats the review's type, so only a real one may pass. v1beta1 is still accepted
     // (configurations listing only it get it back); everything else is not a review.
-    if review.kind != "AdmissionReview" || !ADMISSION_VERSIONS.contains(&&*review.api_version) {
+    let types = review.types;
+    if types.kind != "AdmissionReview" || !ADMISSION_VERSIONS.contains(&&*types.api_version) {
         return bad(format!(
             "expected kind AdmissionReview of apiVersion {}, got kind {:?} of apiVersion {:?}",
             ADMISSION_VERSIONS.join(" or "),
-            review.kind,
-            review.api_version
+            types.kind,
+            types.api_version
         ));
     }
     let Some(request) = review.request else {
         return bad("the AdmissionReview has no request".to_string());
     };
-    let api_version = review.api_version;
+    let api_version = types.api_version;
     let uid = request.uid;
 
     let is_pod = request.kind.group.is_empty()
@@ -152,7 +152,7 @@ pub fn parse(body: &[u8]) -> Parsed<'_> {
             outcome::WARNING,
         ))
     };
-    let Some(metadata) = request.object.metadata else {
+    let Some(metadata) = request.object.and_then(|pod| wire::member(pod, "metadata")) else {
         return broken("the review carries no pod metadata".to_string());
     };
     let meta = match serde_json::from_str::<ObjectMeta>(metadata.get()) {
@@ -285,8 +285,9 @@ fn check_applies(patch: &Patch, metadata: &RawValue) -> Result<(), String> {
     if let Some(op) = outside {
         return Err(format!("{op} reaches outside /metadata/annotations"));
     }
-    let annotations = wire::Member("annotations", PhantomData)
-        .deserialize(&mut serde_json::Deserializer::from_str(metadata.get()))
+    let annotations = wire::member(metadata, "annotations")
+        .map(|a| serde_json::from_str::<Value>(a.get()))
+        .transpose()
         .map_err(|e| e.to_string())?;
     let metadata = serde_json::Map::from_iter(annotations.map(|a| ("annotations".to_string(), a)));
     let mut pod = Value::Object(serde_json::Map::from_iter([(

@@ -62,15 +62,6 @@ fn bundle_of(secret: &Secret) -> Option<Bundle> {
     })
 }
 
-fn is_ours(secret: &Secret) -> bool {
-    secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(vocab::MANAGED_BY_LABEL))
-        .is_some_and(|v| v == vocab::MANAGED_BY_VALUE)
-}
-
 impl SelfManaged {
     /// Makes sure a valid certificate is stored and the caBundle is in sync, then returns the manager
     /// and the resolver that serves the certificate.
@@ -172,7 +163,7 @@ impl CertStore {
                     };
                     match (stored, reason) {
                         (Some(b), None) => return Ok(b),
-                        (_, Some(reason)) if !is_ours(&secret) => {
+                        (_, Some(reason)) if !vocab::is_managed_by_us(secret.metadata.labels.as_ref()) => {
                             return Err(Error::SelfManaged(format!(
                                 "Secret {}/{} is not labelled {}={} and {reason}; it is not ours to \
                                  replace: delete it or choose another --webhook-cert-secret",
@@ -263,8 +254,8 @@ impl CertStore {
             let via_url = cc
                 .url
                 .as_deref()
-                .and_then(url_host)
-                .is_some_and(|h| self.names.iter().any(|n| n == h));
+                .and_then(vocab::https_host_port)
+                .is_some_and(|(h, _)| self.names.iter().any(|n| n == h));
             if (via_service || via_url) && cc.ca_bundle.as_ref() != Some(&wanted) {
                 // The test op makes the patch fail, rather than hit another entry, if the list moved.
                 ops.push(json!({ "op": "test", "path": format!("/webhooks/{i}/name"), "value": webhook.name }));
@@ -282,28 +273,5 @@ impl CertStore {
             .await
             .map_err(kube_err(action))?;
         Ok(())
-    }
-}
-
-/// The host of an `https://host[:port]/path` URL (brackets kept off IPv6 literals).
-fn url_host(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("https://")?;
-    let authority = rest.split('/').next()?;
-    if let Some(v6) = authority.strip_prefix('[') {
-        return v6.split(']').next();
-    }
-    authority.split(':').next()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::url_host;
-
-    #[test]
-    fn url_hosts() {
-        assert_eq!(url_host("https://127.0.0.1:9443/x"), Some("127.0.0.1"));
-        assert_eq!(url_host("https://svc.ns.svc/x"), Some("svc.ns.svc"));
-        assert_eq!(url_host("https://[::1]:9443/x"), Some("::1"));
-        assert_eq!(url_host("http://127.0.0.1/x"), None);
     }
 }

@@ -1,4 +1,5 @@
-//! The HTTPS server: one route, the body read with a size limit, the answer built by [`crate::review`].
+//! The HTTPS server: one route, the body read with a size limit, the answer built by [`crate::review`];
+//! served by [`TlsListener`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,13 +14,14 @@ use axum::routing::post;
 use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::HeaderValue;
+use rustls::server::ResolvesServerCert;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::DecisionConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
 use crate::review::{self, Parsed, Reply};
-use crate::Error;
+use crate::{tls, Error, WebhookArgs};
 
 /// Largest admission request accepted. Pods are limited by etcd's 1.5 MiB object size; a review holds
 /// one object (oldObject is null on CREATE), so 4 MiB leaves room without letting anyone exhaust memory.
@@ -91,29 +93,65 @@ async fn admit(
     (reply.status, [(CONTENT_TYPE, content_type)], reply.body).into_response()
 }
 
-/// Serves `router` with TLS on `listener` until `shutdown` is cancelled, then drains for a few seconds.
-pub(crate) async fn serve(
+/// The HTTPS side alone: the bound port and its TLS configuration. It needs no cluster, so it is
+/// built (from the certificate files) and served on its own in tests.
+pub struct TlsListener {
     listener: std::net::TcpListener,
     tls: rustls::ServerConfig,
-    router: Router,
-    shutdown: CancellationToken,
-) -> Result<(), Error> {
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
-    let handle = axum_server::Handle::new();
-    let server = axum_server::from_tcp_rustls(listener, config)
-        .map_err(Error::Serve)?
-        .handle(handle.clone());
-    tracing::info!(
-        ?addr,
-        path = vocab::WEBHOOK_PATH,
-        "admission webhook serving"
-    );
-    let serving = server.serve(router.into_make_service());
-    tokio::pin!(serving);
-    tokio::select! {
-        result = &mut serving => return result.map_err(Error::Serve),
-        _ = shutdown.cancelled() => handle.graceful_shutdown(Some(Duration::from_secs(5))),
+}
+
+impl TlsListener {
+    /// Binds `--webhook-addr` serving `--tls-cert-file`/`--tls-key-file`: read and checked now (a
+    /// webhook that cannot serve TLS must fail at start), re-read whenever they change.
+    pub fn from_files(args: &WebhookArgs) -> Result<Self, Error> {
+        let addr = parse_addr(&args.webhook_addr)?;
+        let resolver = tls::FileResolver::load(&args.tls_cert_file, &args.tls_key_file)?;
+        Self::bind(addr, Arc::new(resolver))
     }
-    serving.await.map_err(Error::Serve)
+
+    /// Binds `addr` serving what `resolver` gives.
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        resolver: Arc<dyn ResolvesServerCert>,
+    ) -> Result<Self, Error> {
+        let tls = tls::server_config(resolver)?;
+        let listener =
+            std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
+        Ok(Self { listener, tls })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.listener.local_addr().map_err(Error::Serve)
+    }
+
+    /// Serves `router` until `shutdown` is cancelled, then drains for a few seconds.
+    pub async fn serve(self, router: Router, shutdown: CancellationToken) -> Result<(), Error> {
+        let addr: Option<SocketAddr> = self.listener.local_addr().ok();
+        let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(self.tls));
+        let handle = axum_server::Handle::new();
+        let server = axum_server::from_tcp_rustls(self.listener, config)
+            .map_err(Error::Serve)?
+            .handle(handle.clone());
+        tracing::info!(
+            ?addr,
+            path = vocab::WEBHOOK_PATH,
+            "admission webhook serving"
+        );
+        let serving = server.serve(router.into_make_service());
+        tokio::pin!(serving);
+        tokio::select! {
+            result = &mut serving => return result.map_err(Error::Serve),
+            _ = shutdown.cancelled() => handle.graceful_shutdown(Some(Duration::from_secs(5))),
+        }
+        serving.await.map_err(Error::Serve)
+    }
+}
+
+/// `--webhook-addr` as a socket address.
+pub(crate) fn parse_addr(addr: &str) -> Result<SocketAddr, Error> {
+    addr.parse().map_err(|source| Error::BadAddr {
+        addr: addr.to_string(),
+        source,
+    })
 }

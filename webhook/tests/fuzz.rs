@@ -1,12 +1,20 @@
 //! Property tests over the request handling: arbitrary bytes, mangled reviews and arbitrary pod shapes
 //! never panic, always get a 200 review echoing the uid or a 400, and any patch applies to the pod and is
-//! idempotent (deciding again on the patched pod yields no patch).
+//! idempotent (deciding again on the patched pod yields no patch). On the same inputs, and on reviews
+//! with members dropped, renamed or replaced, the answer is the one kube's typed `AdmissionReview<Pod>`
+//! implies (see `kube_answer`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use linkerd_multus_webhook::decision::DecisionConfig;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::{AdmissionReview, Operation};
+use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
 use proptest::prelude::*;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 fn cfg() -> DecisionConfig {
@@ -134,17 +142,202 @@ fn metadata() -> impl Strategy<Value = Value> {
     prop_oneof![4 => good, 1 => any_json()]
 }
 
+/// What matters of an answer: refused (400), or allowed echoing a uid, with the patch (as JSON) if any.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Refused,
+    Allowed { uid: String, patch: Option<Value> },
+}
+
+fn answer_of(reply: &Reply) -> Answer {
+    let patch = check(reply, None);
+    match reply.status.as_u16() {
+        400 => Answer::Refused,
+        _ => {
+            let review: Value = serde_json::from_slice(&reply.body).expect("200 carries JSON");
+            Answer::Allowed {
+                uid: review["response"]["uid"]
+                    .as_str()
+                    .expect("a uid")
+                    .to_string(),
+                patch: patch.map(|p| serde_json::to_value(p).unwrap()),
+            }
+        }
+    }
+}
+
+/// A review object as kube reads one typed as "anything": any JSON, kept unread. Lets the review
+/// around an odd pod be read by kube's own types.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "Box<RawValue>")]
+struct AnyObject {
+    raw: Box<RawValue>,
+    meta: ObjectMeta,
+}
+
+impl From<Box<RawValue>> for AnyObject {
+    fn from(raw: Box<RawValue>) -> Self {
+        Self {
+            raw,
+            meta: ObjectMeta::default(),
+        }
+    }
+}
+
+impl kube::Resource for AnyObject {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// What this webhook must answer, from kube's typed reading of `body`: as kube's
+/// `AdmissionReview<Pod>` reads it, except that a pod kube refuses is read apart from the review (an
+/// odd pod is allowed, decided from its metadata if that reads as kube's `ObjectMeta`). `None` when
+/// the pod is not even a JSON value serde_json can hold.
+fn kube_answer(body: &[u8], ns: &BTreeMap<String, String>) -> Option<Answer> {
+    // JSON is UTF-8 (RFC 8259); read from bytes, serde_json would not check the parts it skips.
+    let Ok(body) = std::str::from_utf8(body) else {
+        return Some(Answer::Refused);
+    };
+    let Ok(review) = serde_json::from_str::<AdmissionReview<AnyObject>>(body) else {
+        return Some(Answer::Refused);
+    };
+    if review.types.kind != "AdmissionReview"
+        || !["admission.k8s.io/v1", "admission.k8s.io/v1beta1"]
+            .contains(&review.types.api_version.as_str())
+    {
+        return Some(Answer::Refused);
+    }
+    let Some(request) = review.request else {
+        return Some(Answer::Refused);
+    };
+    let uid = request.uid.clone();
+    let is_pod = request.kind.group.is_empty()
+        && request.kind.kind == "Pod"
+        && request.sub_resource.as_deref().is_none_or(str::is_empty);
+    let Some(object) = request
+        .object
+        .filter(|_| is_pod && request.operation == Operation::Create)
+    else {
+        return Some(Answer::Allowed { uid, patch: None });
+    };
+    let object: Value = serde_json::from_str(object.raw.get()).ok()?;
+    let meta = match serde_json::from_str::<AdmissionReview<Pod>>(body) {
+        Ok(typed) => typed.request.and_then(|r| r.object).map(|pod| pod.metadata),
+        Err(_) => object
+            .get("metadata")
+            .and_then(|m| ObjectMeta::deserialize(m).ok()),
+    };
+    let namespace = request
+        .namespace
+        .or_else(|| meta.as_ref()?.namespace.clone())
+        .unwrap_or_default();
+    let patch = match meta {
+        Some(meta) if !namespace.is_empty() => decide(&meta, &namespace, Some(ns), &cfg()).patch,
+        _ => json_patch::Patch(Vec::new()),
+    };
+    let applies = json_patch::patch(&mut object.clone(), &patch).is_ok();
+    let patch = (!patch.0.is_empty() && applies).then(|| serde_json::to_value(patch).unwrap());
+    Some(Answer::Allowed { uid, patch })
+}
+
+/// The webhook answers as [`kube_answer`] says.
+fn agrees_with_kube(body: &[u8], ns: &BTreeMap<String, String>) -> Result<(), TestCaseError> {
+    let got = answer_of(&handle(body, ns));
+    if let Some(want) = kube_answer(body, ns) {
+        prop_assert_eq!(got, want, "{}", String::from_utf8_lossy(body));
+    }
+    Ok(())
+}
+
+/// One change to a review at the JSON level.
+#[derive(Clone, Debug)]
+enum Edit {
+    Drop,
+    Rename,
+    Replace(Value),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        Just(Edit::Drop),
+        Just(Edit::Rename),
+        any_json().prop_map(Edit::Replace)
+    ]
+}
+
+/// The JSON pointers of every member and element under `value`.
+fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
+            .collect(),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for (token, child) in children {
+        let path = format!("{at}/{token}");
+        out.push(path.clone());
+        pointers(child, &path, out);
+    }
+}
+
+/// Drops the member or element at `at`, renames it (members only) or replaces its value.
+fn apply(review: &mut Value, at: &str, edit: Edit) {
+    let (parent, token) = at.rsplit_once('/').expect("a pointer");
+    let key = token.replace("~1", "/").replace("~0", "~");
+    match (review.pointer_mut(parent), edit) {
+        (Some(Value::Object(m)), Edit::Drop) => {
+            m.remove(&key);
+        }
+        (Some(Value::Object(m)), Edit::Rename) => {
+            if let Some(v) = m.remove(&key) {
+                m.insert(format!("{key}X"), v);
+            }
+        }
+        (Some(Value::Array(a)), Edit::Drop | Edit::Rename) => {
+            a.remove(key.parse::<usize>().expect("an index"));
+        }
+        (_, Edit::Replace(new)) => *review.pointer_mut(at).expect("the path") = new,
+        _ => {}
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_bytes(body in prop::collection::vec(any::<u8>(), 0..512)) {
         check(&handle(&body, &BTreeMap::new()), None);
+        agrees_with_kube(&body, &BTreeMap::new())?;
     }
 
     #[test]
     fn mangled_reviews(
         meta in metadata(),
+        ns in annotations(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
         let object = json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {} });
@@ -153,7 +346,34 @@ proptest! {
             let i = i.index(body.len());
             body[i] = b;
         }
-        check(&handle(&body, &BTreeMap::new()), None);
+        check(&handle(&body, &ns), None);
+        agrees_with_kube(&body, &ns)?;
+    }
+
+    #[test]
+    fn mangled_review_shapes(
+        meta in metadata(),
+        ns in annotations(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), edit()), 1..3),
+    ) {
+        let object = json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {} });
+        let mut review = review("u", "Pod", "CREATE", "app", object);
+        let request = review["request"].as_object_mut().unwrap();
+        request.insert("requestKind".into(), request["kind"].clone());
+        request.insert("requestResource".into(), request["resource"].clone());
+        request.insert("name".into(), json!("p"));
+        request.insert("dryRun".into(), json!(false));
+        request.insert("oldObject".into(), Value::Null);
+        request.insert("userInfo".into(), json!({ "username": "me", "groups": ["g"], "extra": { "k": ["v"] } }));
+        for (i, edit) in edits {
+            let mut at = Vec::new();
+            pointers(&review, "", &mut at);
+            let at = i.get(at.as_slice()).clone();
+            apply(&mut review, &at, edit);
+        }
+        let body = serde_json::to_vec(&review).unwrap();
+        check(&handle(&body, &ns), None);
+        agrees_with_kube(&body, &ns)?;
     }
 
     #[test]
@@ -171,6 +391,7 @@ proptest! {
             json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {} })
         };
         let body = serde_json::to_vec(&review("uid-x", "Pod", op, &namespace, object.clone())).unwrap();
+        agrees_with_kube(&body, &ns)?;
         let reply = handle(&body, &ns);
         prop_assert_eq!(reply.status.as_u16(), 200);
         if let Some(patch) = check(&reply, Some("uid-x")) {

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::admission::AdmissionReview;
 use linkerd_multus_webhook::decision::DecisionConfig;
 use linkerd_multus_webhook::metrics::outcome;
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
@@ -169,6 +171,11 @@ fn other_requests_are_ignored_in_their_version() {
 }
 
 fn assert_refused(body: &[u8], message: &str) {
+    // A review's shape is kube's: its typed review refuses the same bodies, saying the same.
+    if let Some(why) = message.strip_prefix("the request body is not an AdmissionReview: ") {
+        let kube = serde_json::from_slice::<AdmissionReview<Pod>>(body).err();
+        assert_eq!(kube.map(|e| e.to_string()).as_deref(), Some(why));
+    }
     let reply = match parse(body) {
         Parsed::Reply(r) => r,
         Parsed::Pod(_) => panic!("{} was taken as a pod", String::from_utf8_lossy(body)),
@@ -179,14 +186,15 @@ fn assert_refused(body: &[u8], message: &str) {
 #[test]
 fn bodies_that_are_not_reviews() {
     let ar = "the request body is not an AdmissionReview: ";
-    // Serde would take a struct as a positional list; the review never was one.
+    // Serde would take a struct as a positional list; the review never was one (nor is it for kube:
+    // its flattened TypeMeta makes it a JSON object only).
     assert_refused(
         br#"["admission.k8s.io/v1","AdmissionReview",null]"#,
-        &format!("{ar}invalid type: sequence, expected a JSON object at line 1 column 0"),
+        &format!("{ar}invalid type: sequence, expected struct AdmissionReview at line 1 column 0"),
     );
     let user = r#""userInfo":{"username":"me","groups":["g"],"extra":{"k":["v"]}}"#;
     for (from, to, error) in [
-        (user, r#""userInfo":[]"#, "invalid type: sequence, expected a JSON object at line 1 column 238"),
+        (user, r#""userInfo":[]"#, "invalid type: sequence, expected UserInfo at line 1 column 240"),
         (user, r#""userInfo":{"groups":[1]}"#, "invalid type: integer `1`, expected a string at line 1 column 250"),
         (user, r#""userInfo":{"extra":{"k":"v"}}"#, "invalid type: string \"v\", expected a sequence at line 1 column 255"),
         (r#""namespace":"app""#, r#""name":null"#, "invalid type: null, expected a string at line 1 column 199"),

@@ -1,66 +1,77 @@
-//! The AdmissionReview on the wire. Read in one pass, borrowing strings from the body: of the pod only
-//! its metadata is kept, as unread text; the rest (spec, status, oldObject) is skipped. The other
-//! fields kube's typed review required are still checked for shape, without being kept, so what
-//! counted as "not an AdmissionReview" (a 400) still does. The answer is serialised directly.
+//! The AdmissionReview on the wire, as derived types borrowing from the body: kube's review shape (so
+//! what kube's typed review refuses is still refused), minus what the webhook never reads. The pod is
+//! kept as unread text, from which [`member`] takes its metadata; oldObject and options are skipped.
+//! The answer is serialised directly.
 
-use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
+use std::borrow::{Borrow, Cow};
+use std::collections::BTreeMap;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::{AdmissionResponse, Operation};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Review<'a> {
-    #[serde(borrow)]
-    pub api_version: Cow<'a, str>,
-    #[serde(borrow)]
-    pub kind: Cow<'a, str>,
+pub(super) struct AdmissionReview<'a> {
+    /// Flattened as in kube's review, which also makes serde read the review from a JSON object only.
+    #[serde(flatten, borrow)]
+    pub types: TypeMeta<'a>,
     #[serde(borrow, default)]
     pub request: Option<Request<'a>>,
-    /// Never sent to a webhook; typed only so a malformed one is refused as kube did.
+    /// Never sent to a webhook; typed only so a malformed one is refused as kube does.
     #[serde(default, rename = "response")]
     _response: Option<AdmissionResponse>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // the unused fields are read only to check their shape
+pub(super) struct TypeMeta<'a> {
+    #[serde(borrow)]
+    pub api_version: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+/// kube's `AdmissionRequest`; the fields not read are checked for shape only.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
 pub(super) struct Request<'a> {
     #[serde(borrow)]
     pub uid: Cow<'a, str>,
     #[serde(borrow)]
     pub kind: Gvk<'a>,
-    resource: Gvr,
+    #[serde(borrow)]
+    resource: Gvr<'a>,
     #[serde(borrow, default)]
     pub sub_resource: Option<Text<'a>>,
     #[serde(borrow, default)]
     request_kind: Option<Gvk<'a>>,
-    #[serde(default)]
-    request_resource: Option<Gvr>,
-    #[serde(default)]
-    request_sub_resource: Option<Str>,
-    #[serde(default)]
-    name: Str,
+    #[serde(borrow, default)]
+    request_resource: Option<Gvr<'a>>,
+    #[serde(borrow, default)]
+    request_sub_resource: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    name: Text<'a>,
     #[serde(borrow, default)]
     pub namespace: Option<Text<'a>>,
     pub operation: Operation,
-    user_info: FromMap<UserInfo>,
+    user_info: UserInfo,
+    /// The pod, unread: an odd one gets a warning, not a 400.
     #[serde(borrow, default)]
-    pub object: Object<'a>,
+    pub object: Option<&'a RawValue>,
     #[serde(default)]
     dry_run: bool,
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)]
 pub(super) struct Gvk<'a> {
     #[serde(borrow)]
     pub group: Cow<'a, str>,
-    #[allow(dead_code)]
-    version: Str,
+    #[serde(borrow)]
+    version: Text<'a>,
     #[serde(borrow)]
     pub kind: Cow<'a, str>,
 }
@@ -68,168 +79,32 @@ pub(super) struct Gvk<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
-struct Gvr {
-    group: Str,
-    version: Str,
-    resource: Str,
-    #[serde(default)]
-    api_version: Str,
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code)]
-struct UserInfo {
-    username: Option<Str>,
-    uid: Option<Str>,
-    groups: Option<Vec<Str>>,
-    extra: Option<StrMap<Vec<Str>>>,
+pub(super) struct Gvr<'a> {
+    #[serde(borrow)]
+    group: Text<'a>,
+    #[serde(borrow)]
+    version: Text<'a>,
+    #[serde(borrow)]
+    resource: Text<'a>,
+    #[serde(borrow, default)]
+    api_version: Text<'a>,
 }
 
 /// A string, borrowed from the body unless it has escapes.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
 
-/// A JSON string, checked and dropped (a `Vec` of these never allocates).
-#[derive(Default)]
-struct Str;
-
-impl<'de> Deserialize<'de> for Str {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Str;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Str, E> {
-                Ok(Str)
-            }
-        }
-        d.deserialize_str(V)
+impl Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
     }
 }
 
-/// A JSON object of strings to `T`, checked and dropped.
-struct StrMap<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for StrMap<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = StrMap<T>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<Str, T>()?.is_some() {}
-                Ok(StrMap(PhantomData))
-            }
-        }
-        d.deserialize_map(V(PhantomData))
-    }
-}
-
-/// `T` from a JSON object only: serde's derive also takes a positional list, which kube's types refused.
-pub(super) struct FromMap<T>(pub T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for FromMap<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_map(V(PhantomData)).map(FromMap)
-    }
-}
-
-/// The request's object, whatever JSON it is: only an object's `metadata` member is kept, unread.
-#[derive(Default)]
-pub(super) struct Object<'a> {
-    pub metadata: Option<&'a RawValue>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let metadata = Member("metadata", PhantomData).deserialize(d)?;
-        Ok(Object { metadata })
-    }
-}
-
-/// From any JSON value, the member `.0` of an object read as `T` (the last one, as in a `Value`);
-/// anything else has none.
-pub(super) struct Member<T>(pub &'static str, pub PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Member<T> {
-    type Value = Option<T>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for Member<T> {
-    type Value = Option<T>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
-        let mut found = None;
-        while let Some(is) = map.next_key_seed(KeyIs(self.0))? {
-            if is {
-                found = Some(map.next_value()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(found)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<T>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-}
-
-/// Whether a map key is `.0`, without keeping it.
-struct KeyIs(&'static str);
-
-impl<'de> DeserializeSeed<'de> for KeyIs {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeyIs {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-        Ok(v == self.0)
-    }
+/// The member `name` of the JSON object `value` (the last one, as the apiserver reads a repeated key),
+/// unread; none when `value` is not an object.
+pub(super) fn member<'a>(value: &'a RawValue, name: &str) -> Option<&'a RawValue> {
+    let mut members: BTreeMap<Text<'a>, &'a RawValue> = serde_json::from_str(value.get()).ok()?;
+    members.remove(name)
 }
 
 /// The answer: an allowed review. Field order as kube's `AdmissionResponse` went through a `Value`

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
-use linkerd_multus_webhook::{Settings, Webhook, WebhookArgs};
+use linkerd_multus_webhook::{Settings, TlsListener, Webhook, WebhookArgs};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -51,7 +51,7 @@ pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
     }
 }
 
-/// A webhook running in the background; stopped (and awaited) on [`Running::stop`], cancelled on drop.
+/// A webhook (or its HTTPS side alone) running in the background; stopped (and awaited) on [`Running::stop`], cancelled on drop.
 pub struct Running {
     pub addr: SocketAddr,
     pub metrics: linkerd_multus_webhook::metrics::Metrics,
@@ -70,6 +70,23 @@ impl Running {
         let metrics = webhook.metrics();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(webhook.run(shutdown.clone()));
+        Self {
+            addr,
+            metrics,
+            registry,
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Only the HTTPS side (the certificate files, reloaded on change), serving no route: no cluster.
+    pub fn tls_only(args: &WebhookArgs) -> Self {
+        let tls = TlsListener::from_files(args).expect("the TLS files are served");
+        let addr = tls.local_addr().unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = linkerd_multus_webhook::metrics::Metrics::register(&mut registry);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(tls.serve(axum::Router::new(), shutdown.clone()));
         Self {
             addr,
             metrics,

@@ -1,0 +1,63 @@
+//! The namespace cache on the real local kube-apiserver.
+
+use std::time::{Duration, Instant};
+
+use linkerd_multus_e2e::{client, kubectl, TestNamespace};
+use linkerd_multus_webhook::namespaces::NamespaceCache;
+
+/// The cache follows the watch: a namespace already in it sees its new annotation without a GET.
+/// Were the watch broken, the store would keep the stale copy and this would time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn follows_namespace_changes() {
+    let kube = client().await;
+    let ns = TestNamespace::create(&kube, "wh-cache").await;
+    let (cache, feed) = NamespaceCache::new(kube.clone());
+    let feed = tokio::spawn(feed);
+    let in_store = |cache: &NamespaceCache, want: Option<&str>| {
+        cache
+            .cached(&ns.name)
+            .map(|n| {
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
+                    .map(String::as_str)
+                    == want
+            })
+            .unwrap_or(false)
+    };
+    let wait = |want: Option<&'static str>| {
+        let cache = cache.clone();
+        let in_store = &in_store;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !in_store(&cache, want) {
+                assert!(Instant::now() < deadline, "the cache never showed {want:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    wait(None).await;
+    let annotation = format!("{}=enabled", vocab::MULTUS_ANNOTATION);
+    let out = kubectl(&["annotate", "namespace", &ns.name, &annotation]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait(Some("enabled")).await;
+    let got = cache.fetch(&ns.name).await.unwrap();
+    assert_eq!(
+        got.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
+            .map(String::as_str),
+        Some("enabled")
+    );
+    // A namespace that does not exist is an error, not a panic.
+    assert!(cache.cached("no-such-namespace-wh-cache").is_none());
+    assert!(cache.fetch("no-such-namespace-wh-cache").await.is_err());
+    feed.abort();
+}
