@@ -7,7 +7,6 @@
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.
 //! - Leadership: gaining it reconciles everything, since a follower wrote nothing.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,23 +44,8 @@ pub struct Readiness {
 
 impl Readiness {
     pub fn check(&self) -> Result<(), String> {
-        let health = &self.ctx.health;
-        if !health.synced.load(Ordering::Relaxed) {
-            return Err(
-                "watches on Namespaces, NetworkAttachmentDefinitions and the CNI ConfigMap \
-                        have not synced yet (is the NAD CRD installed?)"
-                    .into(),
-            );
-        }
-        if health.nad_watch_failing.load(Ordering::Relaxed) {
-            return Err(
-                "cannot watch NetworkAttachmentDefinitions (is the NAD CRD installed?)".into(),
-            );
-        }
-        if health.crd_missing.load(Ordering::Relaxed) {
-            return Err(
-                "the NetworkAttachmentDefinition API is not served: install the NAD CRD".into(),
-            );
+        if let Some(problem) = self.ctx.health.problem() {
+            return Err(problem.into());
         }
         self.ctx
             .build_config()
@@ -164,7 +148,7 @@ impl NadController {
                 )
                 .await;
                 if matches!(all, (Ok(()), Ok(()), Ok(()))) {
-                    ctx.health.synced.store(true, Ordering::Relaxed);
+                    ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
                 future::pending::<()>().await
@@ -256,9 +240,7 @@ fn nad_trigger(
         let health = &ctx.health;
         future::ready(match event {
             Ok(event) => {
-                health.nad_watch_failing.store(false, Ordering::Relaxed);
-                // The watch is answered, so the kind is served (again).
-                health.crd_missing.store(false, Ordering::Relaxed);
+                health.nad_watch_answered();
                 match event {
                     watcher::Event::Apply(nad) | watcher::Event::Delete(nad) | watcher::Event::InitApply(nad) => {
                         nad.namespace.as_deref().map(ObjectRef::new)
@@ -267,7 +249,7 @@ fn nad_trigger(
                 }
             }
             Err(e) => {
-                health.nad_watch_failing.store(true, Ordering::Relaxed);
+                health.nad_watch_failed();
                 tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
                 None
             }

@@ -35,7 +35,6 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::DecisionConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
 use crate::self_managed::SelfManaged;
@@ -110,12 +109,7 @@ impl Webhook {
         let (namespaces, feed) = NamespaceCache::new(client);
         let state = Arc::new(AppState {
             namespaces,
-            decision: DecisionConfig {
-                linkerd_namespace: settings.linkerd_namespace,
-                nad_name: settings.nad_name,
-                uid_range_annotation: args.namespace_uid_range_annotation,
-                proxy_uid_offset: args.proxy_uid_offset,
-            },
+            decision: args.decision_config(&settings.linkerd_namespace, &settings.nad_name),
             metrics: metrics.clone(),
         });
         Ok(Self {

@@ -115,6 +115,7 @@ mod tests {
     /// The cache follows the watch: a namespace already in it sees its new annotation without a GET.
     /// Were the watch broken, the store would keep the stale copy and this would time out.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
     async fn follows_namespace_changes() {
         let kube = client().await;
         let ns = TestNamespace::create(&kube, "wh-cache").await;
