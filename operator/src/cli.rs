@@ -99,7 +99,8 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 
     /// Only manage namespaces matching this label selector (default: all). Lets test runs share
-    /// one apiserver without seeing each other's namespaces.
+    /// one apiserver without seeing each other's namespaces. The webhook shares the controller's
+    /// namespace watch, so it reads any other namespace with a GET per pod.
     #[arg(long, global = true, env = "NAMESPACE_SELECTOR", hide = true)]
     pub namespace_selector: Option<String>,
 

@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::Store;
 use kube::Client;
 use linkerd_multus_webhook::Webhook;
 use prometheus_client::registry::Registry;
@@ -91,16 +93,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let shutdown = CancellationToken::new();
     let mut registry = Registry::with_prefix("linkerd_multus");
 
-    let webhook = Webhook::new(
+    let mut webhook = Webhook::new(
         config.webhook,
         config.webhook_settings,
         client.clone(),
         &mut registry,
     )
     .await?;
-    let mut tasks = build_controller_tasks(client, config.controller, registry, &shutdown)
-        .await?
-        .tasks;
+    let controller = build_controller_tasks(client, config.controller, registry, &shutdown).await?;
+    webhook.share_namespaces(controller.namespaces);
+    let mut tasks = controller.tasks;
     let token = shutdown.clone();
     tasks.push((
         "webhook",
@@ -137,6 +139,8 @@ type Task = (&'static str, BoxFuture<'static, Result<(), RunError>>);
 struct ControllerTasks {
     tasks: Vec<Task>,
     admin_addr: SocketAddr,
+    /// The controller's namespace store, which the webhook shares.
+    namespaces: Store<Namespace>,
 }
 
 async fn build_controller_tasks(
@@ -165,6 +169,7 @@ async fn build_controller_tasks(
         config.identity,
         &mut registry,
     );
+    let namespaces = controller.namespace_store();
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
     let admin_addr = admin.local_addr().unwrap_or(config.admin_addr);
 
@@ -191,7 +196,11 @@ async fn build_controller_tasks(
             async move { admin.run(t3).await.map_err(RunError::from) }.boxed(),
         ),
     ];
-    Ok(ControllerTasks { tasks, admin_addr })
+    Ok(ControllerTasks {
+        tasks,
+        admin_addr,
+        namespaces,
+    })
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT; ends quietly when shutdown starts elsewhere.

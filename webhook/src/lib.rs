@@ -6,16 +6,17 @@
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 //!
 //! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
-//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum + TLS); `namespaces` (the
-//! namespace cache); [`tls`] (certificate files reloaded on change); [`cert_authority`] and
-//! `self_managed` (the self-managed certificate mode); `metrics`.
+//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum + TLS); [`namespaces`] (the
+//! namespace cache, sharing the operator controller's watch through [`Webhook::share_namespaces`]);
+//! [`tls`] (certificate files reloaded on change); [`cert_authority`] and `self_managed` (the
+//! self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
 pub mod decision;
 mod error;
 pub mod metrics;
-mod namespaces;
+pub mod namespaces;
 pub mod networks;
 pub mod review;
 mod self_managed;
@@ -32,6 +33,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -55,7 +57,7 @@ pub struct Settings {
 pub struct Webhook {
     listener: std::net::TcpListener,
     tls: rustls::ServerConfig,
-    state: Arc<AppState>,
+    state: AppState,
     namespace_feed: futures::future::BoxFuture<'static, ()>,
     self_managed: Option<SelfManaged>,
     metrics: Metrics,
@@ -107,11 +109,11 @@ impl Webhook {
 
         let metrics = Metrics::register(registry);
         let (namespaces, feed) = NamespaceCache::new(client);
-        let state = Arc::new(AppState {
+        let state = AppState {
             namespaces,
             decision: args.decision_config(&settings.linkerd_namespace, &settings.nad_name),
             metrics: metrics.clone(),
-        });
+        };
         Ok(Self {
             listener,
             tls,
@@ -120,6 +122,13 @@ impl Webhook {
             self_managed,
             metrics,
         })
+    }
+
+    /// Reads namespaces from `store`, kept filled by the caller's [`namespaces::watch`], instead of
+    /// running a watch of its own: one namespace watch and cache per process.
+    pub fn share_namespaces(&mut self, store: kube::runtime::reflector::Store<Namespace>) {
+        self.state.namespaces = self.state.namespaces.sharing(store);
+        self.namespace_feed = Box::pin(futures::future::pending());
     }
 
     /// The address actually bound (useful with port 0).
@@ -135,7 +144,7 @@ impl Webhook {
     /// Serves HTTPS until `shutdown` is cancelled; also keeps the namespace cache and, in self-managed
     /// mode, the certificate up to date.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let router = server::router(self.state);
+        let router = server::router(Arc::new(self.state));
         let serve = server::serve(self.listener, self.tls, router, shutdown.clone());
         let certs = async {
             match self.self_managed {
