@@ -59,7 +59,6 @@ impl Config {
             Some(Command::Check(args)) => Self::Check(check::Config {
                 settings: check::Settings {
                     source: config_source(&run),
-                    linkerd_namespace: run.linkerd_namespace.clone(),
                     decision,
                 },
                 output: args.output,
@@ -138,7 +137,6 @@ mod tests {
         assert_eq!(c.settings.decision.nad_name, "n");
         assert_eq!(c.settings.decision.linkerd_namespace, "l");
         assert_eq!(c.settings.decision.proxy_uid_offset, 7);
-        assert_eq!(c.settings.linkerd_namespace, "l");
         assert_eq!(c.settings.source.configmap, "cm");
         assert_eq!(c.settings.source.namespace, vocab::DEFAULT_CNI_NAMESPACE);
         assert_eq!(c.output, OutputFormat::Human);

@@ -82,7 +82,6 @@ pub struct Observed {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub source: ConfigSource,
-    pub linkerd_namespace: String,
     pub decision: DecisionConfig,
 }
 
@@ -145,7 +144,7 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
         let name = ns_name(ns);
         let nad = nad_in(seen, name);
         let owned = nad.is_some_and(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()));
-        match (want(ns, &s.linkerd_namespace), nad) {
+        match (want(ns, &s.decision.linkerd_namespace), nad) {
             (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
             (Want::Nad, Some(_)) if !owned => {} // foreign: reported by its own check
             (Want::Nad, Some(n)) => match config {

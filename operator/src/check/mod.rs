@@ -114,7 +114,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     // thousands of namespaces.
     let enabled: BTreeSet<&str> = namespaces
         .iter()
-        .filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad)
+        .filter(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
         .collect();
     let pods = Api::<Pod>::all(client.clone())
