@@ -1,10 +1,14 @@
 //! Command-line flags. Every flag has an environment variable (for the Deployment's `env:`) and a
-//! help line; the log level comes from `RUST_LOG`.
+//! help line; the log level comes from `RUST_LOG`. The operator's and the webhook's flags are global:
+//! `check` reads the same ones, before or after the subcommand. What the flags mean at run time is
+//! built in one place, `config.rs`.
 
 use std::net::SocketAddr;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
+
+use crate::check::OutputFormat;
 
 /// linkerd-multus operator: keeps a `linkerd-cni` NetworkAttachmentDefinition in every namespace
 /// annotated `linkerd.io/multus: enabled` (and in Linkerd's control-plane namespace), and serves the
@@ -26,79 +30,94 @@ pub struct Cli {
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// Check the installation like `linkerd check` does (reads only; exit status 1 on any failure).
-    Check(crate::check::CheckArgs),
+    /// It takes the operator's own flags and environment variables, so `kubectl exec
+    /// deploy/<operator> -- linkerd-multus-operator check` checks what that operator is configured for.
+    Check(CheckArgs),
+}
+
+/// Flags of `check` alone (the operator's flags are global, so `check` reads them too).
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Output format: `human` (✓/× lines with hints) or `json`.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+
+    /// Seconds to wait for each webhook endpoint's TLS handshake.
+    #[arg(long, default_value_t = 5)]
+    pub probe_timeout_seconds: u64,
 }
 
 /// Flags of the controller, the leader election and the admin server.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Namespace where linkerd-cni is installed; its ConfigMap is read there.
-    #[arg(long, env = "CNI_NAMESPACE", default_value = vocab::DEFAULT_CNI_NAMESPACE)]
+    #[arg(long, global = true, env = "CNI_NAMESPACE", default_value = vocab::DEFAULT_CNI_NAMESPACE)]
     pub cni_namespace: String,
 
     /// Name of linkerd-cni's ConfigMap; its `cni_network_config` key is the NAD's config template.
-    #[arg(long, env = "CNI_CONFIGMAP", default_value = vocab::DEFAULT_CNI_CONFIGMAP)]
+    #[arg(long, global = true, env = "CNI_CONFIGMAP", default_value = vocab::DEFAULT_CNI_CONFIGMAP)]
     pub cni_configmap: String,
 
     /// Node path where the linkerd-cni installer writes the plugin's kubeconfig (set as
     /// `kubernetes.kubeconfig` in the NAD's config).
-    #[arg(long, env = "CNI_KUBECONFIG", default_value = vocab::DEFAULT_CNI_KUBECONFIG)]
+    #[arg(long, global = true, env = "CNI_KUBECONFIG", default_value = vocab::DEFAULT_CNI_KUBECONFIG)]
     pub cni_kubeconfig: String,
 
     /// Linkerd's control-plane namespace: it always gets the NAD, annotated or not.
-    #[arg(long, env = "LINKERD_NAMESPACE", default_value = vocab::DEFAULT_LINKERD_NAMESPACE)]
+    #[arg(long, global = true, env = "LINKERD_NAMESPACE", default_value = vocab::DEFAULT_LINKERD_NAMESPACE)]
     pub linkerd_namespace: String,
 
     /// Name of the NetworkAttachmentDefinition the operator maintains (and the webhook attaches).
-    #[arg(long, env = "NAD_NAME", default_value = vocab::NAD_NAME)]
+    #[arg(long, global = true, env = "NAD_NAME", default_value = vocab::NAD_NAME)]
     pub nad_name: String,
 
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
-    #[arg(long, env = "LEADER_ELECT")]
+    #[arg(long, global = true, env = "LEADER_ELECT")]
     pub leader_elect: bool,
 
     /// Name of the leader-election Lease.
-    #[arg(long, env = "LEASE_NAME", default_value = vocab::DEFAULT_LEASE_NAME)]
+    #[arg(long, global = true, env = "LEASE_NAME", default_value = vocab::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
 
     /// Namespace the operator runs in (the Lease and the webhook's certificate Secret live there).
     /// Defaults to the service account's namespace when running in a pod.
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(long, global = true, env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
 
     /// This replica's identity in the Lease and in Events (the pod name); defaults to the host name.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, global = true, env = "POD_NAME")]
     pub pod_name: Option<String>,
 
     /// Address of the admin server: /live, /ready (watches synced and the NAD buildable) and
     /// /metrics (Prometheus).
-    #[arg(long, env = "ADMIN_ADDR", default_value = vocab::DEFAULT_ADMIN_ADDR)]
+    #[arg(long, global = true, env = "ADMIN_ADDR", default_value = vocab::DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
 
     /// Log format: `plain` for people, `json` for log pipelines.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
 
     /// Only manage namespaces matching this label selector (default: all). Lets test runs share
-    /// one apiserver without seeing each other's namespaces.
-    #[arg(long, env = "NAMESPACE_SELECTOR", hide = true)]
+    /// one apiserver without seeing each other's namespaces. The webhook shares the controller's
+    /// namespace watch, so it reads any other namespace with a GET per pod.
+    #[arg(long, global = true, env = "NAMESPACE_SELECTOR", hide = true)]
     pub namespace_selector: Option<String>,
 
     /// API group of the NetworkAttachmentDefinition kind (default: Multus' `k8s.cni.cncf.io`).
     /// Tests point it at a CRD copy of their own to install and remove it freely.
-    #[arg(long, env = "NAD_API_GROUP", hide = true)]
+    #[arg(long, global = true, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
     /// Seconds between periodic re-checks of every namespace (a safety net: the watches act at once;
     /// a re-check that finds nothing to change sends no write).
-    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
+    #[arg(long, global = true, env = "RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
 
     /// Namespaces reconciled at once. Each reconcile in flight holds its own connection to the
     /// apiserver, so this bounds the operator's memory and its load on the apiserver when thousands
     /// of namespaces change together (e.g. a ConfigMap edit).
-    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = vocab::DEFAULT_MAX_CONCURRENT_RECONCILES,
+    #[arg(long, global = true, env = "MAX_CONCURRENT_RECONCILES", default_value_t = vocab::DEFAULT_MAX_CONCURRENT_RECONCILES,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
 }
@@ -177,5 +196,63 @@ mod tests {
             Cli::try_parse_from(["x", "--log-format", "json", "--leader-elect"]).expect("ok");
         assert_eq!(json.run.log_format, LogFormat::Json);
         assert!(json.run.leader_elect);
+    }
+
+    /// The operator's flags are global: `check` reads them given before or after it, and they keep
+    /// their defaults and environment variables there.
+    #[test]
+    fn shared_flags_reach_check_before_or_after_it() {
+        let before = [
+            "x",
+            "--nad-name",
+            "n",
+            "--proxy-uid-offset",
+            "7",
+            "check",
+            "-o",
+            "json",
+        ];
+        let after = [
+            "x",
+            "check",
+            "--nad-name",
+            "n",
+            "--proxy-uid-offset",
+            "7",
+            "-o",
+            "json",
+        ];
+        for argv in [before, after] {
+            let cli = Cli::try_parse_from(argv).expect("parse");
+            assert_eq!(cli.run.nad_name, "n", "{argv:?}");
+            assert_eq!(cli.webhook.proxy_uid_offset, 7, "{argv:?}");
+            assert_eq!(cli.run.cni_namespace, vocab::DEFAULT_CNI_NAMESPACE);
+            let Some(Command::Check(check)) = cli.command else {
+                panic!("{argv:?}: not check")
+            };
+            assert_eq!(check.output, OutputFormat::Json);
+        }
+        // `check`'s own flags stay its own.
+        assert!(Cli::try_parse_from(["x", "-o", "json", "check"]).is_err());
+    }
+
+    /// Values the operator would only refuse later (per pod, or when binding) are refused here.
+    #[test]
+    fn values_the_runtime_refuses_fail_to_parse() {
+        for argv in [
+            &["x", "--proxy-uid-offset", "0"][..],
+            &["x", "check", "--proxy-uid-offset", "0"],
+            &["x", "--proxy-uid-offset", "4294967295"],
+            &["x", "--webhook-addr", "not-an-address"],
+        ] {
+            let err = Cli::try_parse_from(argv).expect_err("refused");
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{argv:?}"
+            );
+        }
+        let err = Cli::try_parse_from(["x", "--proxy-uid-offset", "0"]).unwrap_err();
+        assert!(err.to_string().contains("--proxy-uid-offset"), "{err}");
     }
 }

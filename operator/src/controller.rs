@@ -7,7 +7,6 @@
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.
 //! - Leadership: gaining it reconciles everything, since a follower wrote nothing.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use linkerd_multus_webhook::namespaces;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -45,23 +45,8 @@ pub struct Readiness {
 
 impl Readiness {
     pub fn check(&self) -> Result<(), String> {
-        let health = &self.ctx.health;
-        if !health.synced.load(Ordering::Relaxed) {
-            return Err(
-                "watches on Namespaces, NetworkAttachmentDefinitions and the CNI ConfigMap \
-                        have not synced yet (is the NAD CRD installed?)"
-                    .into(),
-            );
-        }
-        if health.nad_watch_failing.load(Ordering::Relaxed) {
-            return Err(
-                "cannot watch NetworkAttachmentDefinitions (is the NAD CRD installed?)".into(),
-            );
-        }
-        if health.crd_missing.load(Ordering::Relaxed) {
-            return Err(
-                "the NetworkAttachmentDefinition API is not served: install the NAD CRD".into(),
-            );
+        if let Some(problem) = self.ctx.health.problem() {
+            return Err(problem.into());
         }
         self.ctx
             .build_config()
@@ -84,11 +69,11 @@ impl NadController {
         if let Some(selector) = namespace_selector {
             ns_config = ns_config.labels(selector);
         }
-        // As `Controller::new` builds it, plus `slim_namespace` before the store keeps the object.
+        // As `Controller::new` builds it, with the process' one namespace watch (the webhook reads
+        // the same store: `namespace_store`), slimmed before the store keeps the object.
         let ns_writer = reflector::store::Writer::default();
         let ns_reader = ns_writer.as_reader();
-        let ns_watch =
-            watcher(Api::<Namespace>::all(client.clone()), ns_config).modify(slim_namespace);
+        let ns_watch = namespaces::watch(Api::<Namespace>::all(client.clone()), ns_config);
         let namespaces = Controller::for_stream(
             reflector::reflector(ns_writer, ns_watch).applied_objects(),
             ns_reader,
@@ -111,6 +96,11 @@ impl NadController {
             cm_writer,
             nad_writer,
         }
+    }
+
+    /// The namespace store this controller's watch fills, for the webhook to share.
+    pub fn namespace_store(&self) -> Store<Namespace> {
+        self.namespaces.store()
     }
 
     pub fn readiness(&self) -> Readiness {
@@ -164,7 +154,7 @@ impl NadController {
                 )
                 .await;
                 if matches!(all, (Ok(()), Ok(()), Ok(()))) {
-                    ctx.health.synced.store(true, Ordering::Relaxed);
+                    ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
                 future::pending::<()>().await
@@ -195,21 +185,6 @@ impl NadController {
             () = synced => {}
         }
         tracing::info!("NAD controller stopped");
-    }
-}
-
-/// Drops what the controller never reads before the store keeps a Namespace: managedFields, labels,
-/// and every annotation but Multus' (e.g. a `last-applied-configuration` copy of the whole object).
-/// At 10,000 namespaces these dominate the operator's memory.
-pub fn slim_namespace(ns: &mut Namespace) {
-    let meta = &mut ns.metadata;
-    meta.managed_fields = None;
-    meta.labels = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == vocab::MULTUS_ANNOTATION);
-    }
-    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
-        meta.annotations = None;
     }
 }
 
@@ -256,9 +231,7 @@ fn nad_trigger(
         let health = &ctx.health;
         future::ready(match event {
             Ok(event) => {
-                health.nad_watch_failing.store(false, Ordering::Relaxed);
-                // The watch is answered, so the kind is served (again).
-                health.crd_missing.store(false, Ordering::Relaxed);
+                health.nad_watch_answered();
                 match event {
                     watcher::Event::Apply(nad) | watcher::Event::Delete(nad) | watcher::Event::InitApply(nad) => {
                         nad.namespace.as_deref().map(ObjectRef::new)
@@ -267,7 +240,7 @@ fn nad_trigger(
                 }
             }
             Err(e) => {
-                health.nad_watch_failing.store(true, Ordering::Relaxed);
+                health.nad_watch_failed();
                 tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
                 None
             }
@@ -362,7 +335,7 @@ mod tests {
         for (annotations, terminating) in cases {
             let full = namespace(&annotations, terminating);
             let mut slim = full.clone();
-            slim_namespace(&mut slim);
+            namespaces::slim(&mut slim);
             assert_eq!(
                 desired::want(&slim, "linkerd"),
                 desired::want(&full, "linkerd")
@@ -380,14 +353,10 @@ mod tests {
             ],
             false,
         );
-        slim_namespace(&mut ns);
+        namespaces::slim(&mut ns);
         assert_eq!(ns.metadata.managed_fields, None);
         assert_eq!(ns.metadata.labels, None);
         let kept: Vec<_> = ns.metadata.annotations.unwrap().into_keys().collect();
         assert_eq!(kept, vec![vocab::MULTUS_ANNOTATION.to_string()]);
-
-        let mut plain = namespace(&[("other", "x")], false);
-        slim_namespace(&mut plain);
-        assert_eq!(plain.metadata.annotations, None);
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Everything here is a function of plain values (the Namespace object, the flags, the built config
 //! and what the apiserver returned), so the whole decision table is unit-tested without a cluster;
-//! `reconcile.rs` only fetches inputs and carries out the [`Plan`].
+//! `reconcile/` only fetches inputs and carries out the [`Plan`].
 
 use std::collections::BTreeMap;
 
@@ -103,13 +103,6 @@ impl ConfigDigest {
     }
 }
 
-/// True when `labels` mark the object as the operator's.
-pub fn is_owned(labels: Option<&BTreeMap<String, String>>) -> bool {
-    labels
-        .and_then(|l| l.get(vocab::MANAGED_BY_LABEL))
-        .is_some_and(|v| v == vocab::MANAGED_BY_VALUE)
-}
-
 /// What to do about one namespace's NAD.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -206,7 +199,7 @@ mod tests {
                 "spec": {"config": "{\"a\":1}"}
             })
         );
-        assert!(is_owned(nad.metadata.labels.as_ref()));
+        assert!(vocab::is_managed_by_us(nad.metadata.labels.as_ref()));
     }
 
     /// The full decision table, including the two ownership guarantees: a foreign NAD is never
@@ -258,8 +251,8 @@ mod tests {
             );
         }
         assert_ne!(ConfigDigest::of("c"), ConfigDigest::of("c "));
-        assert!(!is_owned(None));
-        assert!(!is_owned(Some(&BTreeMap::from([(
+        assert!(!vocab::is_managed_by_us(None));
+        assert!(!vocab::is_managed_by_us(Some(&BTreeMap::from([(
             vocab::MANAGED_BY_LABEL.to_string(),
             "helm".to_string()
         )]))));

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod check;
 pub mod cli;
+pub mod config;
 pub mod controller;
 pub mod desired;
 pub mod error;
@@ -19,17 +20,19 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::Store;
 use kube::Client;
-use linkerd_multus_webhook::{Settings as WebhookSettings, Webhook};
+use linkerd_multus_webhook::Webhook;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AdminError, AdminServer};
-use crate::cli::{Cli, Command, LogFormat, RunArgs};
+use crate::cli::LogFormat;
+use crate::config::{Config, ControllerConfig};
 use crate::controller::NadController;
 use crate::leader::{LeaderError, Leadership};
-use crate::nad_config::ConfigSource;
 
 /// After shutdown starts, tasks get this long to finish before the process gives up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
@@ -72,31 +75,34 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
-/// Runs the whole operator until SIGTERM/SIGINT (or a critical task fails).
-pub async fn run(cli: Cli) -> Result<(), RunError> {
+/// Runs the whole operator until SIGTERM/SIGINT (or a critical task fails); or `check`.
+pub async fn run(config: Config) -> Result<(), RunError> {
     // kube is built on ring; make it rustls' process default so nothing picks another provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Some(Command::Check(args)) = cli.command {
-        return match check::run(args).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(RunError::CheckFailed),
-            Err(e) => Err(RunError::Check(e)),
-        };
-    }
+    let config = match config {
+        Config::Check(check) => {
+            return match check::run(&check).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(RunError::CheckFailed),
+                Err(e) => Err(RunError::Check(e)),
+            };
+        }
+        Config::Run(config) => *config,
+    };
     let client = Client::try_default().await.map_err(RunError::Client)?;
     let shutdown = CancellationToken::new();
     let mut registry = Registry::with_prefix("linkerd_multus");
 
-    let webhook_settings = WebhookSettings {
-        linkerd_namespace: cli.run.linkerd_namespace.clone(),
-        nad_name: cli.run.nad_name.clone(),
-        operator_namespace: cli.run.operator_namespace(),
-    };
-    let webhook =
-        Webhook::new(cli.webhook, webhook_settings, client.clone(), &mut registry).await?;
-    let mut tasks = build_controller_tasks(client, &cli.run, registry, &shutdown)
-        .await?
-        .tasks;
+    let mut webhook = Webhook::new(
+        config.webhook,
+        config.webhook_settings,
+        client.clone(),
+        &mut registry,
+    )
+    .await?;
+    let controller = build_controller_tasks(client, config.controller, registry, &shutdown).await?;
+    webhook.share_namespaces(controller.namespaces);
+    let mut tasks = controller.tasks;
     let token = shutdown.clone();
     tasks.push((
         "webhook",
@@ -116,11 +122,11 @@ pub struct RunningController {
 /// Starts the controller part of the operator in the background; stops when `shutdown` is cancelled.
 pub async fn spawn_controller(
     client: Client,
-    args: &RunArgs,
+    config: ControllerConfig,
     shutdown: CancellationToken,
 ) -> Result<RunningController, RunError> {
     let registry = Registry::with_prefix("linkerd_multus");
-    let built = build_controller_tasks(client, args, registry, &shutdown).await?;
+    let built = build_controller_tasks(client, config, registry, &shutdown).await?;
     let task = tokio::spawn(supervise(shutdown, built.tasks));
     Ok(RunningController {
         admin_addr: built.admin_addr,
@@ -133,43 +139,39 @@ type Task = (&'static str, BoxFuture<'static, Result<(), RunError>>);
 struct ControllerTasks {
     tasks: Vec<Task>,
     admin_addr: SocketAddr,
+    /// The controller's namespace store, which the webhook shares.
+    namespaces: Store<Namespace>,
 }
 
 async fn build_controller_tasks(
     client: Client,
-    args: &RunArgs,
+    config: ControllerConfig,
     mut registry: Registry,
     shutdown: &CancellationToken,
 ) -> Result<ControllerTasks, RunError> {
-    let identity = args.identity();
-    let leadership = if args.leader_elect {
-        let namespace = args.operator_namespace();
-        Leadership::elect(client.clone(), &namespace, &args.lease_name, &identity).await?
-    } else {
-        Leadership::always()
-    };
-    let settings = reconcile::Settings {
-        nad_name: args.nad_name.clone(),
-        linkerd_namespace: args.linkerd_namespace.clone(),
-        source: ConfigSource {
-            namespace: args.cni_namespace.clone(),
-            configmap: args.cni_configmap.clone(),
-            kubeconfig: args.cni_kubeconfig.clone(),
-        },
-        nad_resource: reconcile::nad_resource(args.nad_api_group.as_deref()),
-        resync: Duration::from_secs(args.resync_seconds.max(1)),
-        concurrency: args.max_concurrent_reconciles,
+    let leadership = match &config.lease {
+        Some(lease) => {
+            Leadership::elect(
+                client.clone(),
+                &lease.namespace,
+                &lease.name,
+                &config.identity,
+            )
+            .await?
+        }
+        None => Leadership::always(),
     };
     let controller = NadController::new(
         client,
-        settings,
-        args.namespace_selector.as_deref(),
+        config.settings,
+        config.namespace_selector.as_deref(),
         leadership.subscribe(),
-        identity,
+        config.identity,
         &mut registry,
     );
-    let admin = AdminServer::bind(args.admin_addr, registry, controller.readiness()).await?;
-    let admin_addr = admin.local_addr().unwrap_or(args.admin_addr);
+    let namespaces = controller.namespace_store();
+    let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
+    let admin_addr = admin.local_addr().unwrap_or(config.admin_addr);
 
     let (t1, t2, t3) = (shutdown.clone(), shutdown.clone(), shutdown.clone());
     let tasks: Vec<Task> = vec![
@@ -194,7 +196,11 @@ async fn build_controller_tasks(
             async move { admin.run(t3).await.map_err(RunError::from) }.boxed(),
         ),
     ];
-    Ok(ControllerTasks { tasks, admin_addr })
+    Ok(ControllerTasks {
+        tasks,
+        admin_addr,
+        namespaces,
+    })
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT; ends quietly when shutdown starts elsewhere.

@@ -11,7 +11,7 @@ use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::desired::{self, ConfigDigest, Existing};
+use crate::desired::{ConfigDigest, Existing};
 
 /// One NAD named `--nad-name`, as the plan needs it. Read from the untyped object, so a foreign NAD
 /// of any shape is still seen (and judged foreign).
@@ -35,7 +35,7 @@ impl NadView {
             namespace: meta.namespace.clone(),
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
-            owned: desired::is_owned(meta.labels.as_ref()),
+            owned: vocab::is_managed_by_us(meta.labels.as_ref()),
             config: spec_config(&nad.data).map(ConfigDigest::of),
         }
     }

@@ -9,6 +9,7 @@ use linkerd_multus_e2e::{unique_name, TestNamespace};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn only_the_leader_writes_and_the_other_takes_over() {
     let h = Harness::new("op-leader").await;
     let home = TestNamespace::create(&h.client, "op-leader-home").await;

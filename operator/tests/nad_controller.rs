@@ -9,6 +9,7 @@ use support::*;
 /// Annotating creates the NAD with the exact expected config, owned by the operator's field
 /// manager; `disabled` and removing the annotation delete it. Prints the annotate→visible latency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn annotation_creates_and_removes_the_nad() {
     let h = Harness::new("op-annotate").await;
     let ns = h.namespace("op-annotate", None).await;
@@ -54,6 +55,7 @@ async fn annotation_creates_and_removes_the_nad() {
 /// The control-plane namespace gets the NAD without any annotation, and keeps it when annotated
 /// `disabled`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn control_plane_namespace_always_has_the_nad() {
     let h = Harness::new("op-cp").await;
     let op = h.start_operator(&[]).await;
@@ -71,6 +73,7 @@ async fn control_plane_namespace_always_has_the_nad() {
 
 /// Editing the ConfigMap reaches every NAD (not only at the next resync: resync is an hour here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn configmap_edit_updates_every_nad() {
     let h = Harness::new("op-cmedit").await;
     let mut namespaces = Vec::new();
@@ -101,6 +104,7 @@ async fn configmap_edit_updates_every_nad() {
 
 /// A deleted NAD is recreated, a hand-edited one (config and label) is put back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn deleted_or_edited_nad_is_restored() {
     let h = Harness::new("op-repair").await;
     let ns = h.namespace("op-repair", Some(vocab::MULTUS_ENABLED)).await;
@@ -131,6 +135,7 @@ async fn deleted_or_edited_nad_is_restored() {
 /// namespace is enabled or disabled; the conflict is reported as a Warning Event inside the
 /// namespace (the Event form kube-apiserver 1.20 accepts, see events.rs) and in a metric.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn foreign_nad_survives_and_is_reported() {
     let h = Harness::new("op-foreign").await;
     let ns = h.namespace("op-foreign", None).await;
@@ -179,6 +184,7 @@ async fn foreign_nad_survives_and_is_reported() {
 /// it saw, so if a foreign NAD replaced ours in the meantime the forced apply is refused and the
 /// foreign NAD stays as it was; onto the object seen, the same apply goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn take_over_lands_only_on_the_nad_seen() {
     let h = Harness::new("op-uid").await;
     let ns = h.namespace("op-uid", None).await;
@@ -224,6 +230,7 @@ async fn take_over_lands_only_on_the_nad_seen() {
 /// Broken or missing ConfigMap: existing NADs stay exactly as they were, each affected namespace
 /// gets a Warning Event, /ready turns 503 and says why; fixing it converges everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn broken_configmap_keeps_nads_then_converges() {
     let h = Harness::new("op-broken").await;
     let a = h.namespace("op-broken", Some(vocab::MULTUS_ENABLED)).await;
@@ -302,6 +309,7 @@ async fn broken_configmap_keeps_nads_then_converges() {
 /// Periodic resyncs with nothing changed send no writes (a write that changes nothing is not
 /// sent). Prints writes per idle resync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn idle_resync_sends_no_writes() {
     let h = Harness::new("op-idle").await;
     let mut namespaces = Vec::new();
@@ -337,6 +345,7 @@ async fn idle_resync_sends_no_writes() {
 /// Measures annotate → NAD visible over several namespaces (printed, not asserted: timings are for
 /// the benchmark issue); asserts each NAD is the expected one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn measure_reconcile_latency() {
     let h = Harness::new("op-latency").await;
     let mut namespaces = Vec::new();

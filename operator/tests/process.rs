@@ -30,6 +30,7 @@ fn free_port() -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
 async fn binary_runs_and_stops_on_sigterm() {
     let h = Harness::new("op-proc").await;
     let home = TestNamespace::create(&h.client, "op-proc-home").await;

@@ -1,36 +1,41 @@
-//! The webhook's command-line flags; the operator flattens them into its own CLI.
+//! The webhook's command-line flags; the operator flattens them into its own CLI (global, so its
+//! subcommands read them too). Values the webhook would refuse at run time are refused here.
+
+use crate::decision::DecisionConfig;
 
 /// Flags of the admission webhook (served by the operator process).
 #[derive(clap::Args, Clone, Debug)]
 pub struct WebhookArgs {
     /// Address the HTTPS admission webhook listens on.
-    #[arg(long, env = "WEBHOOK_ADDR", default_value = vocab::DEFAULT_WEBHOOK_ADDR)]
+    #[arg(long, global = true, env = "WEBHOOK_ADDR", default_value = vocab::DEFAULT_WEBHOOK_ADDR,
+          value_parser = socket_addr)]
     pub webhook_addr: String,
 
     /// PEM certificate chain the webhook serves; re-read whenever the file changes (no restart needed).
     /// Ignored in self-managed mode (--webhook-cert-secret).
-    #[arg(long, env = "TLS_CERT_FILE", default_value = vocab::DEFAULT_TLS_CERT_FILE)]
+    #[arg(long, global = true, env = "TLS_CERT_FILE", default_value = vocab::DEFAULT_TLS_CERT_FILE)]
     pub tls_cert_file: std::path::PathBuf,
 
     /// PEM private key matching --tls-cert-file; re-read whenever the file changes.
-    #[arg(long, env = "TLS_KEY_FILE", default_value = vocab::DEFAULT_TLS_KEY_FILE)]
+    #[arg(long, global = true, env = "TLS_KEY_FILE", default_value = vocab::DEFAULT_TLS_KEY_FILE)]
     pub tls_key_file: std::path::PathBuf,
 
     /// Self-managed certificate mode, for clusters without cert-manager: the name of a Secret (in the
     /// operator's namespace) where the operator keeps its own CA and serving certificate, rotating them
     /// well before expiry. Unset: serve the files given by --tls-cert-file/--tls-key-file.
-    #[arg(long, env = "WEBHOOK_CERT_SECRET")]
+    #[arg(long, global = true, env = "WEBHOOK_CERT_SECRET")]
     pub webhook_cert_secret: Option<String>,
 
     /// Self-managed mode: the MutatingWebhookConfiguration whose caBundle the operator keeps in sync with
     /// its CA. Only its entries that call the webhook (through --webhook-service-name in the operator's
     /// namespace, or a URL whose host the certificate names) are patched; nothing if it does not exist.
-    #[arg(long, env = "WEBHOOK_CONFIG_NAME")]
+    #[arg(long, global = true, env = "WEBHOOK_CONFIG_NAME")]
     pub webhook_config_name: Option<String>,
 
     /// Self-managed mode: the Service in front of the webhook; the certificate is issued for its DNS names.
     #[arg(
         long,
+        global = true,
         env = "WEBHOOK_SERVICE_NAME",
         default_value = vocab::DEFAULT_WEBHOOK_SERVICE_NAME
     )]
@@ -38,18 +43,43 @@ pub struct WebhookArgs {
 
     /// Namespace annotation holding OpenShift's `<first uid>/<size>` range; attached pods there get a
     /// proxy uid of first + --proxy-uid-offset.
-    #[arg(long, env = "NAMESPACE_UID_RANGE_ANNOTATION", default_value = vocab::OPENSHIFT_UID_RANGE_ANNOTATION)]
+    #[arg(long, global = true, env = "NAMESPACE_UID_RANGE_ANNOTATION", default_value = vocab::OPENSHIFT_UID_RANGE_ANNOTATION)]
     pub namespace_uid_range_annotation: String,
 
     /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
     /// and not 0 (the app containers run as the range's first uid).
-    #[arg(long, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID as u64)]
+    #[arg(long, global = true, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID as u64,
+          value_parser = clap::value_parser!(u64).range(1..u64::from(u32::MAX)))]
     pub proxy_uid_offset: u64,
 
     /// Self-managed mode: how often (in seconds) to re-check the stored certificate, pick up one another
     /// replica rotated, and re-sync the caBundle.
-    #[arg(long, env = "WEBHOOK_CERT_CHECK_INTERVAL", default_value_t = 300)]
+    #[arg(
+        long,
+        global = true,
+        env = "WEBHOOK_CERT_CHECK_INTERVAL",
+        default_value_t = 300
+    )]
     pub webhook_cert_check_interval: u64,
+}
+
+impl WebhookArgs {
+    /// The decision's flags: these plus the two the operator shares with its controller. The one
+    /// place a [`DecisionConfig`] is made from flags.
+    pub fn decision_config(&self, linkerd_namespace: &str, nad_name: &str) -> DecisionConfig {
+        DecisionConfig {
+            linkerd_namespace: linkerd_namespace.to_string(),
+            nad_name: nad_name.to_string(),
+            uid_range_annotation: self.namespace_uid_range_annotation.clone(),
+            proxy_uid_offset: self.proxy_uid_offset,
+        }
+    }
+}
+
+/// `--webhook-addr` stays a string (as [`crate::Webhook::new`] takes it) but must parse as an address.
+fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
+    value.parse::<std::net::SocketAddr>()?;
+    Ok(value.to_string())
 }
 
 #[cfg(test)]
@@ -57,6 +87,7 @@ mod tests {
     use clap::Parser;
 
     use super::WebhookArgs;
+    use crate::decision::DecisionConfig;
 
     #[derive(Parser)]
     struct Cli {
@@ -96,5 +127,52 @@ mod tests {
         assert_eq!(cli.webhook.webhook_config_name.as_deref(), Some("c"));
         assert_eq!(cli.webhook.proxy_uid_offset, 7);
         assert!(Cli::try_parse_from(["x", "--proxy-uid-offset=-1"]).is_err());
+    }
+
+    /// Values the webhook would refuse later (per pod, or when binding) are refused when parsing.
+    #[test]
+    fn values_the_webhook_refuses_fail_to_parse() {
+        for bad in [
+            "--proxy-uid-offset=0",
+            "--proxy-uid-offset=4294967295",
+            "--webhook-addr=nope",
+            "--webhook-addr=127.0.0.1",
+        ] {
+            let err = Cli::try_parse_from(["x", bad]).err().expect(bad);
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
+        let ok = Cli::try_parse_from([
+            "x",
+            "--proxy-uid-offset=4294967294",
+            "--webhook-addr=[::1]:0",
+        ]);
+        assert_eq!(ok.unwrap().webhook.proxy_uid_offset, 4294967294);
+    }
+
+    /// The decision gets these flags and the operator's shared two.
+    #[test]
+    fn decision_config_from_flags() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(
+            cli.webhook
+                .decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME),
+            DecisionConfig::default()
+        );
+        let cli = Cli::try_parse_from([
+            "x",
+            "--proxy-uid-offset=9",
+            "--namespace-uid-range-annotation=a",
+        ])
+        .unwrap();
+        let d = cli.webhook.decision_config("l", "n");
+        assert_eq!(
+            (
+                d.linkerd_namespace.as_str(),
+                d.nad_name.as_str(),
+                d.uid_range_annotation.as_str(),
+                d.proxy_uid_offset
+            ),
+            ("l", "n", "a", 9)
+        );
     }
 }

@@ -7,8 +7,9 @@
 //!
 //! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
 //! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
-//! which needs no cluster); [`namespaces`] (the namespace cache); [`tls`] (certificate files reloaded
-//! on change); [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
+//! which needs no cluster); [`namespaces`] (the namespace cache, sharing the operator controller's
+//! watch through [`Webhook::share_namespaces`]); [`tls`] (certificate files reloaded on change);
+//! [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
@@ -32,10 +33,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::DecisionConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
 use crate::self_managed::SelfManaged;
@@ -55,7 +56,7 @@ pub struct Settings {
 /// The webhook server, bound and ready to serve.
 pub struct Webhook {
     https: TlsListener,
-    state: Arc<AppState>,
+    state: AppState,
     namespace_feed: futures::future::BoxFuture<'static, ()>,
     self_managed: Option<SelfManaged>,
     metrics: Metrics,
@@ -94,16 +95,11 @@ impl Webhook {
 
         let metrics = Metrics::register(registry);
         let (namespaces, feed) = NamespaceCache::new(client);
-        let state = Arc::new(AppState {
+        let state = AppState {
             namespaces,
-            decision: DecisionConfig {
-                linkerd_namespace: settings.linkerd_namespace,
-                nad_name: settings.nad_name,
-                uid_range_annotation: args.namespace_uid_range_annotation,
-                proxy_uid_offset: args.proxy_uid_offset,
-            },
+            decision: args.decision_config(&settings.linkerd_namespace, &settings.nad_name),
             metrics: metrics.clone(),
-        });
+        };
         Ok(Self {
             https,
             state,
@@ -111,6 +107,13 @@ impl Webhook {
             self_managed,
             metrics,
         })
+    }
+
+    /// Reads namespaces from `store`, kept filled by the caller's [`namespaces::watch`], instead of
+    /// running a watch of its own: one namespace watch and cache per process.
+    pub fn share_namespaces(&mut self, store: kube::runtime::reflector::Store<Namespace>) {
+        self.state.namespaces = self.state.namespaces.sharing(store);
+        self.namespace_feed = Box::pin(futures::future::pending());
     }
 
     /// The address actually bound (useful with port 0).
@@ -126,7 +129,7 @@ impl Webhook {
     /// Serves HTTPS until `shutdown` is cancelled; also keeps the namespace cache and, in self-managed
     /// mode, the certificate up to date.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let router = server::router(self.state);
+        let router = server::router(Arc::new(self.state));
         let serve = self.https.serve(router, shutdown.clone());
         let certs = async {
             match self.self_managed {

@@ -2,12 +2,13 @@
 
 use clap::Parser;
 use linkerd_multus_operator::cli::Cli;
+use linkerd_multus_operator::config::Config;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     linkerd_multus_operator::init_tracing(cli.run.log_format);
-    match linkerd_multus_operator::run(cli).await {
+    match linkerd_multus_operator::run(Config::from_cli(cli)).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "linkerd-multus-operator failed");

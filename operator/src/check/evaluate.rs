@@ -10,7 +10,7 @@ use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
-use crate::desired::{is_owned, want, Want};
+use crate::desired::{want, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
@@ -79,9 +79,9 @@ pub struct Observed {
 }
 
 /// The flags the verdicts depend on.
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub source: ConfigSource,
-    pub linkerd_namespace: String,
     pub decision: DecisionConfig,
 }
 
@@ -143,8 +143,8 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
     for ns in &seen.namespaces {
         let name = ns_name(ns);
         let nad = nad_in(seen, name);
-        let owned = nad.is_some_and(|n| is_owned(n.metadata.labels.as_ref()));
-        match (want(ns, &s.linkerd_namespace), nad) {
+        let owned = nad.is_some_and(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()));
+        match (want(ns, &s.decision.linkerd_namespace), nad) {
             (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
             (Want::Nad, Some(_)) if !owned => {} // foreign: reported by its own check
             (Want::Nad, Some(n)) => match config {
@@ -178,7 +178,7 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
     let foreign: Vec<String> = seen
         .nads
         .iter()
-        .filter(|n| !is_owned(n.metadata.labels.as_ref()))
+        .filter(|n| !vocab::is_managed_by_us(n.metadata.labels.as_ref()))
         .map(|n| n.metadata.namespace.clone().unwrap_or_default())
         .collect();
     if foreign.is_empty() {

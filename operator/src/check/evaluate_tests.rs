@@ -20,13 +20,7 @@ fn settings() -> Settings {
             configmap: "linkerd-cni-config".into(),
             kubeconfig: "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig".into(),
         },
-        linkerd_namespace: "linkerd".into(),
-        decision: DecisionConfig {
-            linkerd_namespace: "linkerd".into(),
-            nad_name: "linkerd-cni".into(),
-            uid_range_annotation: "openshift.io/sa.scc.uid-range".into(),
-            proxy_uid_offset: 2102,
-        },
+        decision: DecisionConfig::default(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! (never writes), probes the webhook's endpoint with its own caBundle, and prints one ✓/× line per
 //! check with a hint for each failure (or JSON with `-o json`). Exit status 1 when anything failed.
 //!
-//! It takes the operator's own flags and environment variables, so `kubectl exec deploy/<operator> --
+//! It runs with the operator's own flags (see `cli.rs`), so `kubectl exec deploy/<operator> --
 //! linkerd-multus-operator check` checks exactly what that operator is configured for.
 
 mod evaluate;
@@ -14,7 +14,8 @@ pub use report::{render_human, render_json, OutputFormat};
 
 use std::collections::BTreeSet;
 
-use clap::Args;
+use std::time::Duration;
+
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, WebhookClientConfig,
 };
@@ -23,30 +24,16 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
-use linkerd_multus_webhook::decision::DecisionConfig;
-use linkerd_multus_webhook::WebhookArgs;
 
-use crate::cli::RunArgs;
 use crate::desired::{want, Want};
-use crate::nad_config::ConfigSource;
 
-/// Flags of `check`: the operator's own (same names, defaults and environment variables) plus the
-/// output format.
-#[derive(Args, Debug, Clone)]
-pub struct CheckArgs {
-    /// Output format: `human` (✓/× lines with hints) or `json`.
-    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
+/// What `check` runs with (built from the flags in `config.rs`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub settings: Settings,
     pub output: OutputFormat,
-
-    /// Seconds to wait for each webhook endpoint's TLS handshake.
-    #[arg(long, default_value_t = 5)]
-    pub probe_timeout_seconds: u64,
-
-    #[command(flatten)]
-    pub run: RunArgs,
-
-    #[command(flatten)]
-    pub webhook: WebhookArgs,
+    /// How long to wait for each webhook endpoint's TLS handshake.
+    pub probe_timeout: Duration,
 }
 
 /// Why `check` could not even look (as opposed to a check that failed).
@@ -63,31 +50,20 @@ pub enum CheckError {
 }
 
 /// Runs every check against the cluster of `client`; returns the verdicts.
-pub async fn check(client: &Client, args: &CheckArgs) -> Result<Vec<Verdict>, CheckError> {
-    let settings = Settings {
-        source: ConfigSource {
-            namespace: args.run.cni_namespace.clone(),
-            configmap: args.run.cni_configmap.clone(),
-            kubeconfig: args.run.cni_kubeconfig.clone(),
-        },
-        linkerd_namespace: args.run.linkerd_namespace.clone(),
-        decision: DecisionConfig {
-            linkerd_namespace: args.run.linkerd_namespace.clone(),
-            nad_name: args.run.nad_name.clone(),
-            uid_range_annotation: args.webhook.namespace_uid_range_annotation.clone(),
-            proxy_uid_offset: args.webhook.proxy_uid_offset,
-        },
-    };
-    let timeout = std::time::Duration::from_secs(args.probe_timeout_seconds);
-    let observed = observe(client, &settings, timeout).await?;
-    Ok(evaluate(&observed, &settings))
+pub async fn check(
+    client: &Client,
+    settings: &Settings,
+    probe_timeout: Duration,
+) -> Result<Vec<Verdict>, CheckError> {
+    let observed = observe(client, settings, probe_timeout).await?;
+    Ok(evaluate(&observed, settings))
 }
 
 /// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
-pub async fn run(args: CheckArgs) -> Result<bool, CheckError> {
+pub async fn run(config: &Config) -> Result<bool, CheckError> {
     let client = Client::try_default().await.map_err(CheckError::Client)?;
-    let verdicts = check(&client, &args).await?;
-    let out = match args.output {
+    let verdicts = check(&client, &config.settings, config.probe_timeout).await?;
+    let out = match config.output {
         OutputFormat::Human => render_human(&verdicts),
         OutputFormat::Json => render_json(&verdicts),
     };
@@ -99,11 +75,7 @@ fn read(what: &'static str) -> impl FnOnce(kube::Error) -> CheckError {
     move |source| CheckError::Read { what, source }
 }
 
-async fn observe(
-    client: &Client,
-    s: &Settings,
-    timeout: std::time::Duration,
-) -> Result<Observed, CheckError> {
+async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Observed, CheckError> {
     let crd_name = format!(
         "{}.{}",
         NetworkAttachmentDefinition::plural(&()),
@@ -142,7 +114,7 @@ async fn observe(
     // thousands of namespaces.
     let enabled: BTreeSet<&str> = namespaces
         .iter()
-        .filter(|ns| want(ns, &s.linkerd_namespace) == Want::Nad)
+        .filter(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
         .collect();
     let pods = Api::<Pod>::all(client.clone())

@@ -41,18 +41,14 @@ impl Target {
                 described: format!("service {}/{}:{port}", svc.namespace, svc.name),
             });
         }
-        let url: http::Uri = config.url.as_deref()?.parse().ok()?;
-        if url.path() != path {
+        let url = config.url.as_deref()?;
+        if url.parse::<http::Uri>().ok()?.path() != path {
             return None;
         }
-        let host = url
-            .host()?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
+        let (host, port) = vocab::https_host_port(url)?;
         Some(Self {
-            host,
-            port: url.port_u16().unwrap_or(443),
+            host: host.to_string(),
+            port,
             described: url.to_string(),
         })
     }

@@ -19,6 +19,7 @@ use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::{client, unique_name, TestNamespace};
 use linkerd_multus_operator::cli::Cli;
+use linkerd_multus_operator::config::{Config, ControllerConfig};
 use linkerd_multus_operator::{spawn_controller, RunError};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -130,7 +131,7 @@ impl Harness {
     }
 
     /// Flags of this test's operator (plus `extra`).
-    pub fn args(&self, extra: &[&str]) -> linkerd_multus_operator::cli::RunArgs {
+    pub fn args(&self, extra: &[&str]) -> ControllerConfig {
         let selector = format!("{RUN_LABEL}={}", self.run_id);
         let mut argv = vec![
             "linkerd-multus-operator",
@@ -151,12 +152,15 @@ impl Harness {
             argv.extend(["--nad-api-group", group]);
         }
         argv.extend(extra);
-        Cli::try_parse_from(argv).expect("test flags parse").run
+        match Config::from_cli(Cli::try_parse_from(argv).expect("test flags parse")) {
+            Config::Run(run) => run.controller,
+            Config::Check(_) => unreachable!("no subcommand given"),
+        }
     }
 
     pub async fn start_operator(&self, extra: &[&str]) -> Operator {
         let shutdown = CancellationToken::new();
-        let running = spawn_controller(self.client.clone(), &self.args(extra), shutdown.clone())
+        let running = spawn_controller(self.client.clone(), self.args(extra), shutdown.clone())
             .await
             .expect("operator starts");
         Operator {

@@ -1,0 +1,193 @@
+//! The runtime configuration, built once from the parsed flags: the controller's settings, the
+//! webhook's, and `check`'s. The flags (`cli.rs`) are read here and nowhere else.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use linkerd_multus_webhook::{Settings as WebhookSettings, WebhookArgs};
+
+use crate::check;
+use crate::cli::{Cli, Command, RunArgs};
+use crate::nad_config::ConfigSource;
+use crate::reconcile;
+
+/// What the process does, and with what.
+#[derive(Debug)]
+pub enum Config {
+    /// Run the operator: the controller and the webhook.
+    Run(Box<RunConfig>),
+    /// `check`, then exit.
+    Check(check::Config),
+}
+
+/// The operator's parts, configured.
+#[derive(Debug)]
+pub struct RunConfig {
+    pub controller: ControllerConfig,
+    pub webhook: WebhookArgs,
+    pub webhook_settings: WebhookSettings,
+}
+
+/// The controller, its leader election and the admin server.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    pub settings: reconcile::Settings,
+    /// Only namespaces matching this label selector are managed (tests).
+    pub namespace_selector: Option<String>,
+    /// This replica's name in the Lease and in Events.
+    pub identity: String,
+    /// `--leader-elect`: the Lease to hold.
+    pub lease: Option<LeaseConfig>,
+    pub admin_addr: SocketAddr,
+}
+
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Config {
+    pub fn from_cli(cli: Cli) -> Self {
+        let Cli {
+            command,
+            run,
+            webhook,
+        } = cli;
+        let decision = webhook.decision_config(&run.linkerd_namespace, &run.nad_name);
+        match command {
+            Some(Command::Check(args)) => Self::Check(check::Config {
+                settings: check::Settings {
+                    source: config_source(&run),
+                    decision,
+                },
+                output: args.output,
+                probe_timeout: Duration::from_secs(args.probe_timeout_seconds),
+            }),
+            None => {
+                // Read once: it may come from the service account's file.
+                let operator_namespace = run.operator_namespace();
+                Self::Run(Box::new(RunConfig {
+                    controller: controller(&run, &operator_namespace),
+                    webhook_settings: WebhookSettings {
+                        linkerd_namespace: decision.linkerd_namespace,
+                        nad_name: decision.nad_name,
+                        operator_namespace,
+                    },
+                    webhook,
+                }))
+            }
+        }
+    }
+}
+
+fn config_source(run: &RunArgs) -> ConfigSource {
+    ConfigSource {
+        namespace: run.cni_namespace.clone(),
+        configmap: run.cni_configmap.clone(),
+        kubeconfig: run.cni_kubeconfig.clone(),
+    }
+}
+
+fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
+    ControllerConfig {
+        settings: reconcile::Settings {
+            nad_name: run.nad_name.clone(),
+            linkerd_namespace: run.linkerd_namespace.clone(),
+            source: config_source(run),
+            nad_resource: reconcile::nad_resource(run.nad_api_group.as_deref()),
+            resync: Duration::from_secs(run.resync_seconds.max(1)),
+            concurrency: run.max_concurrent_reconciles,
+        },
+        namespace_selector: run.namespace_selector.clone(),
+        identity: run.identity(),
+        lease: run.leader_elect.then(|| LeaseConfig {
+            namespace: operator_namespace.to_string(),
+            name: run.lease_name.clone(),
+        }),
+        admin_addr: run.admin_addr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::check::OutputFormat;
+
+    fn config(argv: &[&str]) -> Config {
+        Config::from_cli(Cli::try_parse_from(argv).expect("parse"))
+    }
+
+    /// `check` gets the flags given before it, as the running operator would have used them.
+    #[test]
+    fn check_is_configured_from_the_shared_flags() {
+        let Config::Check(c) = config(&[
+            "x",
+            "--nad-name=n",
+            "--linkerd-namespace=l",
+            "--cni-configmap=cm",
+            "--proxy-uid-offset=7",
+            "check",
+            "--probe-timeout-seconds=2",
+        ]) else {
+            panic!("not check")
+        };
+        assert_eq!(c.settings.decision.nad_name, "n");
+        assert_eq!(c.settings.decision.linkerd_namespace, "l");
+        assert_eq!(c.settings.decision.proxy_uid_offset, 7);
+        assert_eq!(c.settings.source.configmap, "cm");
+        assert_eq!(c.settings.source.namespace, vocab::DEFAULT_CNI_NAMESPACE);
+        assert_eq!(c.output, OutputFormat::Human);
+        assert_eq!(c.probe_timeout, Duration::from_secs(2));
+    }
+
+    /// The defaults give the decision's own defaults.
+    #[test]
+    fn default_flags_give_the_default_decision() {
+        let Config::Check(c) = config(&["x", "check"]) else {
+            panic!("not check")
+        };
+        assert_eq!(
+            c.settings.decision,
+            linkerd_multus_webhook::decision::DecisionConfig::default()
+        );
+    }
+
+    /// The controller and the webhook get the same shared flags.
+    #[test]
+    fn run_is_configured_once_for_both_parts() {
+        let Config::Run(r) = config(&[
+            "x",
+            "--nad-name=n",
+            "--linkerd-namespace=l",
+            "--namespace=ops",
+            "--pod-name=p",
+            "--leader-elect",
+            "--resync-seconds=0",
+            "--nad-api-group=example.com",
+        ]) else {
+            panic!("not run")
+        };
+        let c = &r.controller;
+        assert_eq!(c.settings.nad_name, "n");
+        assert_eq!(c.settings.linkerd_namespace, "l");
+        assert_eq!(c.settings.resync, Duration::from_secs(1));
+        assert_eq!(c.settings.nad_resource.group, "example.com");
+        assert_eq!(c.identity, "p");
+        let lease = c.lease.as_ref().expect("leader election");
+        assert_eq!(
+            (lease.namespace.as_str(), lease.name.as_str()),
+            ("ops", vocab::DEFAULT_LEASE_NAME)
+        );
+        assert_eq!(r.webhook_settings.nad_name, "n");
+        assert_eq!(r.webhook_settings.linkerd_namespace, "l");
+        assert_eq!(r.webhook_settings.operator_namespace, "ops");
+
+        let Config::Run(r) = config(&["x"]) else {
+            panic!("not run")
+        };
+        assert!(r.controller.lease.is_none());
+    }
+}

@@ -1,0 +1,92 @@
+//! The I/O shell around the pure decisions (`desired.rs`), one namespace at a time:
+//! build the desired NAD config → fetch the NAD that exists → apply the plan → report.
+//!
+//! Files follow the steps: `context` (settings, client, stores), `fetch`, `apply`, `report` (Events,
+//! logs, metrics), `health` (what `/ready` reads) and `retry` (backoff after a failure).
+
+mod apply;
+mod context;
+mod fetch;
+mod health;
+mod report;
+mod retry;
+
+pub use context::{nad_resource, Context, Settings};
+pub use health::Health;
+pub use retry::{backoff, error_policy};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+
+use crate::desired::{self, Want};
+use crate::error::Error;
+
+/// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
+/// stall this namespace until the client's 295 s read timeout.
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Reconciles one namespace's NAD and records the outcome in the metrics.
+pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_namespace(&ns, &ctx))
+        .await
+        .unwrap_or(Err(Error::Timeout(RECONCILE_TIMEOUT)));
+    report::outcome(&ctx, started.elapsed(), &result);
+    if result.is_ok() {
+        ctx.failures.clear(&ns.name_any());
+    }
+    result
+}
+
+async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Error> {
+    let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
+    // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
+    let resync = Action::await_change();
+    let want = desired::want(ns, &ctx.settings.linkerd_namespace);
+    if want == Want::LeaveAlone {
+        return Ok(Action::await_change());
+    }
+    // Before its first list the ConfigMap store is empty, which would read as "ConfigMap deleted".
+    let _ = ctx.configmaps.wait_until_ready().await;
+    let leader = ctx.is_leader();
+
+    // Build.
+    let config = match want {
+        Want::Nad => match ctx.build_config() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                if leader {
+                    report::config_unavailable(ctx, ns, name, &e).await;
+                }
+                return Err(e.into());
+            }
+        },
+        _ => None,
+    };
+    // Followers compute (so their readiness means something) but never write.
+    if !leader {
+        return Ok(resync);
+    }
+
+    // Fetch.
+    let existing = match fetch::existing(ctx, name).await {
+        Ok(e) => e,
+        // Without the CRD there is no NAD to delete.
+        Err(Error::CrdMissing(_)) if config.is_none() => return Ok(resync),
+        Err(e @ Error::CrdMissing(_)) => {
+            let consequence = "Pods here cannot be attached to linkerd-cni until it is installed.";
+            report::crd_missing(ctx, ns, &e, Some(consequence)).await;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+
+    // Apply (and report what cannot be applied).
+    let plan = desired::plan(config.as_deref(), existing.as_ref());
+    apply::carry_out(ctx, ns, name, plan, config, existing).await?;
+    Ok(resync)
+}
