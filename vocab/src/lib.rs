@@ -1,9 +1,13 @@
 //! The vocabulary every part of linkerd-multus shares: annotation and label keys, object names, default
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
 //! key can never drift between the operator, the webhook and the CNI plugin. The few rules every part
-//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason.
+//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason,
+//! and so does Linkerd's CNI config template, which the operator and the node installer both read
+//! ([`cni_template`]).
 
 use std::collections::BTreeMap;
+
+pub mod cni_template;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -76,12 +80,7 @@ pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 /// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// Placeholders Linkerd's `cni_network_config` template may hold; the installer fills them.
-pub const PLACEHOLDER_KUBECONFIG_FILEPATH: &str = "__KUBECONFIG_FILEPATH__";
-pub const PLACEHOLDER_LOG_LEVEL: &str = "__LOG_LEVEL__";
-pub const PLACEHOLDER_SERVICE_HOST: &str = "__KUBERNETES_SERVICE_HOST__";
-pub const PLACEHOLDER_SERVICE_PORT: &str = "__KUBERNETES_SERVICE_PORT__";
-pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
+// The placeholders of Linkerd's `cni_network_config` template: [`cni_template`].
 
 // === Webhook (appended by the webhook crate) ===
 
@@ -89,7 +88,6 @@ pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
 pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
 
 // === Rules every part answers the same way ===
-
 
 /// True when `labels` carry Linkerd's control-plane label with a value. Linkerd's own CNI plugin and
 /// injector read presence; an empty value is treated as absent so a stray `key=` does not widen the rule.
@@ -144,7 +142,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -156,15 +157,25 @@ mod tests {
             (&[], false),
         ];
         for (pairs, want) in cases {
-            assert_eq!(is_control_plane_pod(Some(&labels(pairs))), *want, "{pairs:?}");
+            assert_eq!(
+                is_control_plane_pod(Some(&labels(pairs))),
+                *want,
+                "{pairs:?}"
+            );
         }
         assert!(!is_control_plane_pod(None));
     }
 
     #[test]
     fn managed_by_us() {
-        assert!(is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]))));
-        assert!(!is_managed_by_us(Some(&labels(&[(MANAGED_BY_LABEL, "helm")]))));
+        assert!(is_managed_by_us(Some(&labels(&[(
+            MANAGED_BY_LABEL,
+            MANAGED_BY_VALUE
+        )]))));
+        assert!(!is_managed_by_us(Some(&labels(&[(
+            MANAGED_BY_LABEL,
+            "helm"
+        )]))));
         assert!(!is_managed_by_us(Some(&labels(&[]))));
         assert!(!is_managed_by_us(None));
     }
@@ -190,6 +201,8 @@ mod tests {
         assert_eq!(url_host("10.0.0.1"), "10.0.0.1");
         assert_eq!(url_host("fd00::1"), "[fd00::1]");
         assert_eq!(url_host("[fd00::1]"), "[fd00::1]");
+        assert_eq!(url_host("fd00:10:96::1"), "[fd00:10:96::1]");
+        assert_eq!(url_host("::1"), "[::1]");
         assert_eq!(url_host("kubernetes.default.svc"), "kubernetes.default.svc");
     }
 }
