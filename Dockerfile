@@ -11,7 +11,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bins -p linkerd-multus-operator -p linkerd-cni \
+    cargo build --release --locked --bins -p linkerd-multus-operator -p linkerd-cni -p linkerd-cni-installer \
  && mkdir -p /out \
  && cp target/release/linkerd-multus-operator target/release/linkerd-cni target/release/linkerd-cni-install /out/
 

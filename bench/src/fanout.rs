@@ -56,20 +56,14 @@ pub struct FanoutArgs {
     pub memory_namespaces: usize,
 }
 
-/// The linkerd2-cni chart's `cni_network_config` shape, with one knob to edit.
+/// The linkerd2-cni chart's `cni_network_config` (the repository's one copy), with one knob to edit.
 fn template(log_level: &str) -> String {
-    json!({
-        "name": "linkerd-cni",
-        "type": "linkerd-cni",
-        "log_level": log_level,
-        "policy": { "type": "k8s", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__",
-                    "k8s_auth_token": "__SERVICEACCOUNT_TOKEN__" },
-        "kubernetes": { "kubeconfig": "__KUBECONFIG_FILEPATH__" },
-        "linkerd": { "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102,
-                     "proxy-gid": 2102, "ports-to-redirect": [], "inbound-ports-to-ignore": ["4191", "4190"],
-                     "simulate": false, "use-wait-flag": false, "iptables-mode": "nft", "ipv6": true }
-    })
-    .to_string()
+    let mut v: serde_json::Value = serde_json::from_str(include_str!(
+        "../../fixtures/linkerd2-cni-network-config.json"
+    ))
+    .expect("fixture");
+    v["log_level"] = json!(log_level);
+    v.to_string()
 }
 
 pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {

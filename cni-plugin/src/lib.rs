@@ -1,4 +1,5 @@
-//! The linkerd-cni CNI plugin (the pod's iptables rules for the Linkerd proxy) and its node installer.
+//! The linkerd-cni CNI plugin: the pod's iptables rules for the Linkerd proxy. Its node installer is
+//! the `linkerd-cni-installer` crate.
 //!
 //! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, [`pod`] the pod
 //! through the apiserver, [`overrides`] applies its annotations, [`plan`] turns the settings into
@@ -8,7 +9,6 @@
 pub mod cni;
 pub mod commands;
 pub mod config;
-pub mod install;
 pub mod iptables;
 pub mod logging;
 pub mod netns;

@@ -85,11 +85,7 @@ impl PodFacts {
             has_proxy: proxy.is_some(),
             has_init_container: inits.iter().any(|c| c.name == vocab::INIT_CONTAINER),
             proxy_run_as_user,
-            control_plane: pod
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(vocab::CONTROL_PLANE_COMPONENT_LABEL)),
+            control_plane: vocab::is_control_plane_pod(pod.metadata.labels.as_ref()),
             apiserver_ports,
         }
     }
@@ -277,6 +273,17 @@ mod tests {
         assert!(f.has_proxy && !f.has_init_container && f.control_plane);
         assert_eq!(f.proxy_run_as_user, Some(1000650000));
         assert_eq!(f.skip_reason(), None);
+    }
+
+    /// vocab's rule: a control-plane label with an empty value counts as absent.
+    #[test]
+    fn an_empty_control_plane_label_is_not_the_control_plane() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": {"linkerd.io/control-plane-component": ""}},
+            "spec": {"containers": [{"name": "linkerd-proxy"}]}
+        }))
+        .unwrap();
+        assert!(!PodFacts::from_objects(&p, None, None).control_plane);
     }
 
     #[test]

@@ -127,16 +127,19 @@ async fn traffic(mode: &'static str, v6: bool) {
 }
 
 #[tokio::test]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn legacy_ipv4() {
     traffic("legacy", false).await;
 }
 
 #[tokio::test]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn nft_ipv4() {
     traffic("nft", false).await;
 }
 
 #[tokio::test]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn legacy_ipv6() {
     traffic("legacy", true).await;
 }

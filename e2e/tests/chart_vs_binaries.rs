@@ -6,11 +6,11 @@
 mod packaging;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use linkerd_cni::install::template::{self, Values};
 use linkerd_cni::{IptablesMode, LinkerdConfig, PluginConfig};
 use linkerd_multus_operator::nad_config::{build_config, ConfigSource};
 use packaging::*;
 use serde_json::Value;
+use vocab::cni_template::{self as template, Values};
 
 const KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 
@@ -223,7 +223,7 @@ fn operator_parses_the_chart_settings_and_defaults_agree() {
 #[test]
 fn installer_parses_the_chart_args_and_defaults_agree() {
     use clap::Parser;
-    use linkerd_cni::install::args::Args;
+    use linkerd_cni_installer::args::Args;
     let docs = parse_docs(&helm_template(
         "ld-controller",
         "linkerd-multus",

@@ -725,7 +725,7 @@ fn every_binary_flag_is_a_chart_value() {
     let sources = [
         ("operator/src/cli.rs", true),
         ("webhook/src/args.rs", true),
-        ("cni-plugin/src/install/args.rs", false),
+        ("cni-installer/src/args.rs", false),
     ];
     let mut checked = 0;
     for (source, by_env) in sources {

@@ -23,25 +23,17 @@ const UID_RANGE: &str = "1000650000/10000";
 const PROXY_UID: u32 = 1_000_650_000 + 2102;
 const WEBHOOK_CONFIG: &str = "linkerd-multus-e2e";
 
-/// Linkerd's `linkerd2-cni` chart ConfigMap value, placeholders and all.
-const CNI_NETWORK_CONFIG: &str = r#"{
-  "name": "linkerd-cni",
-  "type": "linkerd-cni",
-  "log_level": "debug",
-  "policy": {"type": "k8s", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__", "k8s_auth_token": "__SERVICEACCOUNT_TOKEN__"},
-  "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"},
-  "linkerd": {
-    "incoming-proxy-port": 4143,
-    "outgoing-proxy-port": 4140,
-    "proxy-uid": 2102,
-    "ports-to-redirect": [],
-    "inbound-ports-to-ignore": ["4191", "4190"],
-    "simulate": false,
-    "use-wait-flag": false,
-    "iptables-mode": "legacy",
-    "ipv6": false
-  }
-}"#;
+/// Linkerd's `linkerd2-cni` chart ConfigMap value, placeholders and all (the repository's one copy),
+/// with the plugin logging at debug and these inbound ports ignored.
+fn cni_network_config(inbound_ports_to_ignore: &[&str]) -> String {
+    let mut v: Value = serde_json::from_str(include_str!(
+        "../../fixtures/linkerd2-cni-network-config.json"
+    ))
+    .expect("fixture");
+    v["log_level"] = json!("debug");
+    v["linkerd"]["inbound-ports-to-ignore"] = json!(inbound_ports_to_ignore);
+    v.to_string()
+}
 
 // === the pieces of the scenario ===
 
@@ -413,7 +405,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     for ns in ["linkerd-cni", "linkerd", "linkerd-multus"] {
         c.kubectl(&["create", "namespace", ns]);
     }
-    c.set_cni_config(CNI_NETWORK_CONFIG);
+    c.set_cni_config(&cni_network_config(&["4191", "4190"]));
     let webhook_port = free_port();
     c.apply(&format!(
         r#"{{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -554,9 +546,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     );
 
     // 6. Edit the ConfigMap: every NAD follows, and a new pod's rules show the change.
-    c.set_cni_config(
-        &CNI_NETWORK_CONFIG.replace(r#"["4191", "4190"]"#, r#"["4191", "4190", "9999"]"#),
-    );
+    c.set_cni_config(&cni_network_config(&["4191", "4190", "9999"]));
     let updated = expected_nad_config(&kubeconfig, &["4191", "4190", "9999"]);
     for ns in ["app", "linkerd"] {
         wait_until(

@@ -1,16 +1,9 @@
-//! PURE: the linkerd-cni ConfigMap's `cni_network_config` → the NAD's `spec.config` string.
-//!
-//! Linkerd's installer (`install-cni.sh`) fills placeholders like `__KUBECONFIG_FILEPATH__` in this
-//! template before writing it to each node. Multus instead hands the NAD's config straight to the
-//! plugin, so the operator does that job here: it sets the kubeconfig path, fills the CNI defaults,
-//! keeps every other key as the cluster admin configured it (`linkerd.iptables-mode`, `ipv6`,
-//! `proxy-gid`, future keys…) and drops only the values it cannot fill (the installer-only `policy`
-//! block, whose placeholders the plugin never reads).
-
-use std::collections::BTreeMap;
+//! PURE: the linkerd-cni ConfigMap's `cni_network_config` → the NAD's `spec.config` string. The
+//! template is read by [`vocab::cni_template`] (shared with the node installer); this shell finds it
+//! in the ConfigMap and names the ConfigMap in every error.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use serde_json::{Map, Value};
+use vocab::cni_template::{self, ParseError};
 
 /// Where the operator reads the CNI network config from, and what it sets in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,10 +72,9 @@ impl NadConfigError {
     }
 }
 
-/// Builds the NAD's `spec.config` from the ConfigMap (`None`: it does not exist).
-///
-/// Output is canonical (object keys sorted at every level, compact), so the same input always gives
-/// byte-identical text and an unchanged ConfigMap never causes a write.
+/// Builds the NAD's `spec.config` from the ConfigMap (`None`: it does not exist); the template itself
+/// is read by [`vocab::cni_template::for_nad`] (canonical output: an unchanged ConfigMap never causes
+/// a write).
 pub fn build_config(cm: Option<&ConfigMap>, src: &ConfigSource) -> Result<String, NadConfigError> {
     let cm = cm.ok_or_else(|| NadConfigError::ConfigMapMissing {
         namespace: src.namespace.clone(),
@@ -98,106 +90,23 @@ pub fn build_config(cm: Option<&ConfigMap>, src: &ConfigSource) -> Result<String
                 name: src.configmap.clone(),
                 key,
             })?;
-    let parsed: Value =
-        serde_json::from_str(raw).map_err(|source| NadConfigError::InvalidJson {
-            namespace: src.namespace.clone(),
-            name: src.configmap.clone(),
-            key,
-            source,
-        })?;
-    let Value::Object(mut obj) = parsed else {
-        return Err(NadConfigError::NotAnObject {
-            namespace: src.namespace.clone(),
-            name: src.configmap.clone(),
-            key,
-            found: json_kind(&parsed),
-        });
-    };
-
-    // `kubernetes` is rebuilt: our kubeconfig path, plus whatever else it held that is filled in.
-    let mut kubernetes = match obj.remove("kubernetes") {
-        Some(Value::Object(k)) => k,
-        _ => Map::new(),
-    };
-    kubernetes.retain(|_, v| !holds_placeholder(v));
-    kubernetes.insert("kubeconfig".into(), Value::String(src.kubeconfig.clone()));
-
-    // Any other top-level value still holding an installer placeholder is dropped whole: a block
-    // with half its fields removed would be worse than none.
-    obj.retain(|_, v| !holds_placeholder(v));
-    obj.insert("kubernetes".into(), Value::Object(kubernetes));
-    for (k, default) in [
-        ("cniVersion", vocab::DEFAULT_CNI_VERSION),
-        ("name", vocab::PLUGIN_TYPE),
-        ("type", vocab::PLUGIN_TYPE),
-    ] {
-        obj.entry(k)
-            .or_insert_with(|| Value::String(default.to_string()));
-    }
-    Ok(canonical(Value::Object(obj)).to_string())
-}
-
-/// Sorts object keys recursively: serde_json keeps insertion order here (`preserve_order`), so the
-/// ConfigMap's key order would otherwise leak into the output.
-fn canonical(v: Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let sorted: BTreeMap<String, Value> =
-                m.into_iter().map(|(k, v)| (k, canonical(v))).collect();
-            Value::Object(sorted.into_iter().collect())
+    cni_template::for_nad(raw, &src.kubeconfig).map_err(|e| {
+        let (namespace, name) = (src.namespace.clone(), src.configmap.clone());
+        match e {
+            ParseError::InvalidJson(source) => NadConfigError::InvalidJson {
+                namespace,
+                name,
+                key,
+                source,
+            },
+            ParseError::NotAnObject { found } => NadConfigError::NotAnObject {
+                namespace,
+                name,
+                key,
+                found,
+            },
         }
-        Value::Array(a) => Value::Array(a.into_iter().map(canonical).collect()),
-        other => other,
-    }
-}
-
-/// True when a string anywhere inside `v` holds an installer placeholder.
-fn holds_placeholder(v: &Value) -> bool {
-    match v {
-        Value::String(s) => has_placeholder(s),
-        Value::Array(a) => a.iter().any(holds_placeholder),
-        Value::Object(m) => m.values().any(holds_placeholder),
-        _ => false,
-    }
-}
-
-/// `__NAME__` with NAME made of upper-case letters, digits and underscores (at least one letter),
-/// the form `install-cni.sh` substitutes.
-fn has_placeholder(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i + 1 < b.len() {
-        if b[i] == b'_' && b[i + 1] == b'_' {
-            let start = i + 2;
-            let mut j = start;
-            while j < b.len()
-                && (b[j].is_ascii_uppercase() || b[j].is_ascii_digit() || b[j] == b'_')
-            {
-                j += 1;
-            }
-            let run = &s[start..j];
-            if let Some(name) = run.strip_suffix("__") {
-                if name.bytes().any(|c| c.is_ascii_uppercase()) {
-                    return true;
-                }
-            }
-            i = j.max(i + 1);
-        } else {
-            i += 1;
-        }
-    }
-    false
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    })
 }
 
 #[cfg(test)]

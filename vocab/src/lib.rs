@@ -1,9 +1,13 @@
 //! The vocabulary every part of linkerd-multus shares: annotation and label keys, object names, default
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
 //! key can never drift between the operator, the webhook and the CNI plugin. The few rules every part
-//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason.
+//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason,
+//! and so does Linkerd's CNI config template, which the operator and the node installer both read
+//! ([`cni_template`]).
 
 use std::collections::BTreeMap;
+
+pub mod cni_template;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -76,12 +80,7 @@ pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 /// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// Placeholders Linkerd's `cni_network_config` template may hold; the installer fills them.
-pub const PLACEHOLDER_KUBECONFIG_FILEPATH: &str = "__KUBECONFIG_FILEPATH__";
-pub const PLACEHOLDER_LOG_LEVEL: &str = "__LOG_LEVEL__";
-pub const PLACEHOLDER_SERVICE_HOST: &str = "__KUBERNETES_SERVICE_HOST__";
-pub const PLACEHOLDER_SERVICE_PORT: &str = "__KUBERNETES_SERVICE_PORT__";
-pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
+// The placeholders of Linkerd's `cni_network_config` template: [`cni_template`].
 
 // === The webhook ===
 
@@ -202,6 +201,8 @@ mod tests {
         assert_eq!(url_host("10.0.0.1"), "10.0.0.1");
         assert_eq!(url_host("fd00::1"), "[fd00::1]");
         assert_eq!(url_host("[fd00::1]"), "[fd00::1]");
+        assert_eq!(url_host("fd00:10:96::1"), "[fd00:10:96::1]");
+        assert_eq!(url_host("::1"), "[::1]");
         assert_eq!(url_host("kubernetes.default.svc"), "kubernetes.default.svc");
     }
 }

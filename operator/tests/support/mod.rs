@@ -37,35 +37,18 @@ pub const RUN_LABEL: &str = "linkerd-multus-test/run";
 pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 
-/// The linkerd2-cni chart's `cni_network_config` (current chart, with every option rendered).
+/// The linkerd2-cni chart's `cni_network_config` (the repository's one copy), with a GID, IPv6 and the
+/// two knobs the tests turn.
 pub fn chart_template(log_level: &str, iptables_mode: &str) -> String {
-    format!(
-        r#"{{
-  "name": "linkerd-cni",
-  "type": "linkerd-cni",
-  "log_level": "{log_level}",
-  "policy": {{
-      "type": "k8s",
-      "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__",
-      "k8s_auth_token": "__SERVICEACCOUNT_TOKEN__"
-  }},
-  "kubernetes": {{
-      "kubeconfig": "__KUBECONFIG_FILEPATH__"
-  }},
-  "linkerd": {{
-    "incoming-proxy-port": 4143,
-    "outgoing-proxy-port": 4140,
-    "proxy-uid": 2102,
-    "proxy-gid": 2102,
-    "ports-to-redirect": [],
-    "inbound-ports-to-ignore": ["4191","4190"],
-    "simulate": false,
-    "use-wait-flag": false,
-    "iptables-mode": "{iptables_mode}",
-    "ipv6": true
-  }}
-}}"#
-    )
+    let mut v: Value = serde_json::from_str(include_str!(
+        "../../../fixtures/linkerd2-cni-network-config.json"
+    ))
+    .expect("fixture");
+    v["log_level"] = json!(log_level);
+    v["linkerd"]["iptables-mode"] = json!(iptables_mode);
+    v["linkerd"]["proxy-gid"] = json!(2102);
+    v["linkerd"]["ipv6"] = json!(true);
+    v.to_string()
 }
 
 /// The NAD config the operator must produce from [`chart_template`], written out by hand (keys

@@ -2,9 +2,9 @@
 //! change (inotify via `notify`), a pass every `--resync-seconds` as a safety net for missed events,
 //! and the uninstall on SIGTERM/SIGINT.
 
-use super::args::{Args, Settings};
-use super::error::InstallError;
-use super::installer::{Installer, Report};
+use crate::args::{Args, Settings};
+use crate::error::InstallError;
+use crate::installer::{Installer, Report};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 //! that loads. `.conflist` files are read as plugin lists, `.conf` and `.json` as one plugin. The
 //! extension match is case-sensitive, like libcni's.
 
-use super::chain::ConfigKind;
+use crate::chain::ConfigKind;
 
 /// How a runtime would read a file of this name, or `None` when it ignores it.
 pub fn kind_of(file_name: &str) -> Option<ConfigKind> {

@@ -1,14 +1,15 @@
-//! One install pass and the uninstall: the I/O shell around the pure decisions in [`super::chain`],
-//! [`super::kubeconfig`], [`super::template`] and [`super::revert`]. Every write says why in the log.
+//! One install pass and the uninstall: the I/O shell around the pure decisions in [`crate::chain`],
+//! [`crate::kubeconfig`], [`vocab::cni_template`] and [`crate::revert`]. Every write says why in the log.
 
-use super::args::{ChainMode, Settings, TemplateSource};
-use super::chain::{self, ConfigKind, Outcome};
-use super::error::InstallError;
-use super::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
-use super::revert::{self, Applied, Revert};
-use super::{kubeconfig, primary, template};
+use crate::args::{ChainMode, Settings, TemplateSource};
+use crate::chain::{self, ConfigKind, Outcome};
+use crate::error::InstallError;
+use crate::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
+use crate::revert::{self, Applied, Revert};
+use crate::{kubeconfig, primary};
 use std::fs;
 use std::path::{Path, PathBuf};
+use vocab::cni_template;
 use vocab::PLUGIN_TYPE;
 
 /// Log level used for `__LOG_LEVEL__` when `--cni-log-level` is not given.
@@ -326,21 +327,23 @@ impl Installer {
                     source,
                 })?
             }
-            TemplateSource::Default => template::default_template(),
+            TemplateSource::Default => cni_template::default_template(),
         };
         let (host, port) = self.service_address()?;
-        let host = kubeconfig::url_host(host);
-        let values = template::Values {
+        let values = cni_template::Values {
             kubeconfig_path: &s.kubeconfig_node_path,
             log_level: s
                 .log_level_override
                 .as_deref()
                 .unwrap_or(DEFAULT_PLUGIN_LOG_LEVEL),
-            service_host: &host,
+            service_host: host,
             service_port: port,
         };
-        let entry = template::render(&text, &values, s.log_level_override.as_deref())?;
-        let leftover = template::leftover_placeholders(&entry.to_string());
+        let entry = cni_template::render(&text, &values, s.log_level_override.as_deref())?;
+        let leftover = cni_template::placeholders(&entry.to_string())
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
         if !leftover.is_empty() {
             tracing::warn!(?leftover, "the CNI network config template has placeholders this installer does not fill; the plugin sees them literally");
         }

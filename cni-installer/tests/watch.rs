@@ -1,9 +1,9 @@
 //! The long-running `linkerd-cni-install` (the real binary, watching): it repairs outside rewrites,
 //! follows token rotation, keeps retrying on bad input, and reverts on SIGTERM.
 
-mod install_common;
+mod common;
 
-use install_common::*;
+use common::*;
 use serde_json::Value;
 use std::fs;
 use vocab::PLUGIN_TYPE;

@@ -3,15 +3,15 @@
 //! container (linkerd-cni passes through) and for a meshed pod on the testbed apiserver (linkerd-cni
 //! looks it up through the kubeconfig the installer wrote and installs the redirect rules).
 
-mod install_common;
+mod common;
 
 use base64::Engine as _;
-use install_common::*;
+use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
-use linkerd_multus_e2e::{client, kubeconfig_path, TestNamespace};
+use linkerd_multus_e2e::{binary, client, kubeconfig_path, TestNamespace};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
@@ -72,9 +72,10 @@ fn addresses(ns: &NetNs) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs root (netns, iptables), the testbed (kube-apiserver) and the built linkerd-cni: run by e2e/test-all"]
 async fn installed_conflist_runs_as_a_real_chain() {
     let mut node = Node::new();
-    node.plugin = PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
+    node.plugin = binary("linkerd-cni");
     service_account_from_testbed(&mut node);
 
     // A single-plugin bridge `.conf` as the primary: the installer converts it, so the chain below

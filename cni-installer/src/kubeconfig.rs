@@ -3,26 +3,15 @@
 
 use base64::Engine as _;
 use serde_json::json;
-use std::net::Ipv6Addr;
 
 /// Name of the cluster, user and context inside the kubeconfig.
 const CLUSTER: &str = "local";
 const USER: &str = "linkerd-cni";
 const CONTEXT: &str = "linkerd-cni-context";
 
-/// The host as it must appear in a URL: an IPv6 address goes in brackets (`KUBERNETES_SERVICE_HOST`
-/// holds the bare address on IPv6 clusters).
-pub fn url_host(host: &str) -> String {
-    if host.parse::<Ipv6Addr>().is_ok() {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    }
-}
-
 /// `https://HOST:PORT` of the apiserver's in-cluster service.
 pub fn server_url(host: &str, port: &str) -> String {
-    format!("https://{}:{port}", url_host(host))
+    format!("https://{}:{port}", vocab::url_host(host))
 }
 
 /// The kubeconfig text. The token is used as read minus surrounding whitespace (files often end in a

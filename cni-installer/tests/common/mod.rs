@@ -1,4 +1,4 @@
-//! Shared by the `install_*` tests: a fake node (temp net/bin dirs, a service-account dir with a token
+//! Shared by the installer tests: a fake node (temp net/bin dirs, a service-account dir with a token
 //! and CA) and the real `linkerd-cni-install` binary run against it.
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -37,7 +37,7 @@ const INSTALLER_ENV: &[&str] = &[
 
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/install")
+        .join("tests/fixtures")
         .join(name);
     fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
 }

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 use vocab::PLUGIN_TYPE;
 
-/// How a runtime reads a config file, decided by its extension (see [`super::primary`]).
+/// How a runtime reads a config file, decided by its extension (see [`crate::primary`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigKind {
     /// `*.conflist`: an object with a `plugins` array.

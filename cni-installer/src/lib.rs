@@ -3,8 +3,9 @@
 //! and takes it all back out on SIGTERM.
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
-//! remove the entry), [`template`] (Linkerd's config template), [`kubeconfig`], [`revert`]. The I/O
-//! shell: [`files`] (atomic writes), [`installer`] (one pass), [`run`] (watch loop and signals).
+//! remove the entry), [`kubeconfig`], [`revert`], and Linkerd's config template through
+//! [`vocab::cni_template`]. The I/O shell: [`files`] (atomic writes), [`installer`] (one pass), [`run`]
+//! (watch loop and signals).
 
 pub mod args;
 pub mod chain;
@@ -15,7 +16,6 @@ pub mod kubeconfig;
 pub mod primary;
 pub mod revert;
 pub mod run;
-pub mod template;
 
 pub use args::{Args, ChainMode, Settings};
 pub use error::InstallError;

@@ -5,7 +5,7 @@
 //! bytes from before the change go back (a converted `.conf` comes back under its own name). When
 //! someone else rewrote it since, their version is kept and only the linkerd-cni entry comes out.
 
-use super::chain::{self, ChainError, ConfigKind, Outcome};
+use crate::chain::{self, ChainError, ConfigKind, Outcome};
 use std::path::PathBuf;
 
 /// What the installer last wrote to the primary config, and what was there before.
