@@ -26,7 +26,7 @@ pub fn render(server: &str, token: &str, ca_pem: &[u8]) -> String {
         "contexts": [{"name": CONTEXT, "context": {"cluster": CLUSTER, "user": USER}}],
         "current-context": CONTEXT,
     });
-    let body = serde_yaml::to_string(&config).unwrap_or_default();
+    let body = serde_yaml_ng::to_string(&config).unwrap_or_default();
     format!("# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.\n{body}")
 }
 
@@ -73,7 +73,7 @@ mod tests {
             .as_ref()
             .and_then(|u| u.token.as_ref())
             .is_some());
-        let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("yaml");
         assert_eq!(
             v["users"][0]["user"]["token"].as_str(),
             Some("tok.en-123"),
@@ -86,7 +86,7 @@ mod tests {
     fn odd_tokens_stay_strings() {
         for token in ["123", "true", "a: b", "#x", "'q'"] {
             let text = render("https://h:1", token, b"");
-            let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+            let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("yaml");
             assert_eq!(
                 v["users"][0]["user"]["token"].as_str(),
                 Some(token),

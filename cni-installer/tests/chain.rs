@@ -32,7 +32,7 @@ impl Drop for BridgeGuard {
 fn service_account_from_testbed(node: &mut Node) {
     let text = fs::read_to_string(kubeconfig_path())
         .expect("testbed kubeconfig (is `e2e/testbed up` done?)");
-    let kc: serde_yaml::Value = serde_yaml::from_str(&text).expect("kubeconfig yaml");
+    let kc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
     let server = kc["clusters"][0]["cluster"]["server"]
         .as_str()
         .expect("server");

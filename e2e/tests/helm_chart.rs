@@ -607,7 +607,7 @@ fn rejects_install_into_linkerds_namespace() {
 #[test]
 fn every_value_is_documented() {
     let root = linkerd_multus_e2e::workspace_root();
-    let values: Value = serde_yaml::from_str(
+    let values: Value = serde_yaml_ng::from_str(
         &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
     )
     .expect("values.yaml parses");

@@ -240,7 +240,7 @@ fn server_dry_run(dir: &str, skip_kinds: &[&str]) {
     for doc in &mut docs {
         remap_namespaces(doc, &map);
         stream.push_str("---\n");
-        stream.push_str(&serde_yaml::to_string(doc).expect("YAML"));
+        stream.push_str(&serde_yaml_ng::to_string(doc).expect("YAML"));
     }
     let file = temp_file("kustomize-render.yaml", &stream);
     let out = kubectl(&[

@@ -125,15 +125,9 @@ fn first_valid_pem(pem: &str, now: SystemTime) -> Option<String> {
     if (cert.validity().not_after.timestamp() as i128) <= unix(now) {
         return None;
     }
-    let body = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der.as_ref());
-    let lines: Vec<&str> = body
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap_or_default())
-        .collect();
-    Some(format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
+    Some(pem::encode_config(
+        &pem::Pem::new("CERTIFICATE", der.to_vec()),
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
     ))
 }
 

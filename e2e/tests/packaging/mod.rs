@@ -79,7 +79,7 @@ pub fn local_kubectl(args: &[&str]) -> Output {
 
 /// Every non-empty document of a multi-document YAML stream, as JSON values.
 pub fn parse_docs(yaml: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(yaml)
+    serde_yaml_ng::Deserializer::from_str(yaml)
         .filter_map(|doc| {
             let value: Value = serde::Deserialize::deserialize(doc)
                 .unwrap_or_else(|e| panic!("rendered manifests are not valid YAML: {e}\n{yaml}"));
