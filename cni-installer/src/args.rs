@@ -84,6 +84,16 @@ pub struct Args {
     /// Seconds between safety-net passes when no file change is seen.
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 5)]
     pub resync_seconds: u64,
+
+    /// Status file inside this container (not on the node) where the running installer records after
+    /// every pass whether the node is installed; read by --ready-check. Unset: none is written.
+    #[arg(long, env = "READY_FILE")]
+    pub ready_file: Option<PathBuf>,
+
+    /// Check instead of installing: exit 0 if --ready-file says the node is installed and is fresh
+    /// (the DaemonSet's readiness probe), else print why and exit 1.
+    #[arg(long, requires = "ready_file", conflicts_with = "once")]
+    pub ready_check: bool,
 }
 
 /// Where the network config template comes from.
@@ -114,6 +124,7 @@ pub struct Settings {
     pub uninstall_binary: bool,
     pub once: bool,
     pub resync: Duration,
+    pub ready_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -158,6 +169,7 @@ impl Settings {
             uninstall_binary: args.uninstall_binary,
             once: args.once,
             resync: Duration::from_secs(args.resync_seconds.max(1)),
+            ready_file: args.ready_file,
         }
     }
 }
@@ -236,5 +248,15 @@ mod tests {
         );
         assert_eq!(s.template, TemplateSource::Text("{\"type\":1}".into()));
         assert!(Args::try_parse_from(["x", "--chain-mode", "prepend"]).is_err());
+    }
+
+    #[test]
+    fn ready_check_needs_the_ready_file_and_no_once() {
+        assert!(Args::try_parse_from(["x", "--ready-check"]).is_err());
+        assert!(Args::try_parse_from(["x", "--ready-check", "--ready-file=/r", "--once"]).is_err());
+        let args = parse(&["--ready-check", "--ready-file=/tmp/r"]);
+        assert!(args.ready_check);
+        let s = Settings::resolve(args, |_| None, None);
+        assert_eq!(s.ready_file, Some(PathBuf::from("/tmp/r")));
     }
 }

@@ -21,6 +21,8 @@ pub struct Report {
     /// One line per change, with its reason.
     pub changes: Vec<String>,
     pub errors: Vec<InstallError>,
+    /// Why the node is not installed yet although no step failed (readiness reads it).
+    pub waiting: Option<String>,
 }
 
 /// The installer's state between passes: what it wrote to the primary config.
@@ -63,7 +65,13 @@ impl Installer {
         }
         if self.settings.chain_mode == ChainMode::Append && ready {
             match self.ensure_chained() {
-                Ok(changes) => report.changes.extend(changes),
+                Ok(Some(changes)) => report.changes.extend(changes),
+                Ok(None) => {
+                    report.waiting = Some(format!(
+                        "no primary network config in {} yet to chain linkerd-cni onto",
+                        self.settings.net_dir.display()
+                    ))
+                }
                 Err(e) => report.errors.push(e),
             }
         }
@@ -185,7 +193,8 @@ impl Installer {
         )))
     }
 
-    fn ensure_chained(&mut self) -> Result<Vec<String>, InstallError> {
+    /// `None` when there is no primary network config to chain onto.
+    fn ensure_chained(&mut self) -> Result<Option<Vec<String>>, InstallError> {
         let mut changes = Vec::new();
         let dir = self.settings.net_dir.clone();
         let names = files::file_names(&dir).map_err(|source| InstallError::ReadDir {
@@ -199,7 +208,7 @@ impl Installer {
             // Nothing to chain onto yet: the primary network's installer has not run. Not an error;
             // the watch picks the file up when it appears.
             self.applied = None;
-            return Ok(changes);
+            return Ok(None);
         };
         let path = dir.join(name);
         // A different file became the primary (a new one sorts first): our entry in the old one is
@@ -281,7 +290,7 @@ impl Installer {
                 });
             }
         }
-        Ok(changes)
+        Ok(Some(changes))
     }
 
     // === helpers ===

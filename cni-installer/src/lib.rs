@@ -3,9 +3,9 @@
 //! and takes it all back out on SIGTERM.
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
-//! remove the entry), [`kubeconfig`], [`revert`], and Linkerd's config template through
-//! [`vocab::cni_template`]. The I/O shell: [`files`] (atomic writes), [`installer`] (one pass), [`run`]
-//! (watch loop and signals).
+//! remove the entry), [`kubeconfig`], [`revert`], [`ready`] (the readiness probe's verdict), and
+//! Linkerd's config template through [`vocab::cni_template`]. The I/O shell: [`files`] (atomic
+//! writes), [`installer`] (one pass), [`run`] (watch loop and signals).
 
 pub mod args;
 pub mod chain;
@@ -14,6 +14,7 @@ pub mod files;
 pub mod installer;
 pub mod kubeconfig;
 pub mod primary;
+pub mod ready;
 pub mod revert;
 pub mod run;
 

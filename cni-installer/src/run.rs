@@ -5,6 +5,7 @@
 use crate::args::{Args, Settings};
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
+use crate::ready::{self, Status};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +19,10 @@ const DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// Entry point of the `linkerd-cni-install` binary.
 pub fn main(args: Args) -> ExitCode {
+    if args.ready_check {
+        let path = args.ready_file.unwrap_or_default(); // clap requires it with --ready-check
+        return ready::check_main(&path);
+    }
     let installer = std::env::current_exe().ok();
     let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -54,6 +59,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         settings.net_dir.clone(),
         settings.service_account_dir.clone(),
     ];
+    let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
     let mut installer = Installer::new(settings);
     if once {
         let report = installer.pass();
@@ -76,10 +82,13 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut first = true;
+    // A restarted container finds its previous run's file in the emptyDir: not ready until a pass says so.
+    status_file.clear();
     loop {
         watch.ensure();
         let report = installer.pass();
         log_report(&report, &mut last_errors, true);
+        status_file.publish(&Status::of(&report));
         if std::mem::take(&mut first) {
             tracing::info!(every = ?resync, "first pass done; watching for changes");
         }
@@ -95,6 +104,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         }
     }
     drop(watch);
+    status_file.clear();
     let report = installer.uninstall();
     log_report(&report, &mut Vec::new(), false);
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
@@ -122,6 +132,48 @@ fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
         tracing::info!(previous = %gone, "resolved");
     }
     *last_errors = errors;
+}
+
+/// The `--ready-file` side of the loop. Failing to write it is logged once per kind of failure and
+/// otherwise ignored: it costs only readiness, never the node's install.
+struct StatusFile {
+    path: Option<PathBuf>,
+    stale_after: Duration,
+    last_error: Option<String>,
+}
+
+impl StatusFile {
+    fn new(path: Option<PathBuf>, resync: Duration) -> Self {
+        StatusFile {
+            path,
+            stale_after: ready::stale_after(resync),
+            last_error: None,
+        }
+    }
+
+    fn publish(&mut self, status: &Status) {
+        if let Some(path) = &self.path {
+            Self::outcome(
+                &mut self.last_error,
+                path,
+                ready::publish(path, status, self.stale_after),
+            );
+        }
+    }
+
+    fn clear(&mut self) {
+        if let Some(path) = &self.path {
+            Self::outcome(&mut self.last_error, path, ready::clear(path).map(drop));
+        }
+    }
+
+    fn outcome(last: &mut Option<String>, path: &std::path::Path, result: std::io::Result<()>) {
+        let error = result.err().map(|e| e.to_string());
+        if let Some(e) = error.as_ref().filter(|e| last.as_ref() != Some(*e)) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot update the readiness status file; the pod stays unready");
+        }
+        *last = error;
+    }
 }
 
 /// inotify watches on the directories, (re)tried every pass: a directory missing at start (the

@@ -235,7 +235,23 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
             .unwrap_or_else(|e| panic!("the installer rejects the chart's args: {e}"));
     let mut expected = Args::try_parse_from(["linkerd-cni-install"]).expect("defaults parse");
     expected.cni_log_level = Some("info".into());
+    // The status file has no default (tests and `--once` write none); the chart names one in the pod.
+    expected.ready_file = Some("/tmp/linkerd-cni-install.ready".into());
     assert_eq!(format!("{chart:?}"), format!("{expected:?}"));
+
+    // The readiness probe's command parses as a check of the file the container writes.
+    let ds = find(&docs, "DaemonSet", None);
+    let probe: Vec<String> = ds["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        ["exec"]["command"]
+        .as_array()
+        .expect("the probe's command")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_string())
+        .collect();
+    let check = Args::try_parse_from(&probe)
+        .unwrap_or_else(|e| panic!("the installer rejects the probe's command: {e}"));
+    assert!(check.ready_check);
+    assert_eq!(check.ready_file, chart.ready_file);
 
     let openshift = chart_dir().join("values-openshift.yaml");
     let docs = parse_docs(&helm_template(

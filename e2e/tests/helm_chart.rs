@@ -494,6 +494,81 @@ fn cni_resources_with_ephemeral_storage() {
     );
 }
 
+/// The installer pod has a readiness probe: the installer binary (the image's entrypoint, from the
+/// Dockerfile) in `--ready-check` mode, reading the status file the container's args make it write,
+/// in the pod's own /tmp emptyDir rather than a node directory; its timing comes from
+/// `cni.readinessProbe`.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_daemonset_has_a_readiness_probe() {
+    let ds = cni_daemonset(&[]);
+    let pod = &ds["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let probe = &container["readinessProbe"];
+    let command: Vec<&str> = probe["exec"]["command"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no exec readinessProbe on the installer: {container}"))
+        .iter()
+        .map(|a| a.as_str().expect("string"))
+        .collect();
+    let dockerfile =
+        std::fs::read_to_string(linkerd_multus_e2e::workspace_root().join("Dockerfile"))
+            .expect("Dockerfile");
+    let entrypoint = dockerfile
+        .split("AS cni")
+        .nth(1)
+        .and_then(|stage| stage.lines().find(|l| l.starts_with("ENTRYPOINT")))
+        .expect("the cni stage's ENTRYPOINT");
+    assert_eq!(entrypoint, format!(r#"ENTRYPOINT ["{}"]"#, command[0]));
+    assert_eq!(command[1], "--ready-check");
+    let ready_file = command[2]
+        .strip_prefix("--ready-file=")
+        .expect("--ready-file=");
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string"))
+        .collect();
+    assert!(
+        args.contains(&command[2]),
+        "the installer writes {ready_file}: {args:?}"
+    );
+    let tmp = container["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| ready_file.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap_or("?"))))
+        .unwrap_or_else(|| panic!("{ready_file} is on no mounted volume"));
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == tmp["name"])
+        .expect("the volume");
+    assert!(
+        volume.get("emptyDir").is_some(),
+        "the status file must stay in the pod, not on the node: {volume}"
+    );
+    assert_eq!(probe["periodSeconds"], 5);
+    assert_eq!(probe["failureThreshold"], 3);
+
+    let ds = cni_daemonset(&[
+        "--set",
+        "cni.readinessProbe.periodSeconds=7",
+        "--set",
+        "cni.readinessProbe.initialDelaySeconds=2",
+    ]);
+    let probe = &ds["spec"]["template"]["spec"]["containers"][0]["readinessProbe"];
+    assert_eq!(probe["periodSeconds"], 7);
+    assert_eq!(probe["initialDelaySeconds"], 2);
+    assert_eq!(probe["exec"]["command"][1], "--ready-check");
+    assert_rejected(
+        &["--set", "cni.readinessProbe.period=7"],
+        "Additional property period",
+    );
+}
+
 // === bad values: a clear error, nothing rendered ===
 
 fn assert_rejected(extra: &[&str], expected_in_error: &str) {
@@ -666,6 +741,14 @@ const NOT_SET: &[(&str, &str)] = &[
     (
         "--nad-api-group",
         "hidden test knob of the operator (a private NAD CRD copy)",
+    ),
+    (
+        "--output",
+        "a flag of `check`, run by hand in the pod, not of the running operator",
+    ),
+    (
+        "--probe-timeout-seconds",
+        "a flag of `check`, run by hand in the pod, not of the running operator",
     ),
 ];
 
