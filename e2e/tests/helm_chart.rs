@@ -1,10 +1,10 @@
 //! The helm chart (`helm/`) rendered by the real helm: lint, golden renders of every mode, what the renders
 //! must mean, and the errors bad values get. Installing it on the apiserver: `helm_install.rs`.
 
-mod packaging;
+mod support;
 
-use packaging::*;
 use serde_json::Value;
+use support::*;
 
 const RELEASE: &str = "ld-controller";
 const NAMESPACE: &str = "linkerd-multus";
