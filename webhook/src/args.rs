@@ -144,7 +144,7 @@ mod tests {
             "--webhook-addr=nope",
             "--webhook-addr=127.0.0.1",
         ] {
-            let err = WebhookArgs::from_flags([bad]).err().expect(bad);
+            let err = WebhookArgs::from_flags([bad]).expect_err(bad);
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
         }
         let ok =
