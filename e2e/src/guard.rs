@@ -1,13 +1,16 @@
 //! Delete-on-drop guards for cluster objects a test creates, deleting through the client the object
 //! was made with (so a dedicated testbed's objects are deleted on that testbed).
 //!
-//! `Drop` cannot await, and a test's own runtime may be single-threaded (its tasks cannot run while
-//! `drop` blocks) or already shutting down. So the kit's clients are driven by a small runtime of the
-//! kit's own ([`kit_runtime`]), which outlives every test, and a guard's delete runs there.
+//! `Drop` cannot await, and a test's own runtime may be single-threaded (its tasks, among them the
+//! client's connections, cannot run while `drop` blocks) or already shutting down. So the kit's clients
+//! run every request, and so their connections, on a small runtime of the kit's own ([`kit_runtime`],
+//! see [`OnKit`]), which outlives every test, and a guard's delete runs there.
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::OnceLock;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use kube::api::DeleteParams;
@@ -28,6 +31,33 @@ pub(crate) fn kit_runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("the test kit's runtime")
     })
+}
+
+/// A kube client's HTTP service whose requests are driven on the kit's runtime: connections spawned
+/// while a request runs land there too, not on the (possibly blocked) runtime of the test.
+pub(crate) struct OnKit<S>(pub S);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, Req> tower::Service<Req> for OnKit<S>
+where
+    S: tower::Service<Req>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Into<BoxError> + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let running = kit_runtime().spawn(self.0.call(request));
+        Box::pin(async move { running.await?.map_err(Into::into) })
+    }
 }
 
 /// Runs `fut` to completion on the kit's runtime from synchronous code (inside a runtime or not).

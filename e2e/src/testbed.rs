@@ -57,7 +57,10 @@ async fn build_client(path: &Path) -> Client {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}; {HOW_TO_START}", path.display()));
-    let client = Client::try_from(config).expect("building a kube client");
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("building a kube client")
+        .with_layer(&tower::layer::layer_fn(crate::guard::OnKit))
+        .build();
     if let Err(e) = client.apiserver_version().await {
         panic!(
             "the control plane in {} does not answer: {e}; {HOW_TO_START}",

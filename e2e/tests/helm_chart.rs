@@ -646,6 +646,11 @@ fn collect_leaves(value: &Value, path: String, out: &mut Vec<String>) {
 
 /// Flags the chart deliberately does not set, and why.
 const NOT_SET: &[(&str, &str)] = &[
+    ("--output", "flag of the `check` subcommand, run by hand"),
+    (
+        "--probe-timeout-seconds",
+        "flag of the `check` subcommand, run by hand",
+    ),
     (
         "--cni-network-config",
         "set through the CNI_NETWORK_CONFIG env from the ConfigMap",
