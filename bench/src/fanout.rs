@@ -20,6 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_e2e::free_port;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -348,10 +349,6 @@ fn log_path() -> PathBuf {
     std::env::temp_dir().join("linkerd-multus-bench-operator.log")
 }
 
-fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
 impl Operator {
     fn start(args: &FanoutArgs, dir: &Path) -> anyhow::Result<Self> {
         let bundle = linkerd_multus_webhook::cert_authority::issue(
@@ -363,8 +360,8 @@ impl Operator {
         let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
         std::fs::write(&cert, &bundle.cert_pem)?;
         std::fs::write(&key, &bundle.key_pem)?;
-        let admin = free_port()?;
-        let webhook = free_port()?;
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let webhook = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log =
             std::fs::File::create(std::env::temp_dir().join("linkerd-multus-bench-operator.log"))?;
         let started = Instant::now();

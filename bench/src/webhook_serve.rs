@@ -32,17 +32,11 @@ pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Res
             })),
         )
         .await?;
-    let args = WebhookArgs {
-        webhook_addr: addr.to_string(),
-        tls_cert_file: cert,
-        tls_key_file: key,
-        webhook_cert_secret: None,
-        webhook_config_name: None,
-        webhook_service_name: vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into(),
-        namespace_uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
-        proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
-        webhook_cert_check_interval: 300,
-    };
+    let args = WebhookArgs::from_flags([
+        format!("--webhook-addr={addr}"),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-key-file={}", key.display()),
+    ])?;
     let settings = Settings {
         linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.into(),
         nad_name: vocab::NAD_NAME.into(),

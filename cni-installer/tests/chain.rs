@@ -3,10 +3,9 @@
 //! container (linkerd-cni passes through) and for a meshed pod on the testbed apiserver (linkerd-cni
 //! looks it up through the kubeconfig the installer wrote and installs the redirect rules).
 
-mod common;
+mod support;
 
 use base64::Engine as _;
-use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use linkerd_multus_e2e::cni::{Network, Runtime};
@@ -15,6 +14,7 @@ use linkerd_multus_e2e::{binary, client, kubeconfig_path, TestNamespace};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
+use support::*;
 use vocab::PLUGIN_TYPE;
 
 /// Deletes the test's bridge from the host when the test ends, however it ends.

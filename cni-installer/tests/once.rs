@@ -1,11 +1,11 @@
 //! `linkerd-cni-install --once` (the real binary) on temp node directories holding the primary
 //! configs real network plugins write.
 
-mod common;
+mod support;
 
-use common::*;
 use serde_json::Value;
 use std::fs;
+use support::*;
 use vocab::PLUGIN_TYPE;
 
 fn stderr(out: &std::process::Output) -> String {

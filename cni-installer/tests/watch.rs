@@ -1,11 +1,11 @@
 //! The long-running `linkerd-cni-install` (the real binary, watching): it repairs outside rewrites,
 //! follows token rotation, keeps retrying on bad input, and reverts on SIGTERM.
 
-mod common;
+mod support;
 
-use common::*;
 use serde_json::Value;
 use std::fs;
+use support::*;
 use vocab::PLUGIN_TYPE;
 
 fn chained(node: &Node, name: &str) -> bool {
@@ -28,19 +28,22 @@ fn outside_rewrite_is_repaired_and_sigterm_restores_the_original() {
     let node = Node::with(&[name]);
     // A resync period far beyond the test: only the file watch can make it pass.
     let running = node.spawn(&["--resync-seconds", "3600"]);
-    wait_for("linkerd-cni chained", || chained(&node, name));
+    wait_for("linkerd-cni chained", || chained(&node, name).then_some(()));
 
     fs::write(node.net.join(name), fixture(name)).expect("outside rewrite");
     wait_for(
         "linkerd-cni chained again after the outside rewrite",
-        || chained(&node, name),
+        || chained(&node, name).then_some(()),
     );
     assert_eq!(
         plugin_types(&node.read(name)),
         vec!["flannel", "portmap", PLUGIN_TYPE]
     );
     wait_for("the repair to be logged", || {
-        running.log().contains("rewritten by someone else")
+        running
+            .log()
+            .contains("rewritten by someone else")
+            .then_some(())
     });
 
     let (status, log) = running.terminate();
@@ -62,7 +65,7 @@ fn sigterm_keeps_someone_elses_edit() {
     let name = "10-calico.conflist";
     let node = Node::with(&[name]);
     let running = node.spawn(&[]);
-    wait_for("linkerd-cni chained", || chained(&node, name));
+    wait_for("linkerd-cni chained", || chained(&node, name).then_some(()));
 
     let mut edited = json(&node.read(name));
     edited["plugins"][0]["mtu"] = 1400.into();
@@ -91,7 +94,8 @@ fn sigterm_turns_the_conflist_back_into_the_conf() {
     let running = node.spawn(&["--uninstall-binary"]);
     // The `.conflist` is written before the `.conf` is removed: wait for both.
     wait_for("the .conf converted", || {
-        chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists()
+        (chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists())
+            .then_some(())
     });
 
     let (status, log) = running.terminate();
@@ -134,12 +138,14 @@ fn token_rotation_rewrites_the_kubeconfig() {
     wait_for("the first kubeconfig", || {
         node.kubeconfig()
             .is_some_and(|k| k.contains("token: token-1"))
+            .then_some(())
     });
 
     kubelet_write(&node.sa, 2, "token-2\n");
     wait_for("the kubeconfig with the rotated token", || {
         node.kubeconfig()
             .is_some_and(|k| k.contains("token: token-2"))
+            .then_some(())
     });
     assert_eq!(mode(&node.kubeconfig_path()), 0o600);
     assert!(!node.kubeconfig().unwrap_or_default().contains("token-1"));
@@ -147,6 +153,7 @@ fn token_rotation_rewrites_the_kubeconfig() {
         running
             .log()
             .contains("token, CA or apiserver address changed")
+            .then_some(())
     });
     let (status, _) = running.terminate();
     assert!(status.success());
@@ -166,15 +173,16 @@ fn keeps_retrying_until_the_token_and_the_config_are_fixed() {
         running
             .log()
             .contains("cannot read the service-account file")
+            .then_some(())
     });
     assert!(node.kubeconfig().is_none());
 
     fs::write(node.sa.join("token"), "token-1\n").expect("token appears");
     wait_for("the kubeconfig once the token exists", || {
-        node.kubeconfig().is_some()
+        node.kubeconfig().is_some().then_some(())
     });
     wait_for("the corrupt config reported", || {
-        running.log().contains("not valid JSON")
+        running.log().contains("not valid JSON").then_some(())
     });
     assert_eq!(
         node.read(name),
@@ -184,7 +192,7 @@ fn keeps_retrying_until_the_token_and_the_config_are_fixed() {
 
     fs::write(node.net.join(name), fixture(name)).expect("fixed");
     wait_for("linkerd-cni chained once the config is valid", || {
-        chained(&node, name)
+        chained(&node, name).then_some(())
     });
     let (status, log) = running.terminate();
     assert!(status.success(), "{log}");
@@ -197,14 +205,16 @@ fn keeps_retrying_until_the_token_and_the_config_are_fixed() {
 fn a_primary_config_appearing_later_is_chained() {
     let node = Node::new();
     let running = node.spawn(&[]);
-    wait_for("the kubeconfig", || node.kubeconfig().is_some());
+    wait_for("the kubeconfig", || {
+        node.kubeconfig().is_some().then_some(())
+    });
     fs::write(
         node.net.join("10-flannel.conflist"),
         fixture("10-flannel.conflist"),
     )
     .expect("write");
     wait_for("linkerd-cni chained", || {
-        chained(&node, "10-flannel.conflist")
+        chained(&node, "10-flannel.conflist").then_some(())
     });
     let (status, _) = running.terminate();
     assert!(status.success());
@@ -220,7 +230,9 @@ fn a_primary_config_appearing_later_is_chained() {
 fn a_new_primary_takes_the_entry_and_the_old_one_is_restored() {
     let node = Node::with(&["10-flannel.conflist"]);
     let running = node.spawn(&[]);
-    wait_for("flannel chained", || chained(&node, "10-flannel.conflist"));
+    wait_for("flannel chained", || {
+        chained(&node, "10-flannel.conflist").then_some(())
+    });
 
     fs::write(
         node.net.join("05-cilium.conflist"),
@@ -228,9 +240,10 @@ fn a_new_primary_takes_the_entry_and_the_old_one_is_restored() {
     )
     .expect("cilium");
     wait_for("the entry moved to the new primary", || {
-        chained(&node, "05-cilium.conflist")
+        (chained(&node, "05-cilium.conflist")
             && fs::read(node.net.join("10-flannel.conflist")).ok()
-                == Some(fixture("10-flannel.conflist"))
+                == Some(fixture("10-flannel.conflist")))
+        .then_some(())
     });
     let (status, log) = running.terminate();
     assert!(status.success(), "{log}");
@@ -252,7 +265,8 @@ fn a_rewritten_conf_is_converted_again() {
     let node = Node::with(&["10-bridge.conf"]);
     let running = node.spawn(&[]);
     wait_for("the .conf converted", || {
-        chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists()
+        (chained(&node, "10-bridge.conflist") && !node.net.join("10-bridge.conf").exists())
+            .then_some(())
     });
 
     let mut newer = json(&fixture("10-bridge.conf"));
@@ -262,10 +276,11 @@ fn a_rewritten_conf_is_converted_again() {
     fs::write(&tmp, &newer).expect("write");
     fs::rename(&tmp, node.net.join("10-bridge.conf")).expect("rename");
     wait_for("the new .conf converted", || {
-        !node.net.join("10-bridge.conf").exists()
+        (!node.net.join("10-bridge.conf").exists()
             && fs::read(node.net.join("10-bridge.conflist")).is_ok_and(|b| {
                 json(&b)["plugins"][0]["mtu"] == 1450 && chained(&node, "10-bridge.conflist")
-            })
+            }))
+        .then_some(())
     });
     let (status, log) = running.terminate();
     assert!(status.success(), "{log}");
@@ -280,15 +295,17 @@ fn a_restarted_installer_still_cleans_up() {
     let name = "10-flannel.conflist";
     let node = Node::with(&[name]);
     let first = node.spawn(&[]);
-    wait_for("flannel chained", || chained(&node, name));
+    wait_for("flannel chained", || chained(&node, name).then_some(()));
     first.kill();
     let chained_bytes = identity(&node.net.join(name));
 
     let second = node.spawn(&[]);
     wait_for("the second installer's first pass", || {
-        second.log().contains("first pass done")
+        second.log().contains("first pass done").then_some(())
     });
-    wait_for("the kubeconfig still there", || node.kubeconfig().is_some());
+    wait_for("the kubeconfig still there", || {
+        node.kubeconfig().is_some().then_some(())
+    });
     let (status, log) = second.terminate();
     assert!(status.success(), "{log}");
     assert!(

@@ -3,7 +3,7 @@
 //! decisions: pass-through, skip, bad annotations, overrides, runAsUser, control plane, native
 //! sidecars, IPv6, simulate, DEL after the pod is gone. Needs root and `e2e/testbed up`.
 
-mod plugin_support;
+mod support;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::DeleteParams;
@@ -11,8 +11,8 @@ use kube::Api;
 use linkerd_multus_e2e::cni::{exec_plugin, PluginFailure, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::{client, TestNamespace};
-use plugin_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 /// A standalone plugin config (what a NAD of type linkerd-cni carries).
 fn config(version: &'static str, mode: &'static str, linkerd: Value) -> Value {

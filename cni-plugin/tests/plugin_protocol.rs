@@ -178,10 +178,7 @@ fn check_needs_0_4_0_and_status_succeeds() {
 fn unreachable_apiserver_is_a_clear_retryable_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A port nothing listens on: bind, note, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = linkerd_multus_e2e::free_port();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,

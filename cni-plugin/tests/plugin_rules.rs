@@ -3,11 +3,11 @@
 //! on a tampered ruleset), DEL, and DEL after the netns is gone. Pods live in the real apiserver.
 //! Needs root and the testbed (`e2e/testbed up`), except the pure counter test.
 
-mod plugin_support;
+mod support;
 
 use linkerd_multus_e2e::{client, TestNamespace};
-use plugin_support::*;
 use serde_json::json;
+use support::*;
 
 /// The whole lifecycle for one version and flavour. If it regresses, pods on that kind of node get
 /// wrong, duplicated or leftover rules.

@@ -3,15 +3,15 @@
 //! uid 2102 bypasses; loopback and skipped ports are untouched; after DEL everything is direct
 //! again. Legacy, nft and an IPv6 case. Needs root and `e2e/testbed up`.
 
-mod plugin_support;
+mod support;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use linkerd_multus_e2e::traffic::{ask, ask_patiently, Answerer};
 use linkerd_multus_e2e::{client, TestNamespace};
-use plugin_support::*;
 use serde_json::json;
+use support::*;
 
 /// `bash /dev/tcp` from inside the pod as `uid`, so the kernel's owner match sees that uid.
 /// Retried for a few seconds (IPv6 addresses need duplicate address detection first).

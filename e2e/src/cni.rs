@@ -2,13 +2,20 @@
 //! of a conflist in order for ADD (chaining `prevResult`), in reverse for DEL, all of them for
 //! CHECK, with the `CNI_*` environment set.
 //!
-//! ```ignore
+//! ```no_run
+//! # use linkerd_multus_e2e::cni::{Network, PluginFailure, Runtime};
+//! # use linkerd_multus_e2e::netns::NetNs;
+//! # fn main() -> Result<(), PluginFailure> {
+//! # let conflist_json = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "plugins": []});
+//! # let plugin_dir = std::path::PathBuf::from("target/debug");
 //! let ns = NetNs::create("t");
 //! let net = Network::new(conflist_json, vec![plugin_dir, "/usr/lib/cni".into()]);
 //! let rt = Runtime::new(&ns.path()).with_pod("my-namespace", "my-pod");
 //! let result = net.add(&rt)?;          // the last plugin's result
 //! net.check(&rt, &result)?;
 //! net.del(&rt, Some(&result))?;
+//! # Ok(())
+//! # }
 //! ```
 
 use std::fmt;

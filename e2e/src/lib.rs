@@ -1,21 +1,34 @@
-//! Helpers for tests that run on the local control plane started by `e2e/testbed up`.
+//! The workspace's test kit, and the helpers for tests on the local control plane (`e2e/testbed up`).
 //!
-//! A test asks for [`client`] (a kube 5 client for the testbed's apiserver) and a [`TestNamespace`] (a
-//! fresh, uniquely named namespace deleted when dropped unless `LINKERD_MULTUS_KEEP_NAMESPACES=1`). When
-//! the control plane is not up, these helpers panic with the command that starts it: a test that needs
-//! the apiserver never passes without one.
+//! Where tests live: pure tests next to the code (`#[cfg(test)] mod tests`, or `foo_tests.rs` beside
+//! `foo.rs`); tests on real parts (root, netns, iptables, the apiserver, helm, built binaries) under
+//! `<crate>/tests/`, marked `#[ignore = "needs …: run by e2e/test-all"]`; helpers shared by more than
+//! one crate here, and a crate's own harness in `<crate>/tests/support/mod.rs`, built on this kit.
+//!
+//! The kit: [`client`] (a kube client for the testbed's apiserver), [`TestNamespace`] and
+//! [`DeleteOnDrop`] (objects deleted through their own client when dropped), [`eventually`] /
+//! [`wait_for`] (the one poller), [`free_port`], [`admission::review`]. When the control plane is not
+//! up, [`client`] panics with the command that starts it: a test that needs the apiserver never
+//! passes without one.
 
+pub mod admission;
 pub mod cni;
+mod guard;
 pub mod multus;
 mod namespace;
 pub mod netns;
+mod port;
 mod testbed;
 pub mod traffic;
+mod wait;
 pub mod workload;
 
+pub use guard::DeleteOnDrop;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
+pub use port::free_port;
 pub use testbed::{
     binary, client, client_from, kubeconfig_path, kubectl, kubectl_with, testbed_dir,
     workspace_root, DedicatedTestbed,
 };
+pub use wait::{eventually, eventually_within, wait_for, wait_for_within, DEADLINE};

@@ -4,17 +4,18 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::testbed::kubectl;
+use crate::guard::DeleteOnDrop;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// A namespace created for one test; deleted when dropped unless `LINKERD_MULTUS_KEEP_NAMESPACES=1`.
+/// A namespace created for one test; deleted through the client it was created with when dropped,
+/// unless `LINKERD_MULTUS_KEEP_NAMESPACES=1`.
 pub struct TestNamespace {
     pub name: String,
-    client: Client,
+    guard: DeleteOnDrop<Namespace>,
 }
 
 impl TestNamespace {
@@ -38,21 +39,20 @@ impl TestNamespace {
             },
             ..Default::default()
         };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
+        let api = Api::<Namespace>::all(client.clone());
+        api.create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
-        Self {
-            name,
-            client: client.clone(),
+        let mut guard = DeleteOnDrop::new(api, name.clone());
+        if std::env::var("LINKERD_MULTUS_KEEP_NAMESPACES").as_deref() == Ok("1") {
+            guard = guard.keep();
         }
+        Self { name, guard }
     }
 
     /// Deletes the namespace now (tests that check what happens on deletion call this).
     pub async fn delete(&self) {
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await;
+        self.guard.delete().await;
     }
 }
 
@@ -71,24 +71,6 @@ pub fn unique_name(prefix: &str) -> String {
         base.pop();
     }
     format!("{base}{suffix}")
-}
-
-impl Drop for TestNamespace {
-    // Drop cannot await, and the test's runtime may already be shutting down, so deletion goes
-    // through kubectl (without waiting for finalization) rather than the async client.
-    fn drop(&mut self) {
-        if std::env::var("LINKERD_MULTUS_KEEP_NAMESPACES").as_deref() == Ok("1") {
-            eprintln!("keeping test namespace {}", self.name);
-            return;
-        }
-        let _ = kubectl(&[
-            "delete",
-            "namespace",
-            &self.name,
-            "--wait=false",
-            "--ignore-not-found",
-        ]);
-    }
 }
 
 #[cfg(test)]

@@ -41,14 +41,26 @@ pub async fn client() -> Client {
     client_from(&kubeconfig_path()).await
 }
 
-/// A kube client for the apiserver of the kubeconfig at `path`, checked with a version call.
+/// A kube client for the apiserver of the kubeconfig at `path`, checked with a version call. It is
+/// driven by the kit's own runtime, so it works from any test runtime and in guards' `Drop`.
 pub async fn client_from(path: &Path) -> Client {
+    let path = path.to_path_buf();
+    crate::guard::kit_runtime()
+        .spawn(async move { build_client(&path).await })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+async fn build_client(path: &Path) -> Client {
     let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; {HOW_TO_START}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}; {HOW_TO_START}", path.display()));
-    let client = Client::try_from(config).expect("building a kube client");
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("building a kube client")
+        .with_layer(&tower::layer::layer_fn(crate::guard::OnKit))
+        .build();
     if let Err(e) = client.apiserver_version().await {
         panic!(
             "the control plane in {} does not answer: {e}; {HOW_TO_START}",

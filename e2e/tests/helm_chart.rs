@@ -1,10 +1,10 @@
 //! The helm chart (`helm/`) rendered by the real helm: lint, golden renders of every mode, what the renders
 //! must mean, and the errors bad values get. Installing it on the apiserver: `helm_install.rs`.
 
-mod packaging;
+mod support;
 
-use packaging::*;
 use serde_json::Value;
+use support::*;
 
 const RELEASE: &str = "ld-controller";
 const NAMESPACE: &str = "linkerd-multus";
@@ -721,6 +721,11 @@ fn collect_leaves(value: &Value, path: String, out: &mut Vec<String>) {
 
 /// Flags the chart deliberately does not set, and why.
 const NOT_SET: &[(&str, &str)] = &[
+    ("--output", "flag of the `check` subcommand, run by hand"),
+    (
+        "--probe-timeout-seconds",
+        "flag of the `check` subcommand, run by hand",
+    ),
     (
         "--cni-network-config",
         "set through the CNI_NETWORK_CONFIG env from the ConfigMap",

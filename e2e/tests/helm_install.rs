@@ -2,11 +2,11 @@
 //! certificates kept, no needless restart, least-privilege RBAC as the apiserver decides it, and nothing
 //! left behind.
 
-mod packaging;
+mod support;
 
 use linkerd_multus_e2e::{kubeconfig_path, kubectl, unique_name};
-use packaging::*;
 use serde_json::Value;
+use support::*;
 
 /// Namespaces created with kubectl for one test and deleted when dropped.
 struct Namespaces(Vec<String>);

@@ -11,12 +11,12 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::traffic::{ask, Answerer};
-use linkerd_multus_e2e::{binary, workspace_root, DedicatedTestbed};
+use linkerd_multus_e2e::{binary, free_port, wait_for_within, workspace_root, DedicatedTestbed};
 use serde_json::{json, Value};
 
 const UID_RANGE: &str = "1000650000/10000";
@@ -292,13 +292,6 @@ impl Drop for Node {
 
 // === small utilities ===
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 /// Plain HTTP GET `path` on `addr` answered 200.
 fn http_ok(addr: &str, path: &str) -> bool {
     use std::io::{Read, Write};
@@ -319,25 +312,23 @@ fn http_ok(addr: &str, path: &str) -> bool {
     answer.starts_with("HTTP/1.1 200")
 }
 
-/// Polls `f` until it returns Some, or panics after `timeout` with `context()` (e.g. a log tail).
+/// The kit's [`wait_for_within`], printing `context()` (e.g. a log tail) when it fails.
 fn wait_until<T>(
     what: &str,
     timeout: Duration,
-    mut f: impl FnMut() -> Option<T>,
+    f: impl FnMut() -> Option<T>,
     context: impl Fn() -> String,
 ) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
+    struct OnFailure<C: Fn() -> String>(C);
+    impl<C: Fn() -> String> Drop for OnFailure<C> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                eprintln!("{}", (self.0)());
+            }
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
+    let _context = OnFailure(context);
+    wait_for_within(what, timeout, f)
 }
 
 fn annotations(obj: &Value) -> serde_json::Map<String, Value> {
@@ -383,6 +374,7 @@ fn failed_checks(report: &Value) -> Vec<String> {
 /// If this breaks, some link of the chain namespace → NAD → webhook → Multus → linkerd-cni → iptables is
 /// broken for real clusters, even when every part passes its own tests.
 #[test]
+#[ignore = "needs root (netns, iptables), a testbed of its own (kube-apiserver) and built binaries: run by e2e/test-all"]
 fn whole_product_on_a_real_control_plane_and_real_netns() {
     let cluster = Cluster::up();
     let c = &cluster;

@@ -11,22 +11,8 @@ mod support;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use linkerd_multus_e2e::{client, unique_name};
+use linkerd_multus_e2e::{client, unique_name, DeleteOnDrop};
 use support::*;
-
-struct CrdCleanup(String);
-
-impl Drop for CrdCleanup {
-    fn drop(&mut self) {
-        let _ = linkerd_multus_e2e::kubectl(&[
-            "delete",
-            "crd",
-            &self.0,
-            "--wait=false",
-            "--ignore-not-found",
-        ]);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
@@ -62,7 +48,7 @@ async fn crd_installed_after_start_converges() {
             >= 1.0
     );
 
-    let _cleanup = CrdCleanup(crd_name);
+    let _cleanup = DeleteOnDrop::new(crds, crd_name);
     ensure_crd(&client, &crd).await;
     h.wait_nad_config(&ns.name, &expected_config("info", "nft"))
         .await;

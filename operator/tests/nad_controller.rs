@@ -61,11 +61,11 @@ async fn control_plane_namespace_always_has_the_nad() {
     let op = h.start_operator(&[]).await;
     let cp = h.create_linkerd_namespace().await;
     let expected = expected_config("info", "nft");
-    h.wait_nad_config(&cp.0, &expected).await;
-    h.annotate(&cp.0, Some("disabled")).await;
+    h.wait_nad_config(cp.name(), &expected).await;
+    h.annotate(cp.name(), Some("disabled")).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        h.nad_config(&cp.0).await.as_deref(),
+        h.nad_config(cp.name()).await.as_deref(),
         Some(expected.as_str())
     );
     op.stop().await;
@@ -82,7 +82,7 @@ async fn configmap_edit_updates_every_nad() {
     }
     let cp = h.create_linkerd_namespace().await;
     let mut all: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
-    all.push(cp.0.clone());
+    all.push(cp.name().to_string());
     let op = h.start_operator(&["--resync-seconds", "3600"]).await;
     for ns in &all {
         h.wait_nad_config(ns, &expected_config("info", "nft")).await;
@@ -102,7 +102,9 @@ async fn configmap_edit_updates_every_nad() {
     op.stop().await;
 }
 
-/// A deleted NAD is recreated, a hand-edited one (config and label) is put back.
+/// A deleted NAD is recreated, and one whose config was edited by hand gets its config back. (Its
+/// label is not put back: a NAD without the managed-by label is someone else's and left alone, see
+/// `foreign_nad_survives_and_is_reported`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn deleted_or_edited_nad_is_restored() {

@@ -3,11 +3,10 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use linkerd_multus_e2e::{kubeconfig_path, TestNamespace};
+use linkerd_multus_e2e::{free_port, kubeconfig_path, TestNamespace};
 use support::*;
 
 /// Kills the operator process (by its pid) if the test fails before stopping it.
@@ -20,13 +19,6 @@ impl Drop for KillOnDrop {
             let _ = child.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,16 +93,11 @@ async fn binary_runs_and_stops_on_sigterm() {
         .expect("kill");
     assert!(status.success());
     let started = Instant::now();
-    let exit = loop {
-        if let Some(exit) = child.try_wait().expect("wait") {
-            break exit;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "operator did not stop after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let exit = eventually("the operator stops after SIGTERM", || {
+        let exit = child.try_wait().expect("wait");
+        async move { exit }
+    })
+    .await;
     eprintln!("MEASURE SIGTERM -> exit: {:?}", started.elapsed());
     let mut logs = String::new();
     use std::io::Read;

@@ -64,6 +64,22 @@ pub struct WebhookArgs {
 }
 
 impl WebhookArgs {
+    /// The flags' defaults with `flags` (as on the command line, `--tls-cert-file=...`) applied: how
+    /// code outside a CLI (tests, the bench) makes one, so the defaults exist once.
+    pub fn from_flags<I, T>(flags: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            webhook: WebhookArgs,
+        }
+        let argv = std::iter::once("webhook".into()).chain(flags.into_iter().map(Into::into));
+        <Only as clap::Parser>::try_parse_from(argv).map(|only| only.webhook)
+    }
+
     /// The decision's flags: these plus the two the operator shares with its controller. The one
     /// place a [`DecisionConfig`] is made from flags.
     pub fn decision_config(&self, linkerd_namespace: &str, nad_name: &str) -> DecisionConfig {
@@ -84,22 +100,13 @@ fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::WebhookArgs;
     use crate::decision::DecisionConfig;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        webhook: WebhookArgs,
-    }
 
     /// The defaults the helm chart and the Go operator's users rely on.
     #[test]
     fn defaults() {
-        let cli = Cli::try_parse_from(["x"]).unwrap();
-        let a = cli.webhook;
+        let a = WebhookArgs::from_flags(None::<&str>).unwrap();
         assert_eq!(a.webhook_addr, vocab::DEFAULT_WEBHOOK_ADDR);
         assert_eq!(a.tls_cert_file.to_str(), Some(vocab::DEFAULT_TLS_CERT_FILE));
         assert_eq!(a.tls_key_file.to_str(), Some(vocab::DEFAULT_TLS_KEY_FILE));
@@ -114,19 +121,18 @@ mod tests {
 
     #[test]
     fn flags_override() {
-        let cli = Cli::try_parse_from([
-            "x",
+        let cli = WebhookArgs::from_flags([
             "--webhook-addr=127.0.0.1:1",
             "--webhook-cert-secret=s",
             "--webhook-config-name=c",
             "--proxy-uid-offset=7",
         ])
         .unwrap();
-        assert_eq!(cli.webhook.webhook_addr, "127.0.0.1:1");
-        assert_eq!(cli.webhook.webhook_cert_secret.as_deref(), Some("s"));
-        assert_eq!(cli.webhook.webhook_config_name.as_deref(), Some("c"));
-        assert_eq!(cli.webhook.proxy_uid_offset, 7);
-        assert!(Cli::try_parse_from(["x", "--proxy-uid-offset=-1"]).is_err());
+        assert_eq!(cli.webhook_addr, "127.0.0.1:1");
+        assert_eq!(cli.webhook_cert_secret.as_deref(), Some("s"));
+        assert_eq!(cli.webhook_config_name.as_deref(), Some("c"));
+        assert_eq!(cli.proxy_uid_offset, 7);
+        assert!(WebhookArgs::from_flags(["--proxy-uid-offset=-1"]).is_err());
     }
 
     /// Values the webhook would refuse later (per pod, or when binding) are refused when parsing.
@@ -138,33 +144,26 @@ mod tests {
             "--webhook-addr=nope",
             "--webhook-addr=127.0.0.1",
         ] {
-            let err = Cli::try_parse_from(["x", bad]).err().expect(bad);
+            let err = WebhookArgs::from_flags([bad]).expect_err(bad);
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
         }
-        let ok = Cli::try_parse_from([
-            "x",
-            "--proxy-uid-offset=4294967294",
-            "--webhook-addr=[::1]:0",
-        ]);
-        assert_eq!(ok.unwrap().webhook.proxy_uid_offset, 4294967294);
+        let ok =
+            WebhookArgs::from_flags(["--proxy-uid-offset=4294967294", "--webhook-addr=[::1]:0"]);
+        assert_eq!(ok.unwrap().proxy_uid_offset, 4294967294);
     }
 
     /// The decision gets these flags and the operator's shared two.
     #[test]
     fn decision_config_from_flags() {
-        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let cli = WebhookArgs::from_flags(None::<&str>).unwrap();
         assert_eq!(
-            cli.webhook
-                .decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME),
+            cli.decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME),
             DecisionConfig::default()
         );
-        let cli = Cli::try_parse_from([
-            "x",
-            "--proxy-uid-offset=9",
-            "--namespace-uid-range-annotation=a",
-        ])
-        .unwrap();
-        let d = cli.webhook.decision_config("l", "n");
+        let cli =
+            WebhookArgs::from_flags(["--proxy-uid-offset=9", "--namespace-uid-range-annotation=a"])
+                .unwrap();
+        let d = cli.decision_config("l", "n");
         assert_eq!(
             (
                 d.linkerd_namespace.as_str(),

@@ -2,17 +2,17 @@
 //! `https://127.0.0.1:<port>/annotate-multus-v1-pod`, scoped by an objectSelector to this test's pods
 //! (so it never touches other tests), `failurePolicy: Ignore` so a dangling one breaks nothing.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 
-use common::cluster::*;
-use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::Api;
 use linkerd_multus_e2e::{client, unique_name, TestNamespace};
 use serde_json::{json, Value};
+use support::cluster::*;
+use support::*;
 
 /// Pods created through the apiserver end up with exactly the annotations the rules call for. If the
 /// response format, the patch encoding or the namespace lookup were wrong, the stored pods would differ.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionReview, Operation};
+use linkerd_multus_e2e::admission::review;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
 use proptest::prelude::*;
@@ -55,22 +56,6 @@ fn check(reply: &Reply, uid: Option<&str>) -> Option<json_patch::Patch> {
         }
         other => panic!("status {other}"),
     }
-}
-
-fn review(uid: &str, kind: &str, op: &str, namespace: &str, object: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": { "group": "", "version": "v1", "kind": kind },
-            "resource": { "group": "", "version": "v1", "resource": "pods" },
-            "namespace": namespace,
-            "operation": op,
-            "userInfo": {},
-            "object": object,
-        }
-    })
 }
 
 fn any_json() -> impl Strategy<Value = Value> {

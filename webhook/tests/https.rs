@@ -2,14 +2,15 @@
 //! operations (with its namespace cache on the local apiserver); its certificate files checked at start
 //! and rotated on disk (on loopback alone).
 
-mod common;
+mod support;
 
-use common::*;
+use linkerd_multus_e2e::admission::review;
 use linkerd_multus_e2e::{client, TestNamespace};
 use linkerd_multus_webhook::metrics::outcome;
 use linkerd_multus_webhook::TlsListener;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use support::*;
 
 async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, String) {
     let resp = client

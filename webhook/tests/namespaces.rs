@@ -1,8 +1,6 @@
 //! The namespace cache on the real local kube-apiserver.
 
-use std::time::{Duration, Instant};
-
-use linkerd_multus_e2e::{client, kubectl, TestNamespace};
+use linkerd_multus_e2e::{client, eventually, kubectl, TestNamespace};
 use linkerd_multus_webhook::namespaces::NamespaceCache;
 
 /// The cache follows the watch: a namespace already in it sees its new annotation without a GET.
@@ -31,11 +29,12 @@ async fn follows_namespace_changes() {
         let cache = cache.clone();
         let in_store = &in_store;
         async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !in_store(&cache, want) {
-                assert!(Instant::now() < deadline, "the cache never showed {want:?}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            let what = format!("the cache shows {want:?}");
+            eventually(&what, || {
+                let shown = in_store(&cache, want).then_some(());
+                async move { shown }
+            })
+            .await
         }
     };
     wait(None).await;

@@ -1,21 +1,21 @@
 //! Self-managed certificate mode on the real local kube-apiserver: the Secret, the caBundle, replicas
 //! racing, rotation, and the loop that follows both.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use common::cluster::*;
-use common::*;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::Api;
-use linkerd_multus_e2e::{client, unique_name, TestNamespace};
+use linkerd_multus_e2e::{client, eventually, free_port, unique_name, TestNamespace};
 use linkerd_multus_webhook::cert_authority::{issue, serving_names};
 use linkerd_multus_webhook::CertStore;
 use serde_json::json;
+use support::cluster::*;
+use support::*;
 
 /// Self-managed mode on the real apiserver: the Secret is created, our entry's caBundle is injected
 /// (and only ours), and the apiserver trusts the certificate enough to call the webhook.
@@ -30,11 +30,7 @@ async fn self_managed_certificate_mode() {
         ann(&[(vocab::MULTUS_ANNOTATION, "enabled")]),
     )
     .await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let selector = unique_name("sel");
     let config_name = unique_name("linkerd-multus-webhook-sm");
     let url = format!("https://127.0.0.1:{port}{}", vocab::WEBHOOK_PATH);
@@ -272,14 +268,10 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
         .await
         .unwrap();
     let both = format!("{}{}", first.ca_pem, second.ca_pem);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while served_cert(wh.addr, &both).await != der(&second.cert_pem) {
-        assert!(
-            Instant::now() < deadline,
-            "the rotated certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the rotated certificate is served", || async {
+        (served_cert(wh.addr, &both).await == der(&second.cert_pem)).then_some(())
+    })
+    .await;
 
     // Someone wipes the caBundle: it comes back.
     let configs = Api::<MutatingWebhookConfiguration>::all(kube.clone());
@@ -306,12 +298,11 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
         )
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while ca_of(configs.get(&config_name).await.unwrap())
-        != Some(second.ca_pem.clone().into_bytes())
-    {
-        assert!(Instant::now() < deadline, "the caBundle was never restored");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the caBundle is restored", || async {
+        (ca_of(configs.get(&config_name).await.unwrap())
+            == Some(second.ca_pem.clone().into_bytes()))
+        .then_some(())
+    })
+    .await;
     wh.stop().await;
 }

@@ -7,9 +7,7 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -17,7 +15,8 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use linkerd_multus_e2e::{client, unique_name, TestNamespace};
+use linkerd_multus_e2e::{client, unique_name, DeleteOnDrop, TestNamespace};
+pub use linkerd_multus_e2e::{eventually, DEADLINE};
 use linkerd_multus_operator::cli::Cli;
 use linkerd_multus_operator::config::{Config, ControllerConfig};
 use linkerd_multus_operator::{spawn_controller, RunError};
@@ -33,8 +32,6 @@ pub fn init_logs() {
 
 /// Label key selecting a test's namespaces (test-only; not part of the project's vocabulary).
 pub const RUN_LABEL: &str = "linkerd-multus-test/run";
-/// Generous deadline for anything the operator should do "at once".
-pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 
 /// The linkerd2-cni chart's `cni_network_config` (the repository's one copy), with a GID, IPv6 and the
@@ -164,7 +161,7 @@ impl Harness {
     }
 
     /// Creates the control-plane namespace (no annotation), labelled for this run.
-    pub async fn create_linkerd_namespace(&self) -> OwnedNamespace {
+    pub async fn create_linkerd_namespace(&self) -> DeleteOnDrop<Namespace> {
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(self.linkerd_ns.clone()),
@@ -173,11 +170,11 @@ impl Harness {
             },
             ..Default::default()
         };
-        Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &ns)
+        let api = Api::<Namespace>::all(self.client.clone());
+        api.create(&PostParams::default(), &ns)
             .await
             .expect("create control-plane namespace");
-        OwnedNamespace(self.linkerd_ns.clone())
+        DeleteOnDrop::new(api, &self.linkerd_ns)
     }
 
     async fn label(&self, ns: &str) {
@@ -292,21 +289,6 @@ impl Harness {
     }
 }
 
-/// A namespace created under a fixed name, deleted on drop.
-pub struct OwnedNamespace(pub String);
-
-impl Drop for OwnedNamespace {
-    fn drop(&mut self) {
-        let _ = linkerd_multus_e2e::kubectl(&[
-            "delete",
-            "namespace",
-            &self.0,
-            "--wait=false",
-            "--ignore-not-found",
-        ]);
-    }
-}
-
 /// One operator instance running as a task in the test process.
 pub struct Operator {
     pub shutdown: CancellationToken,
@@ -365,25 +347,6 @@ impl Drop for Operator {
 pub const WRITES_APPLY: &str = "linkerd_multus_controller_nad_writes_total{op=\"apply\"}";
 pub const WRITES_DELETE: &str = "linkerd_multus_controller_nad_writes_total{op=\"delete\"}";
 pub const RECONCILES: &str = "linkerd_multus_controller_reconciles_total";
-
-/// Polls `check` until it returns `Some`, panicking with `what` after [`DEADLINE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Creates `crd` unless a CRD of that name exists (tests and other suites share the cluster-wide
 /// Multus CRD: never replace or delete it), then waits until it is Established.

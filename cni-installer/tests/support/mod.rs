@@ -1,4 +1,4 @@
-//! Shared by the installer tests: a fake node (temp net/bin dirs, a service-account dir with a token
+//! The installer's test harness, on the workspace's test kit (`linkerd_multus_e2e`): a fake node (temp net/bin dirs, a service-account dir with a token
 //! and CA) and the real `linkerd-cni-install` binary run against it.
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -8,7 +8,9 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+
+use linkerd_multus_e2e::unique_name;
+pub use linkerd_multus_e2e::wait_for;
 
 pub const INSTALLER: &str = env!("CARGO_BIN_EXE_linkerd-cni-install");
 pub const KUBECONFIG: &str = vocab::DEFAULT_KUBECONFIG_NAME;
@@ -144,7 +146,10 @@ impl Node {
 
     /// Starts the watching installer, its log going to a file.
     pub fn spawn(&self, extra: &[&str]) -> Running {
-        let log = self._tmp.path().join(format!("installer-{}.log", unique()));
+        let log = self
+            ._tmp
+            .path()
+            .join(format!("{}.log", unique_name("installer")));
         let child = self
             .command(extra)
             .stdout(Stdio::null())
@@ -220,14 +225,12 @@ impl Running {
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let mut child = self.child.take().expect("running");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let mut status = None;
-        wait_for("the installer to exit after SIGTERM", || {
-            status = child.try_wait().expect("wait");
-            status.is_some()
+        let status = wait_for("the installer exits after SIGTERM", || {
+            child.try_wait().expect("wait")
         });
         let log = self.log();
         eprintln!("--- installer log ---\n{log}");
-        (status.expect("exited"), log)
+        (status, log)
     }
 }
 
@@ -239,23 +242,4 @@ impl Drop for Running {
             let _ = child.wait();
         }
     }
-}
-
-/// Polls `done` until it holds; panics after a generous deadline (a hang, not a timing assertion).
-pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-pub fn unique() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
 }

@@ -1,5 +1,6 @@
-//! Shared by the webhook's integration tests: certificates on disk, a running webhook on a free
-//! loopback port, review bodies, and a TLS client that trusts the test CA.
+//! The webhook's test harness, on the workspace's test kit (`linkerd_multus_e2e`): certificates on
+//! disk, a running webhook on a free loopback port, review bodies, and a TLS client that trusts the
+//! test CA.
 
 #![allow(dead_code)]
 
@@ -29,18 +30,15 @@ pub fn write_cert(dir: &Path) -> Bundle {
     bundle
 }
 
+/// The webhook's default flags, serving the certificate files in `dir` on a free loopback port.
 pub fn args(dir: &Path) -> WebhookArgs {
-    WebhookArgs {
-        webhook_addr: "127.0.0.1:0".into(),
-        tls_cert_file: dir.join("tls.crt"),
-        tls_key_file: dir.join("tls.key"),
-        webhook_cert_secret: None,
-        webhook_config_name: None,
-        webhook_service_name: vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into(),
-        namespace_uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.into(),
-        proxy_uid_offset: 2102,
-        webhook_cert_check_interval: 300,
-    }
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    WebhookArgs::from_flags([
+        "--webhook-addr=127.0.0.1:0".into(),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-key-file={}", key.display()),
+    ])
+    .expect("the test flags parse")
 }
 
 pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
@@ -129,32 +127,6 @@ pub fn https_client(ca_pem: &str) -> reqwest::Client {
         builder = builder.add_root_certificate(cert);
     }
     builder.build().expect("client")
-}
-
-/// An AdmissionReview v1 for `operation` on an object of `kind` in `namespace`.
-pub fn review(uid: &str, kind: &str, operation: &str, namespace: &str, object: Value) -> Value {
-    let (group, resource) = match kind {
-        "Pod" => ("", "pods"),
-        "ConfigMap" => ("", "configmaps"),
-        "Deployment" => ("apps", "deployments"),
-        _ => ("example.com", "things"),
-    };
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": { "group": group, "version": "v1", "kind": kind },
-            "resource": { "group": group, "version": "v1", "resource": resource },
-            "name": "p",
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": { "username": "tester" },
-            "object": object,
-            "oldObject": null,
-            "dryRun": false
-        }
-    })
 }
 
 pub fn pod(annotations: Value, labels: Value) -> Value {

@@ -2,13 +2,12 @@
 //! created with kubectl, waiting until the apiserver calls the webhook.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use linkerd_multus_e2e::kubectl;
+use linkerd_multus_e2e::{eventually, kubectl, DeleteOnDrop};
 use linkerd_multus_webhook::cert_authority::Bundle;
 use serde_json::{json, Value};
 
@@ -21,18 +20,7 @@ use super::temp_dir;
 pub const SELECTOR_KEY: &str = "linkerd-multus-webhook-test";
 
 /// Deletes the webhook configuration when the test ends, passed or not.
-pub struct ConfigGuard(pub String);
-
-impl Drop for ConfigGuard {
-    fn drop(&mut self) {
-        let _ = kubectl(&[
-            "delete",
-            "mutatingwebhookconfiguration",
-            &self.0,
-            "--ignore-not-found",
-        ]);
-    }
-}
+pub type ConfigGuard = DeleteOnDrop<MutatingWebhookConfiguration>;
 
 pub fn webhook_entry(name: &str, client_config: Value, selector: &str) -> Value {
     json!({
@@ -56,11 +44,11 @@ pub async fn create_config(kube: &Client, name: &str, webhooks: Vec<Value>) -> C
         "webhooks": webhooks,
     }))
     .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(kube.clone())
-        .create(&PostParams::default(), &config)
+    let api = Api::<MutatingWebhookConfiguration>::all(kube.clone());
+    api.create(&PostParams::default(), &config)
         .await
         .expect("create the webhook configuration");
-    ConfigGuard(name.to_string())
+    DeleteOnDrop::new(api, name)
 }
 
 pub fn pod_json(name: &str, selector: &str, annotations: Value, labels: Value) -> Value {
@@ -103,35 +91,26 @@ pub async fn stored_annotations(
 /// back mutated (a readiness wait, not a timing assertion).
 pub async fn wait_until_called(kube: &Client, namespace: &str, selector: &str) {
     let pods = Api::<Pod>::namespaced(kube.clone(), namespace);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for i in 0.. {
-        let pod: Pod = serde_json::from_value(pod_json(
-            &format!("probe-{i}"),
-            selector,
-            json!({}),
-            json!({}),
-        ))
-        .unwrap();
-        let stored = pods
-            .create(&PostParams::default(), &pod)
-            .await
-            .expect("create probe pod");
-        let _ = pods
-            .delete(&format!("probe-{i}"), &DeleteParams::default())
-            .await;
-        if stored
-            .metadata
-            .annotations
-            .is_some_and(|a| a.contains_key(vocab::NETWORKS_ANNOTATION))
-        {
-            return;
+    let mut i = 0;
+    eventually("the apiserver calls the webhook", || {
+        i += 1;
+        let (pods, name) = (pods.clone(), format!("probe-{i}"));
+        async move {
+            let pod: Pod =
+                serde_json::from_value(pod_json(&name, selector, json!({}), json!({}))).unwrap();
+            let stored = pods
+                .create(&PostParams::default(), &pod)
+                .await
+                .expect("create probe pod");
+            let _ = pods.delete(&name, &DeleteParams::default()).await;
+            stored
+                .metadata
+                .annotations
+                .is_some_and(|a| a.contains_key(vocab::NETWORKS_ANNOTATION))
+                .then_some(())
         }
-        assert!(
-            Instant::now() < deadline,
-            "the apiserver never called the webhook"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 pub fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

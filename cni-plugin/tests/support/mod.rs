@@ -1,4 +1,4 @@
-//! Shared harness of the linkerd-cni plugin tests: a pod network made by Debian's `bridge` +
+//! The linkerd-cni plugin's test harness, on the workspace's test kit (`linkerd_multus_e2e`): a pod network made by Debian's `bridge` +
 //! `host-local` with the built `linkerd-cni` chained after, on a fresh netns, with its own bridge
 //! name and subnet; pods in the real local apiserver; reading rules back. (TCP listeners and clients
 //! come from `linkerd_multus_e2e::traffic`.)
@@ -336,5 +336,3 @@ pub fn default_expected_rules(uid: u32) -> Vec<String> {
         "-A PROXY_INIT_REDIRECT -p tcp -m comment --comment \"proxy-init/redirect-all-incoming-to-proxy-port\" -j REDIRECT --to-ports 4143".into(),
     ]
 }
-
-// === tiny TCP servers and clients ===

@@ -1,0 +1,101 @@
+//! The one poller: wait until a check yields a value, or fail saying what was awaited. A deadline
+//! here marks a hang, not a timing assertion, so it is generous.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long anything a test waits for may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+/// Pause between two checks.
+const INTERVAL: Duration = Duration::from_millis(100);
+
+/// Polls `check` until it returns `Some`, panicking with `what` after [`DEADLINE`].
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(what, DEADLINE, check).await
+}
+
+/// [`eventually`] with a deadline of its own.
+pub async fn eventually_within<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting until {what}"
+        );
+        tokio::time::sleep(INTERVAL).await;
+    }
+}
+
+/// The blocking twin of [`eventually`], for tests without a runtime.
+pub fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    wait_for_within(what, DEADLINE, check)
+}
+
+/// [`wait_for`] with a deadline of its own.
+pub fn wait_for_within<T>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting until {what}"
+        );
+        std::thread::sleep(INTERVAL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_for_returns_the_first_value() {
+        let mut n = 0;
+        let got = wait_for("the third try", || {
+            n += 1;
+            (n == 3).then_some(n)
+        });
+        assert_eq!(got, 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "waiting until never")]
+    fn wait_for_names_what_it_waited_for() {
+        wait_for_within("never", Duration::from_millis(10), || None::<()>);
+    }
+
+    #[tokio::test]
+    async fn eventually_returns_the_first_value() {
+        let mut n = 0;
+        let got = eventually("the second try", || {
+            n += 1;
+            let v = (n == 2).then_some(n);
+            async move { v }
+        })
+        .await;
+        assert_eq!(got, 2);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "waiting until never")]
+    async fn eventually_names_what_it_waited_for() {
+        eventually_within("never", Duration::from_millis(10), || async { None::<()> }).await;
+    }
+}
