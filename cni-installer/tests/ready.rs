@@ -2,12 +2,12 @@
 //! installer watching a temp node: unready before the first pass and while a step fails or waits,
 //! ready once the node is installed, unready again after SIGTERM.
 
-mod common;
+mod support;
 
-use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use support::*;
 
 /// The probe as the kubelet runs it in the container: only the status file's path.
 fn probe(ready_file: &Path) -> Output {
@@ -28,12 +28,14 @@ fn stdout(out: &Output) -> String {
 fn wait_unready(ready_file: &Path, why: &str) {
     wait_for(&format!("the probe to fail with {why:?}"), || {
         let out = probe(ready_file);
-        !out.status.success() && stdout(&out).contains(why)
+        (!out.status.success() && stdout(&out).contains(why)).then_some(())
     });
 }
 
 fn wait_ready(ready_file: &Path) {
-    wait_for("the probe to pass", || probe(ready_file).status.success());
+    wait_for("the probe to pass", || {
+        probe(ready_file).status.success().then_some(())
+    });
 }
 
 /// The container's /tmp: a dir apart from the node's.
@@ -76,7 +78,9 @@ fn probe_follows_the_installer_from_start_to_sigterm() {
 
     // The installed binary removed out from under the installer: it is put back, and ready stays.
     fs::remove_file(node.binary()).expect("remove the binary");
-    wait_for("the binary reinstalled", || node.binary().exists());
+    wait_for("the binary reinstalled", || {
+        node.binary().exists().then_some(())
+    });
     wait_ready(&ready);
 
     let (status, log) = running.terminate();

@@ -156,34 +156,13 @@ pub fn assert_golden(name: &str, actual: &str) {
     }
 }
 
-/// A minimal line diff (LCS), enough to see what changed in a rendered manifest.
+/// A unified line diff, enough to see what changed in a rendered manifest.
 pub fn line_diff(expected: &str, actual: &str) -> String {
-    let a: Vec<&str> = expected.lines().collect();
-    let b: Vec<&str> = actual.lines().collect();
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, String::new());
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            i += 1;
-            j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push_str(&format!("{:>5} + {}\n", j + 1, b[j]));
-            j += 1;
-        } else {
-            out.push_str(&format!("{:>5} - {}\n", i + 1, a[i]));
-            i += 1;
-        }
-    }
-    out
+    similar::TextDiff::from_lines(expected, actual)
+        .unified_diff()
+        .context_radius(2)
+        .header("expected", "actual")
+        .to_string()
 }
 
 /// Writes `contents` to a fresh file in the temp dir and returns its path.
