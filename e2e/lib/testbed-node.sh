@@ -131,16 +131,16 @@ namespace_procs() {
     [ -n "$ids" ] || return 0
     # One `ls` for all of /proc: a readlink per process is seconds on a loaded machine.
     # shellcheck disable=SC2012
-    ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt 2>/dev/null | grep -F "$ids" |
+    { ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt 2>/dev/null || true; } | { grep -F "$ids" || true; } |
         sed -n 's|.* /proc/\([0-9]*\)/ns/.*|\1|p' | sort -u
-    return 0
 }
 
 # kill -KILL every PID that $1 (a function) lists, until it lists none.
 kill_all_of() {
-    local pids
+    local pids p
     for _ in $(seq 50); do
-        pids="$($1 | grep -vx "$(holder_pid || echo none)" || true)"
+        pids=""
+        for p in $($1 | grep -vx "$(holder_pid || echo none)" || true); do running "$p" && pids+=" $p"; done
         [ -z "$pids" ] && return 0
         # shellcheck disable=SC2086
         kill -KILL $pids 2>/dev/null || true
