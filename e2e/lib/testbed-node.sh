@@ -305,7 +305,7 @@ start_node_agents() {
     bin="$(k8s_path kubelet)"
     step "start the kubelet ($("$bin" --version)) as node $NODE_NAME ($NODE_IP)" "see $STATE/kubelet.log"
     write_kubelet_config
-    supports "$bin" --container-runtime && extra+=(--container-runtime=remote)
+    supports "$bin" --container-runtime=remote && extra+=(--container-runtime=remote)
     daemon kubelet "$bin" --config="$n/kubelet.yaml" --kubeconfig="$n/kubelet.kubeconfig" \
         --root-dir="$STATE/kubelet" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
         --container-runtime-endpoint="unix://$STATE/containerd.sock" "${extra[@]}"

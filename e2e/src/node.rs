@@ -179,7 +179,7 @@ impl Footprint {
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = vec![];
         for pid in &self.pids {
-            if Path::new(&format!("/proc/{pid}")).exists() {
+            if running(*pid) {
                 left.push(format!("process {pid} ({})", cmdline(*pid)));
             }
         }
@@ -251,6 +251,19 @@ fn processes_in(namespaces: &BTreeSet<String>) -> Vec<(u32, String)> {
         }
     }
     found
+}
+
+/// True while `pid` runs. A zombie has stopped: the daemons' parent (`up`) is gone, so they wait for
+/// init to reap them, which takes seconds here.
+fn running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses).
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    state.is_some_and(|s| s != 'Z')
 }
 
 fn cmdline(pid: u32) -> String {
