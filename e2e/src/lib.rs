@@ -10,13 +10,18 @@
 //! [`wait_for`] (the one poller), [`free_port`], [`admission::review`]. When the control plane is not
 //! up, [`client`] panics with the command that starts it: a test that needs the apiserver never
 //! passes without one.
+//!
+//! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
+//! project's images).
 
 pub mod admission;
 pub mod cni;
 mod guard;
+pub mod images;
 pub mod multus;
 mod namespace;
 pub mod netns;
+pub mod node;
 mod port;
 mod testbed;
 pub mod traffic;

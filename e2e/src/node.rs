@@ -1,0 +1,278 @@
+//! The testbed's node mode (`e2e/testbed up --node`): a kubelet + containerd node with the whole control
+//! plane, the project's images imported. Tests use the shared one `e2e/test-all` starts, or a dedicated
+//! one of their own (to take it down and check what is left).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kube::Client;
+
+use crate::testbed::{client_from, kubectl_with, workspace_root};
+
+const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/test-all does)";
+
+/// A node testbed: its state directory, and whether this value started it (and stops it when dropped).
+pub struct Node {
+    dir: PathBuf,
+    dedicated: bool,
+    down_done: bool,
+}
+
+impl Node {
+    /// The node `e2e/testbed up --node` started: `LINKERD_MULTUS_NODE_TESTBED_DIR`, else `.testbed-node/`.
+    /// Panics, saying how to start it, when it is not up.
+    pub fn shared() -> Self {
+        let dir = std::env::var_os("LINKERD_MULTUS_NODE_TESTBED_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join(".testbed-node"));
+        let node = Self {
+            dir,
+            dedicated: false,
+            down_done: false,
+        };
+        let out = node.script("status");
+        assert!(
+            out.status.success(),
+            "no node testbed in {}: {}; {HOW_TO_START}",
+            node.dir.display(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+        node
+    }
+
+    /// Starts a node of its own in a fresh directory under the temp dir (needs root, the cached
+    /// Kubernetes binaries and the static builds of `e2e/images`: cargo cannot build while `cargo test`
+    /// holds the target directory); `down` on drop.
+    pub fn dedicated(prefix: &str) -> Self {
+        let dir = std::env::temp_dir().join(crate::unique_name(prefix));
+        let node = Self {
+            dir,
+            dedicated: true,
+            down_done: false,
+        };
+        let out = node.script("up");
+        assert!(
+            out.status.success(),
+            "e2e/testbed up --node in {} failed:\n{}",
+            node.dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        node
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    pub async fn client(&self) -> Client {
+        client_from(&self.kubeconfig()).await
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl_with(&self.kubeconfig(), args)
+    }
+
+    /// The full reference of a locally built image (`operator`, `cni`, `test`): the
+    /// `LINKERD_MULTUS_<KEY>_IMAGE` variable when set, else what `e2e/images` recorded for this node.
+    /// `None` when that image was not built (its binary does not exist yet).
+    pub fn image(&self, key: &str) -> Option<String> {
+        let var = format!("LINKERD_MULTUS_{}_IMAGE", key.to_ascii_uppercase());
+        if let Ok(v) = std::env::var(&var) {
+            return Some(v);
+        }
+        let recorded = std::fs::read_to_string(self.dir.join("images.env")).ok()?;
+        recorded
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .find_map(|l| l.strip_prefix(&format!("{var}=")).map(str::to_string))
+    }
+
+    /// The sandbox image `e2e/images` builds for this node (always built: it needs no Rust binary).
+    pub fn pause_image() -> String {
+        let out = Command::new(workspace_root().join("e2e/images"))
+            .args(["--ref", "pause"])
+            .output()
+            .expect("running e2e/images --ref pause");
+        assert!(out.status.success(), "e2e/images --ref pause failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// What this node runs right now, as the testbed recorded it: to check after `down`.
+    pub fn footprint(&self) -> Footprint {
+        let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+        let mut pids: BTreeSet<u32> = BTreeSet::new();
+        for entry in std::fs::read_dir(&self.dir).expect("the node's state dir") {
+            let path = entry.expect("a dir entry").path();
+            if path.extension().is_some_and(|e| e == "pid") {
+                pids.extend(
+                    std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u32>().ok()),
+                );
+            }
+        }
+        let cgroup = read("node/cgroup").trim().to_string();
+        let cgroup_dirs = cgroup_hierarchies()
+            .into_iter()
+            .map(|h| h.join(&cgroup))
+            .filter(|d| d.is_dir())
+            .collect::<Vec<_>>();
+        // The pods' processes, from the cgroups the kubelet made.
+        for dir in &cgroup_dirs {
+            pids.extend(procs_under(dir));
+        }
+        Footprint {
+            dir: self.dir.clone(),
+            pids,
+            namespaces: read("node/netns-id")
+                .lines()
+                .chain(read("node/mntns-id").lines())
+                .map(str::to_string)
+                .collect(),
+            cgroup,
+            cgroup_dirs,
+        }
+    }
+
+    /// Runs `e2e/testbed down --node` now and returns its output.
+    pub fn down(&mut self) -> Output {
+        self.down_done = true;
+        self.script("down")
+    }
+
+    fn script(&self, command: &str) -> Output {
+        Command::new(workspace_root().join("e2e/testbed"))
+            .args([command, "--node"])
+            .env("LINKERD_MULTUS_TESTBED_DIR", &self.dir)
+            .env("LINKERD_MULTUS_IMAGES_NO_BUILD", "1")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command} --node: {e}"))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.dedicated && !self.down_done {
+            let _ = self.down();
+        }
+    }
+}
+
+/// A node's processes, namespaces, cgroups and directory, recorded while it runs.
+#[derive(Debug)]
+pub struct Footprint {
+    pub dir: PathBuf,
+    pub pids: BTreeSet<u32>,
+    /// `net:[...]` and `mnt:[...]` of the node's namespaces.
+    pub namespaces: BTreeSet<String>,
+    pub cgroup: String,
+    pub cgroup_dirs: Vec<PathBuf>,
+}
+
+impl Footprint {
+    /// Everything of it that still exists, described; empty when nothing is left.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut left = vec![];
+        for pid in &self.pids {
+            if running(*pid) {
+                left.push(format!("process {pid} ({})", cmdline(*pid)));
+            }
+        }
+        for (pid, ns) in processes_in(&self.namespaces) {
+            left.push(format!("process {pid} ({}) in {ns}", cmdline(pid)));
+        }
+        for h in cgroup_hierarchies() {
+            let d = h.join(&self.cgroup);
+            if !self.cgroup.is_empty() && d.exists() {
+                left.push(format!("cgroup {}", d.display()));
+            }
+        }
+        let dir = self.dir.to_string_lossy().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in mounts.lines().filter(|l| l.contains(&dir)) {
+            left.push(format!("mount {line}"));
+        }
+        if self.dir.exists() {
+            left.push(format!("directory {}", self.dir.display()));
+        }
+        left
+    }
+}
+
+/// The mount points of the host's cgroup hierarchies (v1 and v2).
+fn cgroup_hierarchies() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && (f[2] == "cgroup" || f[2] == "cgroup2")).then(|| PathBuf::from(f[1]))
+        })
+        .collect()
+}
+
+fn procs_under(dir: &Path) -> Vec<u32> {
+    let mut pids = vec![];
+    if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                pids.extend(procs_under(&e.path()));
+            }
+        }
+    }
+    pids
+}
+
+/// Processes whose network or mount namespace is one of `namespaces`.
+fn processes_in(namespaces: &BTreeSet<String>) -> Vec<(u32, String)> {
+    let mut found = vec![];
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        for kind in ["net", "mnt"] {
+            if let Ok(link) = std::fs::read_link(format!("/proc/{pid}/ns/{kind}")) {
+                let link = link.to_string_lossy().to_string();
+                if namespaces.contains(&link) {
+                    found.push((pid, link));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// True while `pid` runs. A zombie has stopped: the daemons' parent (`up`) is gone, so they wait for
+/// init to reap them, which takes seconds here.
+fn running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses).
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    state.is_some_and(|s| s != 'Z')
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
