@@ -65,9 +65,12 @@ fn e2e_images_declares_the_images_the_testbed_exports() {
 }
 
 fn static_build(name: &str) -> PathBuf {
-    let path = workspace_root()
-        .join("target/x86_64-unknown-linux-gnu/release")
-        .join(name);
+    let out = Command::new(workspace_root().join("e2e/images"))
+        .arg("--bin-dir")
+        .output()
+        .expect("run e2e/images --bin-dir");
+    assert!(out.status.success(), "e2e/images --bin-dir failed");
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join(name);
     assert!(
         path.is_file(),
         "{} is not built: run e2e/images (e2e/testbed up --node does)",
