@@ -96,11 +96,15 @@ async fn a_pod_from_our_image_runs_on_the_ready_node() {
     assert_eq!(ready.as_deref(), Some("True"), "the node is Ready");
 
     // The test workload when it exists, else the node's own sandbox image: both built by e2e/images.
-    let image = node.image("test").unwrap_or_else(Node::pause_image);
+    // The test image has no default command: it is told to serve (`app`).
+    let (image, args): (String, &[&str]) = match node.image("test") {
+        Some(test) => (test, &["app"]),
+        None => (Node::pause_image(), &[]),
+    };
     let ns = namespace(&node, "node-pod").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let start = Instant::now();
-    pods.create(&PostParams::default(), &pod("runs", &image, &[]))
+    pods.create(&PostParams::default(), &pod("runs", &image, args))
         .await
         .unwrap();
     let p = wait_phase(&pods, "runs", &["Running"], Duration::from_secs(60)).await;
