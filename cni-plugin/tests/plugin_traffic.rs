@@ -84,13 +84,13 @@ async fn traffic(mode: &'static str, v6: bool) {
         Answerer::start(lo, "loopback"),
         Answerer::start(skipped, "app-8081"),
     ];
-    let host = TcpListener::bind(sock(&gateway, 9999))
-        .or_else(|_| {
-            // The bridge's IPv6 address may still be tentative: retry the bind briefly.
-            std::thread::sleep(Duration::from_secs(2));
-            TcpListener::bind(sock(&gateway, 9999))
-        })
-        .expect("bind host side");
+    // The bridge's IPv6 address stays tentative until duplicate address detection ends (seconds on a
+    // loaded machine): bind once it is usable.
+    let host = linkerd_multus_e2e::wait_for_within(
+        "the host side's address can be bound",
+        Duration::from_secs(20),
+        || TcpListener::bind(sock(&gateway, 9999)).ok(),
+    );
     let _host = Answerer::start(host, "host");
 
     // Inbound: any port → the inbound proxy; a skipped port → the app itself.

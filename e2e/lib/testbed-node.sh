@@ -158,8 +158,10 @@ write_node_pki() {
     sign_cert kubelet "/CN=$NODE_NAME" "subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME\nextendedKeyUsage=serverAuth"
     # One static token per component, with the user names the apiserver's bootstrap RBAC (and the Node
     # authorizer, for the kubelet) expects.
+    # The Multus stand-in reads pods and NADs of every namespace (Multus gets that from its ClusterRole).
     for who in "kubelet|system:node:$NODE_NAME|system:nodes" "kube-proxy|system:kube-proxy|" \
-        "controller-manager|system:kube-controller-manager|" "scheduler|system:kube-scheduler|"; do
+        "controller-manager|system:kube-controller-manager|" "scheduler|system:kube-scheduler|" \
+        "multus|system:multus-stand-in|system:masters"; do
         local name user group token
         IFS='|' read -r name user group <<<"$who"
         token="$(openssl rand -hex 24)"
@@ -198,17 +200,25 @@ EOF
     # Debian's reference plugins, by link; the project's binaries are added by e2e/images and the
     # chart's installer.
     ln -sf /usr/lib/cni/* "$STATE/cni/bin/"
-    cat >"$STATE/cni/net.d/10-testbed.conflist" <<EOF
+    # Multus' place: the stand-in (linked into cni/bin by e2e/images) is the node's only network; the
+    # cluster network (bridge + host-local) is its delegate, so pods without a networks annotation get
+    # exactly that, and the NADs a pod names run after it as Multus runs them.
+    cat >"$STATE/cni/net.d/00-multus-stand-in.conf" <<EOF
 {
   "cniVersion": "0.4.0",
-  "name": "testbed",
-  "plugins": [
-    {
-      "type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$POD_SUBNET" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
+  "name": "multus-stand-in",
+  "type": "multus-stand-in",
+  "kubeconfig": "$STATE/node/multus.kubeconfig",
+  "delegates": [{
+    "cniVersion": "0.4.0",
+    "name": "testbed",
+    "plugins": [
+      {
+        "type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+        "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$POD_SUBNET" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
+      }
+    ]
+  }]
 }
 EOF
 }

@@ -36,4 +36,6 @@ pub use testbed::{
     binary, client, client_from, kubeconfig_path, kubectl, kubectl_with, testbed_dir,
     workspace_root, DedicatedTestbed,
 };
-pub use wait::{eventually, eventually_within, wait_for, wait_for_within, DEADLINE};
+pub use wait::{
+    eventually, eventually_within, wait_for, wait_for_explained, wait_for_within, DEADLINE,
+};

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kube::Client;
+use serde_json::Value;
 
 use crate::testbed::{client_from, kubectl_with, workspace_root};
 
@@ -75,6 +76,45 @@ impl Node {
 
     pub fn kubectl(&self, args: &[&str]) -> Output {
         kubectl_with(&self.kubeconfig(), args)
+    }
+
+    /// The node's CNI directories as containerd uses them: `bin` and `net.d` under this path.
+    pub fn cni_dir(&self) -> PathBuf {
+        self.dir.join("cni")
+    }
+
+    /// kubectl that must succeed: its stdout. Panics with the command and its stderr.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl get ARGS -o json`, `None` when not found.
+    pub fn get_json(&self, args: &[&str]) -> Option<Value> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json", "--ignore-not-found"]);
+        let out = self.kubectl_ok(&all);
+        (!out.trim().is_empty())
+            .then(|| serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl json: {e}")))
+    }
+
+    /// `kubectl describe` of `what` in `namespace` plus the namespace's events: what a failure shows.
+    pub fn describe(&self, namespace: &str, what: &str) -> String {
+        let text = |o: Output| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        };
+        format!(
+            "--- kubectl describe {what}:\n{}\n--- events in {namespace}:\n{}",
+            text(self.kubectl(&["-n", namespace, "describe", what])),
+            text(self.kubectl(&["-n", namespace, "get", "events", "--sort-by=.lastTimestamp"]))
+        )
     }
 
     /// The full reference of a locally built image (`operator`, `cni`, `test`): the

@@ -61,6 +61,29 @@ pub fn wait_for_within<T>(
     }
 }
 
+/// [`wait_for_within`] whose failure also says what was seen: `explain` runs once, on timeout (pod
+/// events, `kubectl describe`).
+pub fn wait_for_explained<T>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl FnMut() -> Option<T>,
+    explain: impl FnOnce() -> String,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if start.elapsed() >= deadline {
+            panic!(
+                "timed out after {deadline:?} waiting until {what}; seen:\n{}",
+                explain()
+            );
+        }
+        std::thread::sleep(INTERVAL);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
