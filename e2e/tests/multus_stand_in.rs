@@ -13,8 +13,15 @@ use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::{binary, client, kubeconfig_path, kubectl, workspace_root, TestNamespace};
 use serde_json::{json, Value};
 
-/// Multus' CRD is cluster-wide and shared: created if absent, never removed.
+/// Multus' CRD is cluster-wide and shared: created if absent, never removed. Once per process: this
+/// file's tests run in parallel, and two concurrent `kubectl apply` of an absent object both try to
+/// create it, the second failing with AlreadyExists.
 fn ensure_nad_crd() {
+    static CRD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    CRD.get_or_init(apply_nad_crd);
+}
+
+fn apply_nad_crd() {
     let crd = workspace_root().join("crds/network-attachment-definition.yaml");
     let out = kubectl(&["apply", "-f", crd.to_str().expect("UTF-8 path")]);
     assert!(
