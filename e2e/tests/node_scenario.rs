@@ -462,27 +462,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         );
     }
 
-    // 6. `check` in the operator's pod, with exactly its settings, passes on the healthy node. It dials
-    // the webhook as <service>.<namespace>.svc and the node has no cluster DNS: the operator's pods get
-    // that one name as a hostAlias, the answer CoreDNS would give.
-    let webhook_svc = format!("{OPERATOR}-webhook");
-    let cluster_ip = node
-        .get_json(&["-n", RELEASE_NS, "service", &webhook_svc])
-        .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no ClusterIP for service {RELEASE_NS}/{webhook_svc}"));
-    let alias = json!({"spec": {"template": {"spec": {"hostAliases": [
-        {"ip": cluster_ip, "hostnames": [format!("{webhook_svc}.{RELEASE_NS}.svc")]}
-    ]}}}});
-    node.kubectl_ok(&[
-        "-n",
-        RELEASE_NS,
-        "patch",
-        "deployment",
-        OPERATOR,
-        "-p",
-        &alias.to_string(),
-    ]);
-    wait_deployment_ready(&node, RELEASE_NS, OPERATOR);
+    // 6. `check` in the operator's pod, with exactly its settings, passes on the healthy node. The node
+    // has no cluster DNS: `check` dials the webhook Service's ClusterIP, as the API server does.
     let out = node.kubectl(&[
         "-n",
         RELEASE_NS,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
@@ -138,9 +138,14 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     for config in &configs.items {
         let config_name = config.metadata.name.as_deref().unwrap_or_default();
         for hook in config.webhooks.iter().flatten() {
-            if let Some(target) = probe::Target::of(&hook.client_config, vocab::WEBHOOK_PATH) {
-                let result =
-                    probe::tls_handshake(&target, ca_bundle(&hook.client_config), timeout).await;
+            if let Some(mut target) = probe::Target::of(&hook.client_config, vocab::WEBHOOK_PATH) {
+                let result = match service_address(client, &target).await {
+                    Ok(address) => {
+                        target.address = address;
+                        probe::tls_handshake(&target, ca_bundle(&hook.client_config), timeout).await
+                    }
+                    Err(e) => Err(e),
+                };
                 webhooks.push(WebhookProbe {
                     name: format!("{config_name}/{}", hook.name),
                     target: target.to_string(),
@@ -157,6 +162,27 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         webhooks,
         pods,
     })
+}
+
+/// The ClusterIP the API server dials for a service reference (None for a URL target). Without
+/// this, `check` inside a pod would need cluster DNS, which the API server itself does not use.
+async fn service_address(
+    client: &Client,
+    target: &probe::Target,
+) -> Result<Option<String>, String> {
+    let Some((namespace, name)) = &target.service else {
+        return Ok(None);
+    };
+    let svc = Api::<Service>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("cannot read service {namespace}/{name}: {e}"))?
+        .ok_or_else(|| format!("service {namespace}/{name} does not exist"))?;
+    match svc.spec.and_then(|s| s.cluster_ip) {
+        Some(ip) if !ip.is_empty() && ip != "None" => Ok(Some(ip)),
+        // Headless: the API server cannot route to it either.
+        _ => Err(format!("service {namespace}/{name} has no ClusterIP")),
+    }
 }
 
 fn ca_bundle(config: &WebhookClientConfig) -> &[u8] {

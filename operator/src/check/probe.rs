@@ -1,5 +1,6 @@
 //! Probing a webhook endpoint the way the API server does: TCP, then TLS verified by the entry's
-//! caBundle alone, for the host name the API server would use.
+//! caBundle alone, for the host name the API server would use. For a service reference the API server
+//! dials the Service's ClusterIP (it never asks cluster DNS), so the caller resolves that first.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,8 +15,13 @@ use tokio_rustls::TlsConnector;
 /// Where a webhook entry sends its requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// The name the certificate must carry (and the TLS SNI).
     pub host: String,
     pub port: u16,
+    /// For a service reference: its namespace and name, to be resolved to `address`.
+    pub service: Option<(String, String)>,
+    /// Where to connect when that is not `host` (the Service's ClusterIP).
+    pub address: Option<String>,
     /// How the configuration names it, for messages.
     described: String,
 }
@@ -38,6 +44,8 @@ impl Target {
             return Some(Self {
                 host: format!("{}.{}.svc", svc.name, svc.namespace),
                 port,
+                service: Some((svc.namespace.clone(), svc.name.clone())),
+                address: None,
                 described: format!("service {}/{}:{port}", svc.namespace, svc.name),
             });
         }
@@ -49,6 +57,8 @@ impl Target {
         Some(Self {
             host: host.to_string(),
             port,
+            service: None,
+            address: None,
             described: url.to_string(),
         })
     }
@@ -79,7 +89,8 @@ pub async fn tls_handshake(
     let name =
         ServerName::try_from(target.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
     let handshake = async {
-        let tcp = TcpStream::connect((target.host.as_str(), target.port))
+        let address = target.address.as_deref().unwrap_or(&target.host);
+        let tcp = TcpStream::connect((address, target.port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         TlsConnector::from(Arc::new(config))
@@ -119,6 +130,7 @@ mod tests {
         };
         let t = Target::of(&svc, "/annotate-multus-v1-pod").expect("ours");
         assert_eq!((t.host.as_str(), t.port), ("wh.ops.svc", 9443));
+        assert_eq!(t.service, Some(("ops".to_string(), "wh".to_string())));
         assert_eq!(t.to_string(), "service ops/wh:9443");
 
         let t = Target::of(
@@ -127,6 +139,7 @@ mod tests {
         )
         .expect("ours");
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8443));
+        assert_eq!(t.service, None);
         let t = Target::of(
             &url("https://[::1]/annotate-multus-v1-pod"),
             "/annotate-multus-v1-pod",
