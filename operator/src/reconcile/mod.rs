@@ -91,23 +91,33 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
 
     // Apply (and report what cannot be applied).
     match decide_and_write(ctx, ns, name, config.as_deref(), existing).await? {
-        Step::Done => Ok(resync),
-        // A create lost a race: decide again from what is there now (read live: the watch may lag).
-        Step::Raced => {
-            let existing = fetch::live(ctx, name).await?;
-            match decide_and_write(ctx, ns, name, config.as_deref(), existing).await? {
-                Step::WaitForUsers => Ok(Action::requeue(USERS_RECHECK)),
-                // Raced again: the watch event of whoever wrote triggers this namespace anew.
-                Step::Done | Step::Raced => Ok(resync),
-            }
-        }
         Step::WaitForUsers => Ok(Action::requeue(USERS_RECHECK)),
+        Step::Done | Step::Raced => Ok(resync),
     }
 }
 
-/// Plans from `existing` (looking up the NAD's users when the plan depends on them) and carries the
-/// plan out. Public so a test can hand it a stale `existing` (a create racing a foreign NAD).
+/// Plans from `existing` and carries the plan out. A create that finds the name taken (a NAD that
+/// appeared since `existing` was read) plans once more from a live read, so that NAD is judged like
+/// any other (foreign: reported, never written into). Public so a test can hand it a stale `existing`.
 pub async fn decide_and_write(
+    ctx: &Context,
+    ns: &Namespace,
+    name: &str,
+    config: Option<&str>,
+    existing: Option<Existing>,
+) -> Result<Step, Error> {
+    match plan_and_carry_out(ctx, ns, name, config, existing).await? {
+        Step::Raced => {
+            let existing = fetch::live(ctx, name).await?;
+            // Raced again (deleted and recreated meanwhile): that writer's watch event brings us back.
+            plan_and_carry_out(ctx, ns, name, config, existing).await
+        }
+        step => Ok(step),
+    }
+}
+
+/// Plans (looking up the NAD's users when the plan depends on them) and carries the plan out.
+async fn plan_and_carry_out(
     ctx: &Context,
     ns: &Namespace,
     name: &str,
