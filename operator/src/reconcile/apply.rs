@@ -28,6 +28,10 @@ pub async fn carry_out(
     config: Option<&str>,
 ) -> Result<Step, Error> {
     let config = config.unwrap_or_default().to_string();
+    if !matches!(plan, Plan::KeepInUse { .. }) {
+        // Kept no longer (or not now): a later opt-out with the same pods is reported afresh.
+        ctx.in_use_reported.forget(namespace);
+    }
     match plan {
         // FindUsers is resolved by the caller before carrying out.
         Plan::Nothing | Plan::FindUsers => Ok(Step::Done),
@@ -47,7 +51,6 @@ pub async fn carry_out(
         }
         Plan::Delete { uid } => {
             delete(ctx, namespace, uid).await?;
-            ctx.in_use_reported.forget(namespace);
             Ok(Step::Done)
         }
         Plan::Foreign => {
