@@ -191,7 +191,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
     let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
     let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
     let release = unique_name("lm");
-    // rbac.check=false here (the other test keeps the default): no pod access at all.
+    // rbac.check=false here (the other test keeps the default): none of check's extras.
     let values = isolating_values(&release, cni_ns) + "rbac:\n  check: false\n";
     let (installed, notes) =
         Installed::install(&release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
@@ -208,11 +208,20 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         "label advice (wanted: {old_server}) wrong: {notes}"
     );
 
-    let pods = Access("list", "", "pods", None, Some("default"));
-    assert!(
-        !operator_can(ns, &fullname, &pods),
-        "rbac.check=false still grants pod access"
+    let mwcs = Access(
+        "list",
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        None,
+        None,
     );
+    assert!(
+        !operator_can(ns, &fullname, &mwcs),
+        "rbac.check=false still grants check's extras"
+    );
+    // The operator's own: a NAD is deleted only once no pod lists it.
+    let pods = Access("list", "", "pods", None, Some("default"));
+    assert!(operator_can(ns, &fullname, &pods));
     let namespaces_list = Access("list", "", "namespaces", None, None);
     assert!(operator_can(ns, &fullname, &namespaces_list));
 
@@ -437,8 +446,9 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
             Some("linkerd-multus-operator"),
             Some(ns),
         ),
-        // rbac.check (default): read-only extras for `check`.
+        // Whether pods still use a NAD whose namespace opted out.
         Access("list", "", "pods", None, Some("default")),
+        // rbac.check (default): read-only extras for `check`.
         Access("list", admission, mwcs, None, None),
     ];
     for access in &allowed {

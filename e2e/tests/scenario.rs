@@ -608,11 +608,13 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     assert_eq!(
         pods["items"],
         json!([
-            "late/early-bird: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry)"
+            "late/early-bird: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry; \
+             created before its namespace was set up): restart it"
         ])
     );
 
-    // 8. Operator killed mid-way; the namespace disabled while it is down; restarted → converges.
+    // 8. Operator killed mid-way; the namespace disabled while it is down; restarted → converges (the
+    // NAD goes once no pod uses it).
     let _ = operator.child.kill();
     let _ = operator.child.wait();
     for ns in ["app", "foreign"] {
@@ -625,6 +627,38 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         ]);
     }
     operator = Operator::start(c, webhook_port);
+    // Its pods still list the NAD, so it stays (their next sandbox needs it) and check names them;
+    // once they are gone, so is the NAD.
+    let listed = |pod: &str| format!("app/{pod}: its namespace opted out");
+    wait_until(
+        "check to list app's pods that still use the NAD",
+        Duration::from_secs(30),
+        || {
+            let (_, report) = c.check();
+            let pods = report["checks"]
+                .as_array()?
+                .iter()
+                .find(|c| c["check"] == "pods")?
+                .clone();
+            let items: Vec<String> = pods["items"]
+                .as_array()?
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_string))
+                .collect();
+            ["web", "web2"]
+                .iter()
+                .all(|p| items.iter().any(|i| i.starts_with(&listed(p))))
+                .then_some(())
+        },
+        || log(&operator),
+    );
+    assert!(
+        c.nad("app").is_some(),
+        "the app NAD stays while pods use it"
+    );
+    for pod in ["web", "web2"] {
+        c.kubectl(&["-n", "app", "delete", "pod", pod]);
+    }
     wait_until(
         "the app NAD to go",
         Duration::from_secs(30),

@@ -120,6 +120,13 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "MAX_CONCURRENT_RECONCILES", default_value_t = vocab::DEFAULT_MAX_CONCURRENT_RECONCILES,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+
+    /// Take over NADs named --nad-name that carry no app.kubernetes.io/managed-by label and whose
+    /// config's `type` is linkerd-cni (what linkerd-multus-attach-operator left), in namespaces that
+    /// want the NAD: each gets the operator's label and config, and a Normal Event. Never a NAD of
+    /// another type or one another manager labels. Off: such NADs are left alone and reported.
+    #[arg(long, global = true, env = "ADOPT_UNOWNED_NADS")]
+    pub adopt_unowned_nads: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +186,7 @@ mod tests {
         assert_eq!(a.linkerd_namespace, vocab::DEFAULT_LINKERD_NAMESPACE);
         assert_eq!(a.nad_name, vocab::NAD_NAME);
         assert!(!a.leader_elect);
+        assert!(!a.adopt_unowned_nads);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(

@@ -60,6 +60,7 @@ impl Config {
                 settings: check::Settings {
                     source: config_source(&run),
                     decision,
+                    adopt_unowned: run.adopt_unowned_nads,
                 },
                 output: args.output,
                 probe_timeout: Duration::from_secs(args.probe_timeout_seconds),
@@ -98,6 +99,7 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
             nad_resource: reconcile::nad_resource(run.nad_api_group.as_deref()),
             resync: Duration::from_secs(run.resync_seconds.max(1)),
             concurrency: run.max_concurrent_reconciles,
+            adopt_unowned: run.adopt_unowned_nads,
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
+use linkerd_multus_webhook::networks::references;
 
 /// What a namespace needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,9 +85,39 @@ pub fn desired_nad(
 pub struct Existing {
     /// Carries `app.kubernetes.io/managed-by: linkerd-multus-operator`.
     pub owned: bool,
+    /// Claimed by nobody (no managed-by label at all) and configures the `linkerd-cni` plugin: what
+    /// `--adopt-unowned-nads` takes over (the Go linkerd-multus-attach-operator left such NADs).
+    pub adoptable: bool,
     /// Its `spec.config`, digested: the watch cache keeps this instead of ~1 KB per namespace.
     pub config: Option<ConfigDigest>,
     pub uid: Option<String>,
+}
+
+impl Existing {
+    /// Reads what the plan needs from a NAD's labels, `spec.config` and uid.
+    pub fn of(
+        labels: Option<&BTreeMap<String, String>>,
+        config: Option<&str>,
+        uid: Option<String>,
+    ) -> Self {
+        Self {
+            owned: vocab::is_managed_by_us(labels),
+            adoptable: is_adoptable(labels, config),
+            config: config.map(ConfigDigest::of),
+            uid,
+        }
+    }
+}
+
+/// No manager claims it (no managed-by label, whatever its value) and its config is a JSON object
+/// whose `type` is the linkerd-cni plugin. A conflist, another plugin, or a NAD another tool labels
+/// as its own is never adoptable.
+pub fn is_adoptable(labels: Option<&BTreeMap<String, String>>, config: Option<&str>) -> bool {
+    let claimed = labels.is_some_and(|l| l.contains_key(vocab::MANAGED_BY_LABEL));
+    let plugin_type = config
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
+    !claimed && plugin_type.as_deref() == Some(vocab::PLUGIN_TYPE)
 }
 
 /// A 64-bit digest of a NAD config. It only ever compares two configs inside one process, so a
@@ -103,32 +134,81 @@ impl ConfigDigest {
     }
 }
 
+/// Which pods still use our NAD in a namespace that no longer wants it. Looked up only then (see
+/// [`Plan::FindUsers`]): that is the only case where the answer changes the plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Users {
+    NotLooked,
+    /// Pod names, sorted; empty when nothing uses it.
+    Pods(Vec<String>),
+}
+
+/// True when a pod in `namespace` lists the NAD `nad` of its namespace in its networks annotation,
+/// in either of Multus' formats. An annotation that cannot be read counts as using it: Multus may read
+/// it differently, and a NAD deleted under a running pod breaks its next sandbox.
+pub fn uses_nad(pod: &ObjectMeta, nad: &str, namespace: &str) -> bool {
+    pod.annotations
+        .as_ref()
+        .and_then(|a| a.get(vocab::NETWORKS_ANNOTATION))
+        .is_some_and(|v| references(v, nad, namespace).unwrap_or(true))
+}
+
 /// What to do about one namespace's NAD.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
     /// Already as desired (or absent and not wanted): send nothing.
     Nothing,
-    /// Server-side apply the desired NAD. `take_over` (force) only when the NAD is already ours, to
-    /// win back fields a hand edit took, and then only onto the object of the uid seen (a foreign
-    /// NAD recreated under the name makes the apply fail); creating never forces, so a foreign NAD
-    /// created in the meantime with a different config makes the apply conflict.
-    Apply { take_over: bool },
+    /// No NAD of that name exists: create ours with a create call, which fails if one appeared
+    /// meanwhile (never merged into someone else's object by an apply).
+    Create,
+    /// Our NAD differs: a forced server-side apply wins back fields a hand edit took, but only onto
+    /// the object of the uid seen (a foreign NAD recreated under the name makes it fail).
+    Update { uid: Option<String> },
+    /// `--adopt-unowned-nads` and an adoptable NAD: a forced apply onto exactly that object adds our
+    /// label and config (a Normal Event says so).
+    Adopt { uid: String },
+    /// Our NAD in a namespace that no longer wants it: who still uses it decides.
+    FindUsers,
+    /// Not wanted, but pods still list it: kept (their next sandbox would fail without it) until
+    /// they are gone; the namespace's Events say why.
+    KeepInUse { pods: Vec<String> },
     /// Delete our NAD (guarded by its uid, so a foreign NAD recreated under the name survives).
     Delete { uid: Option<String> },
     /// The namespace wants our NAD but one of that name is someone else's: never touched, reported.
     Foreign,
 }
 
-/// Decides the plan. `desired_config` is `None` when no NAD is wanted.
-pub fn plan(desired_config: Option<&str>, existing: Option<&Existing>) -> Plan {
+/// Decides the plan. `desired_config` is `None` when no NAD is wanted; `adopt` is
+/// `--adopt-unowned-nads`.
+pub fn plan(
+    desired_config: Option<&str>,
+    existing: Option<&Existing>,
+    adopt: bool,
+    users: &Users,
+) -> Plan {
     match (desired_config, existing) {
-        (Some(_), Some(e)) if !e.owned => Plan::Foreign,
-        (Some(_), None) => Plan::Apply { take_over: false },
-        (Some(want), Some(e)) if e.config == Some(ConfigDigest::of(want)) => Plan::Nothing,
-        (Some(_), Some(_)) => Plan::Apply { take_over: true },
+        (Some(_), None) => Plan::Create,
+        (Some(want), Some(e)) if e.owned && e.config == Some(ConfigDigest::of(want)) => {
+            Plan::Nothing
+        }
+        (Some(_), Some(e)) if e.owned => Plan::Update { uid: e.uid.clone() },
+        (
+            Some(_),
+            Some(Existing {
+                adoptable: true,
+                uid: Some(uid),
+                ..
+            }),
+        ) if adopt => Plan::Adopt { uid: uid.clone() },
+        (Some(_), Some(_)) => Plan::Foreign,
         (None, None) => Plan::Nothing,
-        (None, Some(e)) if e.owned => Plan::Delete { uid: e.uid.clone() },
-        // Not wanted here and not ours: nothing to say about someone else's NAD.
+        (None, Some(e)) if e.owned => match users {
+            Users::NotLooked => Plan::FindUsers,
+            Users::Pods(pods) if pods.is_empty() => Plan::Delete { uid: e.uid.clone() },
+            Users::Pods(pods) => Plan::KeepInUse { pods: pods.clone() },
+        },
+        // Not wanted here and not ours: nothing to say about someone else's NAD (nor adopted: the
+        // flag takes over only where the operator wants its NAD).
         (None, Some(_)) => Plan::Nothing,
     }
 }
@@ -202,27 +282,48 @@ mod tests {
         assert!(vocab::is_managed_by_us(nad.metadata.labels.as_ref()));
     }
 
-    /// The full decision table, including the two ownership guarantees: a foreign NAD is never
-    /// updated or deleted, and a write that changes nothing is not sent.
+    /// The full decision table, including the ownership guarantees: a foreign NAD is never updated
+    /// or deleted (nor adopted without the flag, nor ever when another manager labels it or it
+    /// configures another plugin), a write that changes nothing is not sent, a missing NAD is
+    /// created (never applied), and an unwanted NAD goes only once no pod uses it.
     #[test]
     fn plan_table() {
         let ours = |c: &str| Existing {
             owned: true,
+            adoptable: false,
             config: Some(ConfigDigest::of(c)),
             uid: Some("u1".into()),
         };
         let foreign = Existing {
             owned: false,
+            adoptable: false,
             config: Some(ConfigDigest::of("x")),
             uid: Some("u2".into()),
         };
+        let go_operators = Existing {
+            adoptable: true,
+            ..foreign.clone()
+        };
+        let nobody = Users::Pods(vec![]);
+        let used = Users::Pods(vec!["web-1".into()]);
         let cases = [
-            (Some("c"), None, Plan::Apply { take_over: false }),
-            (Some("c"), Some(ours("c")), Plan::Nothing),
+            (Some("c"), None, false, &Users::NotLooked, Plan::Create),
+            (Some("c"), None, true, &Users::NotLooked, Plan::Create),
+            (
+                Some("c"),
+                Some(ours("c")),
+                false,
+                &Users::NotLooked,
+                Plan::Nothing,
+            ),
             (
                 Some("c"),
                 Some(ours("old")),
-                Plan::Apply { take_over: true },
+                false,
+                &Users::NotLooked,
+                Plan::Update {
+                    uid: Some("u1".into()),
+                },
             ),
             (
                 Some("c"),
@@ -230,24 +331,91 @@ mod tests {
                     config: None,
                     ..ours("")
                 }),
-                Plan::Apply { take_over: true },
+                false,
+                &Users::NotLooked,
+                Plan::Update {
+                    uid: Some("u1".into()),
+                },
             ),
-            (Some("c"), Some(foreign.clone()), Plan::Foreign),
-            (None, None, Plan::Nothing),
+            (
+                Some("c"),
+                Some(foreign.clone()),
+                false,
+                &Users::NotLooked,
+                Plan::Foreign,
+            ),
+            (
+                Some("c"),
+                Some(foreign.clone()),
+                true,
+                &Users::NotLooked,
+                Plan::Foreign,
+            ),
+            (
+                Some("c"),
+                Some(go_operators.clone()),
+                false,
+                &Users::NotLooked,
+                Plan::Foreign,
+            ),
+            (
+                Some("c"),
+                Some(go_operators.clone()),
+                true,
+                &Users::NotLooked,
+                Plan::Adopt { uid: "u2".into() },
+            ),
+            // Without a uid the take-over could not be pinned to the object seen.
+            (
+                Some("c"),
+                Some(Existing {
+                    uid: None,
+                    ..go_operators.clone()
+                }),
+                true,
+                &Users::NotLooked,
+                Plan::Foreign,
+            ),
+            (None, None, false, &Users::NotLooked, Plan::Nothing),
             (
                 None,
                 Some(ours("c")),
+                false,
+                &Users::NotLooked,
+                Plan::FindUsers,
+            ),
+            (
+                None,
+                Some(ours("c")),
+                false,
+                &nobody,
                 Plan::Delete {
                     uid: Some("u1".into()),
                 },
             ),
-            (None, Some(foreign.clone()), Plan::Nothing),
+            (
+                None,
+                Some(ours("c")),
+                true,
+                &used,
+                Plan::KeepInUse {
+                    pods: vec!["web-1".into()],
+                },
+            ),
+            (None, Some(foreign.clone()), false, &nobody, Plan::Nothing),
+            (
+                None,
+                Some(go_operators.clone()),
+                true,
+                &nobody,
+                Plan::Nothing,
+            ),
         ];
-        for (desired, existing, want_) in cases {
+        for (desired, existing, adopt, users, want_) in cases {
             assert_eq!(
-                plan(desired, existing.as_ref()),
+                plan(desired, existing.as_ref(), adopt, users),
                 want_,
-                "{desired:?} {existing:?}"
+                "{desired:?} {existing:?} adopt={adopt} {users:?}"
             );
         }
         assert_ne!(ConfigDigest::of("c"), ConfigDigest::of("c "));
@@ -256,5 +424,78 @@ mod tests {
             vocab::MANAGED_BY_LABEL.to_string(),
             "helm".to_string()
         )]))));
+    }
+
+    /// Only a NAD nobody claims whose config's top-level `type` is linkerd-cni may be adopted.
+    #[test]
+    fn which_nads_are_adoptable() {
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let go = r#"{"cniVersion":"0.3.0","name":"linkerd-cni","type":"linkerd-cni"}"#;
+        let cases = [
+            (None, Some(go), true),
+            (Some(labels(&[("team", "a")])), Some(go), true),
+            (
+                Some(labels(&[(vocab::MANAGED_BY_LABEL, "helm")])),
+                Some(go),
+                false,
+            ),
+            (
+                Some(labels(&[(vocab::MANAGED_BY_LABEL, "")])),
+                Some(go),
+                false,
+            ),
+            (
+                None,
+                Some(r#"{"type":"macvlan","name":"linkerd-cni"}"#),
+                false,
+            ),
+            (None, Some(r#"{"type":"Linkerd-CNI"}"#), false),
+            (
+                None,
+                Some(r#"{"cniVersion":"0.3.1","plugins":[{"type":"linkerd-cni"}]}"#),
+                false,
+            ),
+            (None, Some("{not json"), false),
+            (None, None, false),
+        ];
+        for (l, config, want_) in cases {
+            assert_eq!(is_adoptable(l.as_ref(), config), want_, "{l:?} {config:?}");
+        }
+        let ours = labels(&[(vocab::MANAGED_BY_LABEL, vocab::MANAGED_BY_VALUE)]);
+        let e = Existing::of(Some(&ours), Some(go), Some("u".into()));
+        assert!(e.owned && !e.adoptable, "ours is not adoptable: {e:?}");
+    }
+
+    /// Every networks-annotation format counts; another namespace's NAD of that name does not; an
+    /// unreadable annotation errs towards keeping the NAD.
+    #[test]
+    fn which_pods_use_the_nad() {
+        let pod = |networks: Option<&str>| ObjectMeta {
+            annotations: networks
+                .map(|v| BTreeMap::from([(vocab::NETWORKS_ANNOTATION.to_string(), v.to_string())])),
+            ..Default::default()
+        };
+        let cases = [
+            (Some("linkerd-cni"), true),
+            (Some("macvlan, app/linkerd-cni@net2"), true),
+            (Some(r#"[{"name":"linkerd-cni","namespace":"app"}]"#), true),
+            (Some("not valid/at/all"), true),
+            (Some("other/linkerd-cni"), false),
+            (Some(r#"[{"name":"macvlan"}]"#), false),
+            (Some(""), false),
+            (None, false),
+        ];
+        for (networks, want_) in cases {
+            assert_eq!(
+                uses_nad(&pod(networks), "linkerd-cni", "app"),
+                want_,
+                "{networks:?}"
+            );
+        }
     }
 }

@@ -22,6 +22,14 @@ pub enum Error {
         source: kube::Error,
     },
 
+    #[error("creating NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    CreateNad {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
     #[error("applying NetworkAttachmentDefinition {namespace}/{name}: {source}")]
     ApplyNad {
         namespace: String,
@@ -34,6 +42,13 @@ pub enum Error {
     DeleteNad {
         namespace: String,
         name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("listing the pods of namespace {namespace} (to see whether they still use the NAD): {source}")]
+    ListPods {
+        namespace: String,
         #[source]
         source: kube::Error,
     },
@@ -52,8 +67,10 @@ impl Error {
             Self::Config(e) => e.metric_label(),
             Self::CrdMissing(_) => "crd_missing",
             Self::GetNad { .. } => "get_nad",
+            Self::CreateNad { .. } => "create_nad",
             Self::ApplyNad { .. } => "apply_nad",
             Self::DeleteNad { .. } => "delete_nad",
+            Self::ListPods { .. } => "list_pods",
             Self::Timeout(_) => "timeout",
             Self::UnnamedNamespace => "unnamed_namespace",
         }

@@ -16,9 +16,11 @@ use kube::{Client, Resource, ResourceExt};
 pub const REASON_FOREIGN_NAD: &str = "ForeignNetworkAttachmentDefinition";
 // Reasons for an unusable CNI ConfigMap: `NadConfigError::event_reason`.
 pub const REASON_CRD_MISSING: &str = "NetworkAttachmentDefinitionCrdMissing";
+pub const REASON_ADOPTED: &str = "NetworkAttachmentDefinitionAdopted";
+pub const REASON_IN_USE: &str = "NetworkAttachmentDefinitionInUse";
 const ACTION: &str = "ReconcileNetworkAttachmentDefinition";
 
-/// Publishes Warning Events on namespaces.
+/// Publishes Events on namespaces.
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
@@ -38,8 +40,17 @@ impl Events {
     /// Publishes a Warning about `ns`. Failing to publish is logged, never fatal: the Event is
     /// a report, the reconcile outcome does not depend on it.
     pub async fn warn(&self, ns: &Namespace, reason: &str, note: String) {
+        self.publish(EventType::Warning, ns, reason, note).await
+    }
+
+    /// Publishes a Normal Event about `ns` (something done that the namespace's users should know).
+    pub async fn normal(&self, ns: &Namespace, reason: &str, note: String) {
+        self.publish(EventType::Normal, ns, reason, note).await
+    }
+
+    async fn publish(&self, type_: EventType, ns: &Namespace, reason: &str, note: String) {
         let event = Event {
-            type_: EventType::Warning,
+            type_,
             reason: reason.to_string(),
             note: Some(note),
             action: ACTION.to_string(),

@@ -116,6 +116,7 @@ mod tests {
             uid: None,
             resource_version: None,
             owned,
+            adoptable: false,
             config: None,
         }
     }

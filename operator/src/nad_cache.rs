@@ -23,6 +23,8 @@ pub struct NadView {
     pub resource_version: Option<String>,
     /// Carries the operator's managed-by label.
     pub owned: bool,
+    /// See [`Existing::adoptable`].
+    pub adoptable: bool,
     /// Digest of `spec.config`, when it is a string.
     pub config: Option<ConfigDigest>,
 }
@@ -30,23 +32,35 @@ pub struct NadView {
 impl NadView {
     pub fn of(nad: &DynamicObject) -> Self {
         let meta = &nad.metadata;
+        let e = existing(nad);
         Self {
             name: meta.name.clone().unwrap_or_default(),
             namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
+            uid: e.uid,
             resource_version: meta.resource_version.clone(),
-            owned: vocab::is_managed_by_us(meta.labels.as_ref()),
-            config: spec_config(&nad.data).map(ConfigDigest::of),
+            owned: e.owned,
+            adoptable: e.adoptable,
+            config: e.config,
         }
     }
 
     pub fn existing(&self) -> Existing {
         Existing {
             owned: self.owned,
+            adoptable: self.adoptable,
             config: self.config,
             uid: self.uid.clone(),
         }
     }
+}
+
+/// What the plan reads of an untyped NAD (the watch's view and a live read give the same).
+pub fn existing(nad: &DynamicObject) -> Existing {
+    Existing::of(
+        nad.metadata.labels.as_ref(),
+        spec_config(&nad.data),
+        nad.metadata.uid.clone(),
+    )
 }
 
 /// `spec.config` of an untyped NAD, when it is a string.
@@ -142,6 +156,7 @@ mod tests {
             view.existing(),
             Existing {
                 owned: true,
+                adoptable: false,
                 config: Some(ConfigDigest::of("{\"a\":1}")),
                 uid: Some("u-1".into()),
             }

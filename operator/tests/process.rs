@@ -82,7 +82,7 @@ async fn binary_runs_and_stops_on_sigterm() {
         .await
         .expect("body");
     assert!(
-        metrics.contains("linkerd_multus_controller_nad_writes_total{op=\"apply\"} 1"),
+        metrics.contains("linkerd_multus_controller_nad_writes_total{op=\"create\"} 1"),
         "{metrics}"
     );
 

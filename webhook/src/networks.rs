@@ -135,6 +135,20 @@ fn parse(value: &str) -> Result<(Format, Vec<Selection>), NetworksError> {
     Ok((Format::CommaList, items))
 }
 
+/// True when the list selects `nad` of the pod's own namespace (unqualified, or qualified with it).
+fn selects(selections: &[Selection], nad: &str, pod_namespace: &str) -> bool {
+    selections
+        .iter()
+        .any(|s| s.name == nad && s.namespace.as_deref().is_none_or(|ns| ns == pod_namespace))
+}
+
+/// Does the networks annotation `value` of a pod in `pod_namespace` use the NetworkAttachmentDefinition
+/// `nad` of that namespace? Errors when `value` cannot be parsed.
+pub fn references(value: &str, nad: &str, pod_namespace: &str) -> Result<bool, NetworksError> {
+    let (_, selections) = parse(value)?;
+    Ok(selects(&selections, nad, pod_namespace))
+}
+
 /// What to do with a pod's networks annotation to attach `nad` (in the pod's namespace).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attachment {
@@ -155,10 +169,7 @@ pub fn attach(
         return Ok(Attachment::Set(nad.to_string()));
     };
     let (format, selections) = parse(current)?;
-    let present = selections
-        .iter()
-        .any(|s| s.name == nad && s.namespace.as_deref().is_none_or(|ns| ns == pod_namespace));
-    if present {
+    if selects(&selections, nad, pod_namespace) {
         return Ok(Attachment::Present);
     }
     let kept = current.trim_end();
@@ -217,6 +228,34 @@ mod tests {
         assert!(set("a@b@c").is_err());
         assert!(set("/a").is_err());
         assert!(set("a b").is_err());
+    }
+
+    /// Every format Multus accepts is recognised as using the NAD; other namespaces' NADs are not.
+    #[test]
+    fn references_in_every_format() {
+        let uses = |v: &str| references(v, "linkerd-cni", "app");
+        for v in [
+            "linkerd-cni",
+            "a, linkerd-cni",
+            "app/linkerd-cni",
+            "linkerd-cni@net1",
+            "app/linkerd-cni@net1",
+            r#"[{"name":"linkerd-cni"}]"#,
+            r#"[{"name":"a"},{"name":"linkerd-cni","namespace":"app","interface":"x"}]"#,
+        ] {
+            assert_eq!(uses(v), Ok(true), "{v}");
+        }
+        for v in [
+            "",
+            "macvlan",
+            "other/linkerd-cni",
+            "linkerd-cni-2",
+            r#"[{"name":"linkerd-cni","namespace":"other"}]"#,
+        ] {
+            assert_eq!(uses(v), Ok(false), "{v}");
+        }
+        assert!(uses("a,,b").is_err());
+        assert!(uses(r#"{"name":"linkerd-cni"}"#).is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
-use crate::desired::{want, Want};
+use crate::desired::{is_adoptable, uses_nad, want, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
@@ -74,7 +74,7 @@ pub struct Observed {
     /// NADs named `--nad-name`, in any namespace.
     pub nads: Vec<NetworkAttachmentDefinition>,
     pub webhooks: Vec<WebhookProbe>,
-    /// Metadata of the pods in namespaces that need the NAD.
+    /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
     pub pods: Vec<ObjectMeta>,
 }
 
@@ -83,6 +83,8 @@ pub struct Observed {
 pub struct Settings {
     pub source: ConfigSource,
     pub decision: DecisionConfig,
+    /// `--adopt-unowned-nads`.
+    pub adopt_unowned: bool,
 }
 
 /// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook, pods.
@@ -153,6 +155,8 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
                 }
                 _ => good += 1,
             },
+            // Kept for the pods that still use it: those are listed by the pods check.
+            (Want::NoNad, Some(_)) if owned && !users(seen, name, s).is_empty() => {}
             (Want::NoNad, Some(_)) if owned => problems.push(format!(
                 "{name}: NAD left behind in a namespace that is not enabled"
             )),
@@ -173,13 +177,44 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
     .with_items(problems)
 }
 
+/// Pods of `namespace` that list the NAD in their networks annotation.
+fn users<'a>(seen: &'a Observed, namespace: &str, s: &Settings) -> Vec<&'a ObjectMeta> {
+    seen.pods
+        .iter()
+        .filter(|p| p.namespace.as_deref() == Some(namespace))
+        .filter(|p| uses_nad(p, &s.decision.nad_name, namespace))
+        .collect()
+}
+
 fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "foreign-nads";
+    let wanted = |namespace: &str| {
+        seen.namespaces
+            .iter()
+            .find(|ns| ns_name(ns) == namespace)
+            .is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
+    };
     let foreign: Vec<String> = seen
         .nads
         .iter()
         .filter(|n| !vocab::is_managed_by_us(n.metadata.labels.as_ref()))
-        .map(|n| n.metadata.namespace.clone().unwrap_or_default())
+        .map(|n| {
+            let namespace = n.metadata.namespace.clone().unwrap_or_default();
+            if !is_adoptable(n.metadata.labels.as_ref(), n.spec.config.as_deref()) {
+                return namespace;
+            }
+            let what = "unowned (no managed-by label, type linkerd-cni, e.g. linkerd-multus-attach-operator's)";
+            match (s.adopt_unowned, wanted(&namespace)) {
+                (false, _) => format!("{namespace}: {what}: --adopt-unowned-nads would take it over"),
+                (true, true) => format!(
+                    "{namespace}: {what}: --adopt-unowned-nads is on, the operator adopts it at its next \
+                     reconcile (is it running?)"
+                ),
+                (true, false) => {
+                    format!("{namespace}: {what}: not adopted, the namespace does not opt in")
+                }
+            }
+        })
         .collect();
     if foreign.is_empty() {
         return Verdict::pass(
@@ -194,7 +229,9 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
         CHECK,
         format!("{} NAD(s) named {} were not created by the operator; it leaves them alone", foreign.len(), s.decision.nad_name),
         format!(
-            "if they should be managed, delete them (the operator recreates them) or label them {}={}",
+            "if they should be managed, delete them (the operator recreates them) or label them {}={}; \
+             unowned linkerd-cni NADs (from linkerd-multus-attach-operator) are taken over by running the \
+             operator with --adopt-unowned-nads (helm: operator.adoptUnownedNADs=true)",
             vocab::MANAGED_BY_LABEL,
             vocab::MANAGED_BY_VALUE
         ),
@@ -244,16 +281,20 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
 
 fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "pods";
-    let annotations: BTreeMap<&str, Option<&BTreeMap<String, String>>> = seen
-        .namespaces
-        .iter()
-        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
-        .collect();
+    let namespaces: BTreeMap<&str, &Namespace> =
+        seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
     let mut stale = Vec::new();
     for pod in &seen.pods {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
-        let ns_annotations = annotations.get(namespace).copied().flatten();
-        if let Some(reason) = pod_problem(pod, namespace, ns_annotations, &s.decision) {
+        let ns = namespaces.get(namespace).copied();
+        let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);
+        let problem = if wanted {
+            let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
+            pod_problem(pod, namespace, ns_annotations, &s.decision)
+        } else {
+            opted_out_user(pod, namespace, &s.decision.nad_name)
+        };
+        if let Some(reason) = problem {
             stale.push(format!(
                 "{namespace}/{}: {reason}",
                 pod.name.as_deref().unwrap_or_default()
@@ -263,21 +304,34 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     if stale.is_empty() {
         return Verdict::pass(
             CHECK,
-            "every pod in an enabled namespace is attached to linkerd-cni",
+            "every pod in an enabled namespace is attached to linkerd-cni, and none outside one is",
         );
     }
     Verdict::fail(
         CHECK,
         format!(
-            "{} pod(s) were created before their namespace was set up and need a restart",
+            "{} pod(s) are not as their namespace wants; each line says why and what to do",
             stale.len()
         ),
-        "restart them, e.g. kubectl -n <namespace> rollout restart deploy/<name>",
+        "restart a pod with e.g. kubectl -n <namespace> rollout restart deploy/<name>; a restart keeps \
+         what its pod template sets",
     )
     .with_items(stale)
 }
 
-/// Why a running pod does not match what the webhook would do to it today, if it doesn't.
+/// A pod whose namespace opted out but which still lists our NAD (so the operator keeps the NAD).
+fn opted_out_user(pod: &ObjectMeta, namespace: &str, nad: &str) -> Option<String> {
+    uses_nad(pod, nad, namespace).then(|| {
+        format!(
+            "its namespace opted out, but it still lists {nad} in {}, so the NAD stays until it is \
+             gone: restart it to leave the mesh",
+            vocab::NETWORKS_ANNOTATION
+        )
+    })
+}
+
+/// Why a running pod does not match what the webhook would do to it today, if it doesn't, and what
+/// fixes it.
 pub fn pod_problem(
     pod: &ObjectMeta,
     namespace: &str,
@@ -291,20 +345,29 @@ pub fn pod_problem(
         && networks_after(pod, &decision.patch) != networks(pod)
     {
         return Some(format!(
-            "not attached to {} (no {} entry)",
+            "not attached to {} (no {} entry; created before its namespace was set up): restart it",
             cfg.nad_name,
             vocab::NETWORKS_ANNOTATION
         ));
     }
     let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
+    // The webhook never writes a uid that is not a number, so the pod's template (or another tool) did.
+    let Ok(uid_value) = uid.parse::<u32>() else {
+        return Some(format!(
+            "{} {uid:?} is not a uid: fix it in the workload's pod template (a restart keeps it)",
+            vocab::PROXY_UID_ANNOTATION
+        ));
+    };
     let range = UidRange::parse(ns_annotations?.get(&cfg.uid_range_annotation)?).ok()?;
-    let inside = uid.parse::<u64>().is_ok_and(|u| {
-        u >= u64::from(range.first) && u < u64::from(range.first) + u64::from(range.size)
-    });
+    let inside = u64::from(uid_value) >= u64::from(range.first)
+        && u64::from(uid_value) < u64::from(range.first) + u64::from(range.size);
     (!inside).then(|| {
         format!(
-            "proxy uid {uid} is outside the namespace's uid range {}/{}",
-            range.first, range.size
+            "proxy uid {uid} is outside the namespace's uid range {}/{}: restart it; if its pod \
+             template sets {}, fix the value there",
+            range.first,
+            range.size,
+            vocab::PROXY_UID_ANNOTATION
         )
     })
 }

@@ -21,6 +21,7 @@ fn settings() -> Settings {
             kubeconfig: "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig".into(),
         },
         decision: DecisionConfig::default(),
+        adopt_unowned: false,
     }
 }
 
@@ -182,6 +183,17 @@ fn each_broken_state_fails_its_own_check() {
                 o.nads.push(n)
             },
             "foreign-nads",
+            &["other: unowned (no managed-by label, type linkerd-cni, e.g. linkerd-multus-attach-operator's): \
+               --adopt-unowned-nads would take it over"],
+        ),
+        (
+            "foreign nad of another manager",
+            |o| {
+                let mut n = owned_nad("other");
+                n.metadata.labels = Some(map(&[("app.kubernetes.io/managed-by", "helm")]));
+                o.nads.push(n)
+            },
+            "foreign-nads",
             &["other"],
         ),
         ("no webhook", |o| o.webhooks.clear(), "webhook", &[]),
@@ -195,7 +207,8 @@ fn each_broken_state_fails_its_own_check() {
             "pod created before enabling",
             |o| o.pods.push(pod("app", "old", &[])),
             "pods",
-            &["app/old: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry)"],
+            &["app/old: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry; created before \
+               its namespace was set up): restart it"],
         ),
         (
             "pod with a stale proxy uid",
@@ -210,7 +223,40 @@ fn each_broken_state_fails_its_own_check() {
                 ))
             },
             "pods",
-            &["app/moved: proxy uid 1000652102 is outside the namespace's uid range 1000/10000"],
+            &["app/moved: proxy uid 1000652102 is outside the namespace's uid range 1000/10000: restart \
+               it; if its pod template sets config.linkerd.io/proxy-uid, fix the value there"],
+        ),
+        (
+            "pod with a malformed proxy uid",
+            |o| {
+                o.pods.push(pod(
+                    "app",
+                    "typo",
+                    &[
+                        ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+                        ("config.linkerd.io/proxy-uid", "21o2"),
+                    ],
+                ))
+            },
+            "pods",
+            &["app/typo: config.linkerd.io/proxy-uid \"21o2\" is not a uid: fix it in the workload's \
+               pod template (a restart keeps it)"],
+        ),
+        (
+            "pod still attached after its namespace opted out",
+            |o| {
+                o.nads.push(owned_nad("other"));
+                o.pods.push(pod(
+                    "other",
+                    "left",
+                    &[("k8s.v1.cni.cncf.io/networks", "[{\"name\":\"linkerd-cni\"}]")],
+                ));
+                o.pods.push(pod("other", "plain", &[]));
+            },
+            "pods",
+            &["other/left: its namespace opted out, but it still lists linkerd-cni in \
+               k8s.v1.cni.cncf.io/networks, so the NAD stays until it is gone: restart it to leave the \
+               mesh"],
         ),
     ];
     for (name, breaker, check, items) in cases {
@@ -271,4 +317,61 @@ fn pods_that_need_nothing_are_not_flagged() {
         ],
     );
     assert!(pod_problem(&outside, "app", Some(&ranged), &cfg).is_some());
+}
+
+/// `check` names unowned linkerd-cni NADs and the flag, saying what the flag does in each namespace.
+#[test]
+fn unowned_nads_name_the_adopt_flag() {
+    let mut seen = healthy();
+    for ns in ["app", "other"] {
+        seen.nads
+            .retain(|n| n.metadata.namespace.as_deref() != Some(ns));
+        let mut n = owned_nad(ns);
+        n.metadata.labels = None;
+        seen.nads.push(n);
+    }
+    let adopting = Settings {
+        adopt_unowned: true,
+        ..settings()
+    };
+    let v = evaluate(&seen, &adopting)
+        .into_iter()
+        .find(|v| v.check == "foreign-nads")
+        .expect("foreign-nads");
+    assert!(!v.ok);
+    assert_eq!(v.items.len(), 2, "{v:?}");
+    assert!(
+        v.items[0].starts_with("app: unowned") && v.items[0].contains("adopts it"),
+        "{v:?}"
+    );
+    assert!(
+        v.items[1].starts_with("other: unowned") && v.items[1].contains("does not opt in"),
+        "{v:?}"
+    );
+    assert!(v
+        .hint
+        .unwrap_or_default()
+        .contains("operator.adoptUnownedNADs=true"));
+}
+
+/// An owned NAD kept after an opt-out is not "left behind" while a pod uses it, and is once none does.
+#[test]
+fn kept_nad_is_expected_only_while_used() {
+    let mut seen = healthy();
+    seen.nads.push(owned_nad("other"));
+    seen.pods.push(pod(
+        "other",
+        "left",
+        &[("k8s.v1.cni.cncf.io/networks", "other/linkerd-cni@eth9")],
+    ));
+    let all = evaluate(&seen, &settings());
+    assert!(verdict(&all, "nads").ok, "{all:#?}");
+    assert_eq!(verdict(&all, "pods").items.len(), 1);
+    seen.pods.pop();
+    let all = evaluate(&seen, &settings());
+    assert_eq!(
+        verdict(&all, "nads").items,
+        ["other: NAD left behind in a namespace that is not enabled"]
+    );
+    assert!(verdict(&all, "pods").ok);
 }

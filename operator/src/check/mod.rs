@@ -111,11 +111,17 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         Vec::new()
     };
     // One metadata list for the cluster, not one request per namespace: check runs on clusters with
-    // thousands of namespaces.
+    // thousands of namespaces. Pods matter where the NAD is wanted, and where an owned NAD is kept
+    // after an opt-out (its users are listed).
     let enabled: BTreeSet<&str> = namespaces
         .iter()
         .filter(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
+        .chain(
+            nads.iter()
+                .filter(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()))
+                .filter_map(|n| n.metadata.namespace.as_deref()),
+        )
         .collect();
     let pods = Api::<Pod>::all(client.clone())
         .list_metadata(&ListParams::default())

@@ -1,11 +1,23 @@
-//! Apply: carry out the [`Plan`] with server-side apply or a uid-guarded delete.
+//! Apply: carry out the [`Plan`]: a create for a new NAD, a forced server-side apply pinned to the uid
+//! seen for ours (or one being adopted), a uid-guarded delete.
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 
 use super::{report, Context};
-use crate::desired::{self, Existing, Plan};
+use crate::desired::{self, Plan};
 use crate::error::{is_api_missing, is_not_found, Error};
+
+/// What carrying out a plan left to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Done,
+    /// A create found a NAD of the name already there (created since the decision): plan again
+    /// from a live read; it is never written into.
+    Raced,
+    /// The NAD is kept for pods that still use it: look again soon.
+    WaitForUsers,
+}
 
 /// Does what `plan` says to `namespace`'s NAD; `config` is the desired one (None: no NAD wanted).
 pub async fn carry_out(
@@ -13,65 +25,150 @@ pub async fn carry_out(
     ns: &Namespace,
     namespace: &str,
     plan: Plan,
-    config: Option<String>,
-    existing: Option<Existing>,
-) -> Result<(), Error> {
+    config: Option<&str>,
+) -> Result<Step, Error> {
+    let config = config.unwrap_or_default().to_string();
+    if !matches!(plan, Plan::KeepInUse { .. }) {
+        // Kept no longer (or not now): a later opt-out with the same pods is reported afresh.
+        ctx.in_use_reported.forget(namespace);
+    }
     match plan {
-        Plan::Nothing => Ok(()),
-        Plan::Apply { take_over } => {
-            let config = config.unwrap_or_default();
-            let uid = existing.and_then(|e| e.uid).filter(|_| take_over);
-            apply(ctx, ns, namespace, config, uid).await
+        // FindUsers is resolved by the caller before carrying out.
+        Plan::Nothing | Plan::FindUsers => Ok(Step::Done),
+        Plan::Create => create(ctx, ns, namespace, config).await,
+        Plan::Update { uid } => {
+            apply(ctx, ns, namespace, config, uid).await?;
+            Ok(Step::Done)
         }
-        Plan::Delete { uid } => delete(ctx, namespace, uid).await,
+        Plan::Adopt { uid } => {
+            apply(ctx, ns, namespace, config, Some(uid)).await?;
+            report::adopted(ctx, ns, namespace).await;
+            Ok(Step::Done)
+        }
+        Plan::KeepInUse { pods } => {
+            report::in_use(ctx, ns, namespace, &pods).await;
+            Ok(Step::WaitForUsers)
+        }
+        Plan::Delete { uid } => {
+            delete(ctx, namespace, uid).await?;
+            Ok(Step::Done)
+        }
         Plan::Foreign => {
             report::foreign_nad(ctx, ns, namespace).await;
-            Ok(())
+            Ok(Step::Done)
         }
     }
 }
 
-/// Server-side applies the desired NAD. With `take_over` (the uid of our NAD as last seen), the apply
-/// forces, but only onto that object (see `desired::desired_nad`).
+/// The desired NAD as an untyped object of the served kind; `only_onto` pins the uid (see
+/// `desired::desired_nad`).
+fn desired_object(
+    ctx: &Context,
+    namespace: &str,
+    config: String,
+    only_onto: Option<String>,
+) -> Result<DynamicObject, Error> {
+    let nad_name = &ctx.settings.nad_name;
+    let desired = desired::desired_nad(namespace, nad_name, config, only_onto);
+    serde_json::to_value(desired)
+        .and_then(|mut v| {
+            v["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
+            serde_json::from_value::<DynamicObject>(v)
+        })
+        .map_err(|e| Error::ApplyNad {
+            namespace: namespace.to_string(),
+            name: nad_name.clone(),
+            source: kube::Error::SerdeError(e),
+        })
+}
+
+/// Creates the NAD. The apiserver refuses a create when the name is taken, so a NAD that appeared
+/// since the decision (someone else's, or ours not yet seen by the watch) is never written into.
+async fn create(
+    ctx: &Context,
+    ns: &Namespace,
+    namespace: &str,
+    config: String,
+) -> Result<Step, Error> {
+    let nad_name = &ctx.settings.nad_name;
+    let nad = desired_object(ctx, namespace, config, None)?;
+    let params = PostParams {
+        field_manager: Some(vocab::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    ctx.metrics.wrote("create");
+    match ctx.nad_api(namespace).create(&params, &nad).await {
+        Ok(_) => {
+            ctx.health.crd_served(true);
+            tracing::info!(namespace, nad = %nad_name, "NAD created");
+            Ok(Step::Done)
+        }
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+            tracing::info!(namespace, nad = %nad_name, "NAD appeared before the create; planning again");
+            Ok(Step::Raced)
+        }
+        Err(e) => Err(write_failed(ctx, ns, namespace, e, Write::Create).await),
+    }
+}
+
+/// Server-side applies the desired NAD, forced but only onto the object of uid `only_onto` (ours as
+/// last seen, or the one being adopted; see `desired::desired_nad`).
 async fn apply(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
     config: String,
-    take_over: Option<String>,
+    only_onto: Option<String>,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;
-    let created = take_over.is_none();
-    let desired = desired::desired_nad(namespace, nad_name, config, take_over);
-    let mut nad = serde_json::to_value(desired).map_err(|e| Error::ApplyNad {
-        namespace: namespace.to_string(),
-        name: nad_name.clone(),
-        source: kube::Error::SerdeError(e),
-    })?;
-    nad["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
-    let api = ctx.nad_api(namespace);
-    let mut params = PatchParams::apply(vocab::FIELD_MANAGER);
-    if !created {
-        params = params.force();
-    }
+    let nad = desired_object(ctx, namespace, config, only_onto)?;
+    let params = PatchParams::apply(vocab::FIELD_MANAGER).force();
     ctx.metrics.wrote("apply");
-    match api.patch(nad_name, &params, &Patch::Apply(&nad)).await {
+    match ctx
+        .nad_api(namespace)
+        .patch(nad_name, &params, &Patch::Apply(&nad))
+        .await
+    {
         Ok(_) => {
             ctx.health.crd_served(true);
-            tracing::info!(namespace, nad = %nad_name, created, "NAD applied");
+            tracing::info!(namespace, nad = %nad_name, "NAD applied");
             Ok(())
         }
-        Err(e) if is_api_missing(&e) => {
-            ctx.health.crd_served(false);
-            let err = Error::CrdMissing(e);
-            report::crd_missing(ctx, ns, &err, None).await;
-            Err(err)
-        }
-        Err(source) => Err(Error::ApplyNad {
-            namespace: namespace.to_string(),
-            name: nad_name.clone(),
+        Err(e) => Err(write_failed(ctx, ns, namespace, e, Write::Apply).await),
+    }
+}
+
+enum Write {
+    Create,
+    Apply,
+}
+
+/// The error of a failed create or apply; a kind that is not served is reported on the namespace.
+async fn write_failed(
+    ctx: &Context,
+    ns: &Namespace,
+    namespace: &str,
+    e: kube::Error,
+    write: Write,
+) -> Error {
+    if is_api_missing(&e) {
+        ctx.health.crd_served(false);
+        let err = Error::CrdMissing(e);
+        report::crd_missing(ctx, ns, &err, None).await;
+        return err;
+    }
+    let (namespace, name, source) = (namespace.to_string(), ctx.settings.nad_name.clone(), e);
+    match write {
+        Write::Create => Error::CreateNad {
+            namespace,
+            name,
             source,
-        }),
+        },
+        Write::Apply => Error::ApplyNad {
+            namespace,
+            name,
+            source,
+        },
     }
 }
 

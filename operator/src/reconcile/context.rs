@@ -12,6 +12,7 @@ use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use tokio::sync::watch;
 
+use super::report::InUseReported;
 use super::Health;
 use crate::events::Events;
 use crate::metrics::Metrics;
@@ -30,6 +31,8 @@ pub struct Settings {
     pub resync: Duration,
     /// Reconciles in flight at once (`--max-concurrent-reconciles`).
     pub concurrency: u16,
+    /// `--adopt-unowned-nads`: take over unlabelled NADs of the linkerd-cni type.
+    pub adopt_unowned: bool,
 }
 
 /// The NAD kind's `ApiResource`, in `group` (`None`: Multus' own).
@@ -71,6 +74,7 @@ pub struct Context {
     pub is_leader: watch::Receiver<bool>,
     pub health: Health,
     pub(super) failures: Failures,
+    pub(super) in_use_reported: InUseReported,
 }
 
 impl Context {
@@ -93,6 +97,7 @@ impl Context {
             is_leader,
             health: Health::default(),
             failures: Failures::default(),
+            in_use_reported: InUseReported::default(),
         }
     }
 

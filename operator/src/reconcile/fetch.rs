@@ -1,12 +1,15 @@
 //! Fetch: the namespace's NAD as it exists, from the watch's store when it can be trusted, else read
 //! live.
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
 use kube::runtime::reflector::ObjectRef;
+use kube::Api;
 
 use super::Context;
-use crate::desired::{ConfigDigest, Existing};
+use crate::desired::{self, Existing, Users};
 use crate::error::{is_api_missing, is_not_found, Error};
-use crate::nad_cache::spec_config;
+use crate::nad_cache;
 
 /// The NAD named `--nad-name` in `namespace`, if any. Planned from the watch cache: a namespace whose
 /// NAD is up to date costs no request. A stale cache is safe: writes are guarded (see
@@ -30,16 +33,12 @@ fn cached(ctx: &Context, namespace: &str) -> Option<Option<Existing>> {
 
 /// Reads the live NAD. Read untyped, so a foreign NAD of an unexpected shape is still recognised as
 /// foreign.
-async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error> {
+pub async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error> {
     let nad_name = &ctx.settings.nad_name;
     match ctx.nad_api(namespace).get(nad_name).await {
         Ok(obj) => {
             ctx.health.crd_served(true);
-            Ok(Some(Existing {
-                owned: vocab::is_managed_by_us(obj.metadata.labels.as_ref()),
-                config: spec_config(&obj.data).map(ConfigDigest::of),
-                uid: obj.metadata.uid.clone(),
-            }))
+            Ok(Some(nad_cache::existing(&obj)))
         }
         Err(e) if is_api_missing(&e) => {
             ctx.health.crd_served(false);
@@ -55,4 +54,27 @@ async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error>
             source,
         }),
     }
+}
+
+/// The pods of `namespace` that still list our NAD. A metadata list of one namespace, asked only for
+/// a namespace that no longer wants its NAD yet still holds it (rare and transient), and asked again
+/// on a short requeue until none is left: the operator never watches pods, which would cost a cache
+/// of every pod in the cluster for the sake of a few namespaces.
+pub async fn users(ctx: &Context, namespace: &str) -> Result<Users, Error> {
+    let api = Api::<Pod>::namespaced(ctx.client.clone(), namespace);
+    let pods = api
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListPods {
+            namespace: namespace.to_string(),
+            source,
+        })?;
+    let mut names: Vec<String> = pods
+        .items
+        .iter()
+        .filter(|p| desired::uses_nad(&p.metadata, &ctx.settings.nad_name, namespace))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    names.sort();
+    Ok(Users::Pods(names))
 }

@@ -11,6 +11,7 @@ mod health;
 mod report;
 mod retry;
 
+pub use apply::Step;
 pub use context::{nad_resource, Context, Settings};
 pub use health::Health;
 pub use retry::{backoff, error_policy};
@@ -22,12 +23,15 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use crate::desired::{self, Want};
+use crate::desired::{self, Existing, Plan, Users, Want};
 use crate::error::Error;
 
 /// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
 /// stall this namespace until the client's 295 s read timeout.
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How soon a NAD kept for pods that still use it is looked at again: the figure between the last
+/// such pod's deletion and the NAD's. A metadata list of one namespace each time (see `fetch::users`).
+const USERS_RECHECK: Duration = Duration::from_secs(5);
 
 /// Reconciles one namespace's NAD and records the outcome in the metrics.
 pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -86,7 +90,45 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     };
 
     // Apply (and report what cannot be applied).
-    let plan = desired::plan(config.as_deref(), existing.as_ref());
-    apply::carry_out(ctx, ns, name, plan, config, existing).await?;
-    Ok(resync)
+    match decide_and_write(ctx, ns, name, config.as_deref(), existing).await? {
+        Step::WaitForUsers => Ok(Action::requeue(USERS_RECHECK)),
+        Step::Done | Step::Raced => Ok(resync),
+    }
+}
+
+/// Plans from `existing` and carries the plan out. A create that finds the name taken (a NAD that
+/// appeared since `existing` was read) plans once more from a live read, so that NAD is judged like
+/// any other (foreign: reported, never written into). Public so a test can hand it a stale `existing`.
+pub async fn decide_and_write(
+    ctx: &Context,
+    ns: &Namespace,
+    name: &str,
+    config: Option<&str>,
+    existing: Option<Existing>,
+) -> Result<Step, Error> {
+    match plan_and_carry_out(ctx, ns, name, config, existing).await? {
+        Step::Raced => {
+            let existing = fetch::live(ctx, name).await?;
+            // Raced again (deleted and recreated meanwhile): that writer's watch event brings us back.
+            plan_and_carry_out(ctx, ns, name, config, existing).await
+        }
+        step => Ok(step),
+    }
+}
+
+/// Plans (looking up the NAD's users when the plan depends on them) and carries the plan out.
+async fn plan_and_carry_out(
+    ctx: &Context,
+    ns: &Namespace,
+    name: &str,
+    config: Option<&str>,
+    existing: Option<Existing>,
+) -> Result<Step, Error> {
+    let adopt = ctx.settings.adopt_unowned;
+    let decide = |users: &Users| desired::plan(config, existing.as_ref(), adopt, users);
+    let mut plan = decide(&Users::NotLooked);
+    if plan == Plan::FindUsers {
+        plan = decide(&fetch::users(ctx, name).await?);
+    }
+    apply::carry_out(ctx, ns, name, plan, config).await
 }

@@ -1,6 +1,8 @@
-//! Report: what a reconcile found, for the people and tools looking: Warning Events on the namespace,
-//! logs and the reconcile metrics. (What `/ready` says is in [`super::Health`].)
+//! Report: what a reconcile found, for the people and tools looking: Events on the namespace, logs
+//! and the reconcile metrics. (What `/ready` says is in [`super::Health`].)
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -47,4 +49,71 @@ pub async fn foreign_nad(ctx: &Context, ns: &Namespace, name: &str) {
         vocab::MANAGED_BY_VALUE
     );
     ctx.events.warn(ns, events::REASON_FOREIGN_NAD, note).await;
+}
+
+/// An unowned linkerd-cni NAD was taken over (`--adopt-unowned-nads`).
+pub async fn adopted(ctx: &Context, ns: &Namespace, name: &str) {
+    let nad = &ctx.settings.nad_name;
+    tracing::info!(namespace = name, nad = %nad, "unowned NAD adopted");
+    let note = format!(
+        "NetworkAttachmentDefinition {name}/{nad} had no {label} label and a linkerd-cni config \
+         (as linkerd-multus-attach-operator left it); --adopt-unowned-nads made it the operator's: it \
+         now carries {label}={value} and the operator's config.",
+        label = vocab::MANAGED_BY_LABEL,
+        value = vocab::MANAGED_BY_VALUE
+    );
+    ctx.events.normal(ns, events::REASON_ADOPTED, note).await;
+}
+
+/// Pod lists already reported per namespace, so a NAD kept in use is reported once per change of its
+/// users rather than on every re-check.
+#[derive(Debug, Default)]
+pub struct InUseReported(Mutex<HashMap<String, Vec<String>>>);
+
+impl InUseReported {
+    /// Records `pods` for `namespace`; true when they differ from what was last reported.
+    fn changed(&self, namespace: &str, pods: &[String]) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.get(namespace).is_some_and(|p| p == pods) {
+            return false;
+        }
+        seen.insert(namespace.to_string(), pods.to_vec());
+        true
+    }
+
+    pub fn forget(&self, namespace: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(namespace);
+    }
+}
+
+/// Pods in a namespace that no longer wants our NAD still list it: it stays, and the namespace says
+/// why and what to do.
+pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) {
+    if !ctx.in_use_reported.changed(name, pods) {
+        return;
+    }
+    let nad = &ctx.settings.nad_name;
+    tracing::info!(namespace = name, nad = %nad, pods = pods.len(), "NAD kept: pods still use it");
+    const SHOWN: usize = 10;
+    let mut list = pods
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if pods.len() > SHOWN {
+        list.push_str(&format!(" and {} more", pods.len() - SHOWN));
+    }
+    let note = format!(
+        "The namespace no longer opts into linkerd-multus, but {n} pod(s) still list {nad} in {ann} \
+         ({list}), so NetworkAttachmentDefinition {name}/{nad} stays: without it their next sandbox \
+         (node reboot, runtime restart) would fail. Restart them to leave the mesh; the NAD is \
+         deleted once none is left.",
+        n = pods.len(),
+        ann = vocab::NETWORKS_ANNOTATION,
+    );
+    ctx.events.warn(ns, events::REASON_IN_USE, note).await;
 }

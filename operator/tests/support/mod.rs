@@ -344,6 +344,7 @@ impl Drop for Operator {
     }
 }
 
+pub const WRITES_CREATE: &str = "linkerd_multus_controller_nad_writes_total{op=\"create\"}";
 pub const WRITES_APPLY: &str = "linkerd_multus_controller_nad_writes_total{op=\"apply\"}";
 pub const WRITES_DELETE: &str = "linkerd_multus_controller_nad_writes_total{op=\"delete\"}";
 pub const RECONCILES: &str = "linkerd_multus_controller_reconciles_total";
