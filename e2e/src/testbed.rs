@@ -46,17 +46,37 @@ pub async fn client() -> Client {
 pub async fn client_from(path: &Path) -> Client {
     let path = path.to_path_buf();
     crate::guard::kit_runtime()
-        .spawn(async move { build_client(&path).await })
+        .spawn(async move { build_client(&path, None).await })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-async fn build_client(path: &Path) -> Client {
+/// A client for the testbed that acts as ServiceAccount `namespace/name` (impersonation, with the
+/// groups the apiserver gives a ServiceAccount's token), so a test exercises the RBAC a chart grants.
+pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
+    let path = kubeconfig_path();
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    let groups = vec![
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".to_string(),
+    ];
+    crate::guard::kit_runtime()
+        .spawn(async move { build_client(&path, Some((user, groups))).await })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+async fn build_client(path: &Path, impersonate: Option<(String, Vec<String>)>) -> Client {
     let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; {HOW_TO_START}", path.display()));
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}; {HOW_TO_START}", path.display()));
+    if let Some((user, groups)) = impersonate {
+        config.auth_info.impersonate = Some(user);
+        config.auth_info.impersonate_groups = Some(groups);
+    }
     let client = kube::client::ClientBuilder::try_from(config)
         .expect("building a kube client")
         .with_layer(&tower::layer::layer_fn(crate::guard::OnKit))
