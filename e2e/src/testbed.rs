@@ -165,6 +165,65 @@ impl DedicatedTestbed {
         kubectl_with(&self.kubeconfig(), args)
     }
 
+    /// SIGKILLs this testbed's kube-apiserver (etcd keeps running); returns its command line, for
+    /// [`DedicatedTestbed::start_apiserver`].
+    pub fn kill_apiserver(&self) -> Vec<String> {
+        let pid = std::fs::read_to_string(self.dir.join("apiserver.pid")).expect("apiserver.pid");
+        let pid = pid.trim();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("apiserver cmdline");
+        let argv: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let killed = Command::new("kill")
+            .args(["-KILL", pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success(), "kill -KILL {pid}");
+        // Wait until it is gone (the port is free again).
+        while std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            && std::fs::read(format!("/proc/{pid}/stat"))
+                .map(|s| !String::from_utf8_lossy(&s).contains(") Z "))
+                .unwrap_or(false)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        argv
+    }
+
+    /// Starts kube-apiserver again with `argv` (as [`DedicatedTestbed::kill_apiserver`] returned
+    /// it), in its own process group like the script does, and records its pid so `down` stops it.
+    /// Returns once it answers.
+    pub fn start_apiserver(&self, argv: &[String]) {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.dir.join("apiserver.log"))
+            .expect("apiserver.log");
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdout(log.try_clone().expect("log fd"))
+            .stderr(log)
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("restart kube-apiserver");
+        std::fs::write(self.dir.join("apiserver.pid"), child.id().to_string())
+            .expect("apiserver.pid");
+        crate::wait_for_within(
+            "the restarted kube-apiserver answers /readyz",
+            std::time::Duration::from_secs(120),
+            || {
+                self.kubectl(&["get", "--raw", "/readyz"])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+        );
+    }
+
     fn script(&self, command: &str) -> Output {
         Command::new(workspace_root().join("e2e/testbed"))
             .arg(command)
