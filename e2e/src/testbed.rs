@@ -135,6 +135,8 @@ pub fn binary(name: &str) -> PathBuf {
 /// a directory of its own; stopped with `e2e/testbed down` when dropped.
 pub struct DedicatedTestbed {
     dir: PathBuf,
+    /// A kube-apiserver this process restarted (see `start_apiserver`), reaped on drop.
+    restarted: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl DedicatedTestbed {
@@ -142,7 +144,10 @@ impl DedicatedTestbed {
     /// `e2e/testbed up` builds once).
     pub fn up(prefix: &str) -> Self {
         let dir = std::env::temp_dir().join(crate::unique_name(prefix));
-        let bed = Self { dir };
+        let bed = Self {
+            dir,
+            restarted: std::sync::Mutex::new(None),
+        };
         let out = bed.script("up");
         assert!(
             out.status.success(),
@@ -212,6 +217,14 @@ impl DedicatedTestbed {
             .expect("restart kube-apiserver");
         std::fs::write(self.dir.join("apiserver.pid"), child.id().to_string())
             .expect("apiserver.pid");
+        let old = self
+            .restarted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(child);
+        if let Some(mut old) = old {
+            let _ = old.wait();
+        }
         crate::wait_for_within(
             "the restarted kube-apiserver answers /readyz",
             std::time::Duration::from_secs(120),
@@ -236,5 +249,10 @@ impl DedicatedTestbed {
 impl Drop for DedicatedTestbed {
     fn drop(&mut self) {
         let _ = self.script("down");
+        let restarted = self.restarted.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut child) = restarted.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

@@ -52,7 +52,7 @@ impl OperatorProcess {
         let webhook = format!("127.0.0.1:{}", free_port());
         let child = Command::new(binary("linkerd-multus-operator"))
             .env("KUBECONFIG", bed.kubeconfig())
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,linkerd_multus_operator=debug")
             .args(["--namespace", OPERATOR_NS, "--leader-elect"])
             .args(["--pod-name", identity])
             .args(["--admin-addr", &admin.to_string()])
@@ -130,7 +130,11 @@ impl Drop for OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("operator log ({}):\n{}", self.log.display(), self.log_tail());
+            eprintln!(
+                "operator log ({}):\n{}",
+                self.log.display(),
+                self.log_tail()
+            );
         }
     }
 }
@@ -206,11 +210,7 @@ impl Drill {
             "data": {"cni_network_config": raw},
         });
         Api::<ConfigMap>::namespaced(self.client.clone(), CNI_NS)
-            .patch(
-                CM,
-                &PatchParams::apply("drill").force(),
-                &Patch::Apply(&cm),
-            )
+            .patch(CM, &PatchParams::apply("drill").force(), &Patch::Apply(&cm))
             .await
             .expect("write ConfigMap");
     }
@@ -312,13 +312,20 @@ impl Drill {
             }
         }
         for (key, before) in foreign {
-            assert_eq!(all.get(key), Some(before), "foreign NAD {key:?} was touched");
+            assert_eq!(
+                all.get(key),
+                Some(before),
+                "foreign NAD {key:?} was touched"
+            );
         }
         let elsewhere: Vec<_> = all
             .keys()
             .filter(|(n, _)| !enabled.contains(n) && n != "linkerd")
             .collect();
-        assert!(elsewhere.is_empty(), "NADs where none is wanted: {elsewhere:?}");
+        assert!(
+            elsewhere.is_empty(),
+            "NADs where none is wanted: {elsewhere:?}"
+        );
     }
 
     /// Plays the kubelet for `ops` (an operator that exited is started again under its identity)
@@ -350,6 +357,17 @@ impl Drill {
         (took, exits)
     }
 
+    /// The 500 namespaces of a fan-out, the first two already holding someone else's NADs (not yet
+    /// enabled); and those foreign NADs as they are.
+    async fn fan_out_namespaces(&self) -> (Vec<String>, BTreeMap<(String, String), Value>) {
+        let enabled = names("fan", 500);
+        for ns in &enabled[..2] {
+            self.create_namespace(ns, BTreeMap::new()).await;
+            self.create_foreign_nads(ns).await;
+        }
+        (enabled, self.all_nads().await.expect("NADs"))
+    }
+
     async fn owned_nad_count(&self) -> usize {
         self.all_nads()
             .await
@@ -360,13 +378,22 @@ impl Drill {
 
 impl Drop for Drill {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            eprintln!("operator logs kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
 /// Creates `names` annotated enabled, `parallel` at a time, retrying each until it exists (the
 /// apiserver may be down meanwhile); `created` counts them.
-async fn enable_many(client: Client, names: Vec<String>, parallel: usize, created: Arc<AtomicUsize>) {
+async fn enable_many(
+    client: Client,
+    names: Vec<String>,
+    parallel: usize,
+    created: Arc<AtomicUsize>,
+) {
     let names = Arc::new(std::sync::Mutex::new(names));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..parallel {
@@ -462,7 +489,11 @@ async fn drill_1_broken_inputs_never_stop_admission() {
     let app = "drill-app";
     d.create_namespace(
         app,
-        [(vocab::MULTUS_ANNOTATION.to_string(), vocab::MULTUS_ENABLED.to_string())].into(),
+        [(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )]
+        .into(),
     )
     .await;
     // The webhook as the apiserver calls it, for the app namespace only, failurePolicy Fail.
@@ -487,7 +518,11 @@ async fn drill_1_broken_inputs_never_stop_admission() {
     op.wait_ready().await;
     eventually("the operator filled in the caBundle", || async {
         let mwc = mwcs.get(WEBHOOK_CONFIG).await.ok()?;
-        mwc.webhooks?[0].client_config.ca_bundle.as_ref().map(|_| ())
+        mwc.webhooks?[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .map(|_| ())
     })
     .await;
     let nad_before = eventually("the app NAD", || async {
@@ -521,7 +556,11 @@ async fn drill_1_broken_inputs_never_stop_admission() {
                 .unwrap_or_default()
                 .get("k8s.v1.cni.cncf.io/networks")
                 .cloned();
-            assert_eq!(networks.as_deref(), Some(vocab::NAD_NAME), "pod {n} not patched");
+            assert_eq!(
+                networks.as_deref(),
+                Some(vocab::NAD_NAME),
+                "pod {n} not patched"
+            );
             started.elapsed()
         }
     };
@@ -529,9 +568,15 @@ async fn drill_1_broken_inputs_never_stop_admission() {
         let events = events.clone();
         async move {
             eventually(&format!("a {reason} Warning Event"), || async {
-                events.list(&Default::default()).await.ok()?.items.into_iter().find(|e| {
-                    e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
-                })
+                events
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
+                    })
             })
             .await
         }
@@ -616,13 +661,7 @@ const INPUT_NAD_WATCH: &str = "linkerd_multus_input_healthy{input=\"nad_watch\"}
 #[ignore = "needs the testbed (kube-apiserver, a dedicated one, killed on purpose) and built binaries: run by e2e/test-all"]
 async fn drill_2_apiserver_killed_mid_fan_out() {
     let d = Drill::up("drill-apiserver").await;
-    let enabled = names("fan", 500);
-    // Two of them already hold someone else's NADs.
-    for ns in &enabled[..2] {
-        d.create_namespace(ns, BTreeMap::new()).await;
-        d.create_foreign_nads(ns).await;
-    }
-    let foreign = d.all_nads().await.expect("NADs");
+    let (enabled, foreign) = d.fan_out_namespaces().await;
     let op = d.operator("drill-a", &[]);
     op.wait_ready().await;
 
@@ -655,7 +694,10 @@ async fn drill_2_apiserver_killed_mid_fan_out() {
         restarted.elapsed()
     );
     for status in &exits {
-        assert!(status.success(), "the operator did not exit cleanly: {status}");
+        assert!(
+            status.success(),
+            "the operator did not exit cleanly: {status}"
+        );
     }
     let [mut op] = ops;
     assert!(op.exited().is_none(), "the operator runs at the end");
@@ -665,13 +707,11 @@ async fn drill_2_apiserver_killed_mid_fan_out() {
 
 /// The replica holding the leader Lease.
 async fn leader(client: &Client) -> Option<String> {
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-        client.clone(),
-        OPERATOR_NS,
-    )
-    .get_opt(vocab::DEFAULT_LEASE_NAME)
-    .await
-    .ok()??;
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), OPERATOR_NS)
+            .get_opt(vocab::DEFAULT_LEASE_NAME)
+            .await
+            .ok()??;
     lease.spec?.holder_identity
 }
 
@@ -684,13 +724,14 @@ async fn leader(client: &Client) -> Option<String> {
 #[ignore = "needs the testbed (kube-apiserver, a dedicated one) and built binaries: run by e2e/test-all"]
 async fn drill_3_operator_killed_and_leader_handoff_mid_fan_out() {
     let d = Drill::up("drill-operator").await;
-    let enabled = names("fan", 500);
-    for ns in &enabled[..2] {
-        d.create_namespace(ns, BTreeMap::new()).await;
-        d.create_foreign_nads(ns).await;
-    }
-    let foreign = d.all_nads().await.expect("NADs");
-    enable_many(d.client.clone(), enabled.clone(), 8, Arc::new(AtomicUsize::new(0))).await;
+    let (enabled, foreign) = d.fan_out_namespaces().await;
+    enable_many(
+        d.client.clone(),
+        enabled.clone(),
+        8,
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
     let slow = ["--max-concurrent-reconciles", "2"];
     let wanted = enabled.len() - 2;
 
@@ -704,7 +745,10 @@ async fn drill_3_operator_killed_and_leader_handoff_mid_fan_out() {
     let killed = Instant::now();
     let at_kill = d.owned_nad_count().await;
     let status = a.wait_exit();
-    assert!(at_kill < wanted, "the fan-out was over before the kill ({at_kill})");
+    assert!(
+        at_kill < wanted,
+        "the fan-out was over before the kill ({at_kill})"
+    );
     let mut ops = [d.operator("drill-b", &slow)];
     let (_, exits) = d
         .supervise_until_converged(&mut ops, &enabled, vocab::NAD_NAME, &foreign)
@@ -727,18 +771,26 @@ async fn drill_3_operator_killed_and_leader_handoff_mid_fan_out() {
     let needle = "\"log_level\":\"debug\"";
     eventually_within("the edit's fan-out under way", CONVERGE, || async {
         let all = d.all_nads().await?;
-        (all.values().filter(|v| config_of(v).contains(needle)).count() >= 20).then_some(())
+        (all.values()
+            .filter(|v| config_of(v).contains(needle))
+            .count()
+            >= 20)
+            .then_some(())
     })
     .await;
-    let at_handoff = d
-        .all_nads()
-        .await
-        .map(|all| all.values().filter(|v| config_of(v).contains(needle)).count());
+    let at_handoff = d.all_nads().await.map(|all| {
+        all.values()
+            .filter(|v| config_of(v).contains(needle))
+            .count()
+    });
     b.signal("-TERM");
     let handed = Instant::now();
     let mut b = b;
     let stopped = tokio::task::block_in_place(|| b.wait_exit());
-    assert!(stopped.success(), "the leader did not stop cleanly: {stopped}");
+    assert!(
+        stopped.success(),
+        "the leader did not stop cleanly: {stopped}"
+    );
     let mut ops = [c];
     let (_, exits) = d
         .supervise_until_converged(&mut ops, &enabled, needle, &foreign)
