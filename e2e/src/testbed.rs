@@ -46,17 +46,37 @@ pub async fn client() -> Client {
 pub async fn client_from(path: &Path) -> Client {
     let path = path.to_path_buf();
     crate::guard::kit_runtime()
-        .spawn(async move { build_client(&path).await })
+        .spawn(async move { build_client(&path, None).await })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-async fn build_client(path: &Path) -> Client {
+/// A client for the testbed that acts as ServiceAccount `namespace/name` (impersonation, with the
+/// groups the apiserver gives a ServiceAccount's token), so a test exercises the RBAC a chart grants.
+pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
+    let path = kubeconfig_path();
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    let groups = vec![
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".to_string(),
+    ];
+    crate::guard::kit_runtime()
+        .spawn(async move { build_client(&path, Some((user, groups))).await })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+async fn build_client(path: &Path, impersonate: Option<(String, Vec<String>)>) -> Client {
     let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; {HOW_TO_START}", path.display()));
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}; {HOW_TO_START}", path.display()));
+    if let Some((user, groups)) = impersonate {
+        config.auth_info.impersonate = Some(user);
+        config.auth_info.impersonate_groups = Some(groups);
+    }
     let client = kube::client::ClientBuilder::try_from(config)
         .expect("building a kube client")
         .with_layer(&tower::layer::layer_fn(crate::guard::OnKit))
@@ -115,6 +135,8 @@ pub fn binary(name: &str) -> PathBuf {
 /// a directory of its own; stopped with `e2e/testbed down` when dropped.
 pub struct DedicatedTestbed {
     dir: PathBuf,
+    /// A kube-apiserver this process restarted (see `start_apiserver`), reaped on drop.
+    restarted: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl DedicatedTestbed {
@@ -122,7 +144,10 @@ impl DedicatedTestbed {
     /// `e2e/testbed up` builds once).
     pub fn up(prefix: &str) -> Self {
         let dir = std::env::temp_dir().join(crate::unique_name(prefix));
-        let bed = Self { dir };
+        let bed = Self {
+            dir,
+            restarted: std::sync::Mutex::new(None),
+        };
         let out = bed.script("up");
         assert!(
             out.status.success(),
@@ -145,6 +170,73 @@ impl DedicatedTestbed {
         kubectl_with(&self.kubeconfig(), args)
     }
 
+    /// SIGKILLs this testbed's kube-apiserver (etcd keeps running); returns its command line, for
+    /// [`DedicatedTestbed::start_apiserver`].
+    pub fn kill_apiserver(&self) -> Vec<String> {
+        let pid = std::fs::read_to_string(self.dir.join("apiserver.pid")).expect("apiserver.pid");
+        let pid = pid.trim();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("apiserver cmdline");
+        let argv: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let killed = Command::new("kill")
+            .args(["-KILL", pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success(), "kill -KILL {pid}");
+        // Wait until it is gone (the port is free again).
+        while std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            && std::fs::read(format!("/proc/{pid}/stat"))
+                .map(|s| !String::from_utf8_lossy(&s).contains(") Z "))
+                .unwrap_or(false)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        argv
+    }
+
+    /// Starts kube-apiserver again with `argv` (as [`DedicatedTestbed::kill_apiserver`] returned
+    /// it), in its own process group like the script does, and records its pid so `down` stops it.
+    /// Returns once it answers.
+    pub fn start_apiserver(&self, argv: &[String]) {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.dir.join("apiserver.log"))
+            .expect("apiserver.log");
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdout(log.try_clone().expect("log fd"))
+            .stderr(log)
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("restart kube-apiserver");
+        std::fs::write(self.dir.join("apiserver.pid"), child.id().to_string())
+            .expect("apiserver.pid");
+        let old = self
+            .restarted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(child);
+        if let Some(mut old) = old {
+            let _ = old.wait();
+        }
+        crate::wait_for_within(
+            "the restarted kube-apiserver answers /readyz",
+            std::time::Duration::from_secs(120),
+            || {
+                self.kubectl(&["get", "--raw", "/readyz"])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+        );
+    }
+
     fn script(&self, command: &str) -> Output {
         Command::new(workspace_root().join("e2e/testbed"))
             .arg(command)
@@ -157,5 +249,10 @@ impl DedicatedTestbed {
 impl Drop for DedicatedTestbed {
     fn drop(&mut self) {
         let _ = self.script("down");
+        let restarted = self.restarted.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut child) = restarted.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

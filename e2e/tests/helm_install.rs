@@ -237,13 +237,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
     );
     let pdb = kubectl_json(&["get", "poddisruptionbudgets.policy", &fullname, "-n", ns]);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
-    let role = kubectl_json(&[
-        "get",
-        "role",
-        &format!("{fullname}-cni-config"),
-        "-n",
-        cni_ns,
-    ]);
+    let role = kubectl_json(&["get", "clusterrole", &format!("{fullname}-cni-config")]);
     assert_eq!(
         role["rules"][0]["resources"],
         serde_json::json!(["configmaps"])
@@ -470,12 +464,14 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("list", "", "secrets", None, Some(ns)),
         Access("get", "", "secrets", Some(&secret), Some("default")),
         Access("list", "", "configmaps", None, Some(cni_ns)),
+        Access("list", "", "configmaps", None, Some("default")),
+        Access("get", "", "configmaps", Some("other"), Some(cni_ns)),
         Access(
-            "get",
+            "patch",
             "",
             "configmaps",
             Some("linkerd-cni-config"),
-            Some("default"),
+            Some(cni_ns),
         ),
         Access("patch", admission, mwcs, Some("other"), None),
         Access("patch", coord, "leases", Some("other"), Some(ns)),
@@ -513,4 +509,140 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         String::from_utf8_lossy(&all.stderr).contains("Forbidden"),
         "listing every ConfigMap was allowed"
     );
+}
+
+/// Install order: the chart installs while the CNI namespace does not exist yet (its ConfigMap read is
+/// a ClusterRole limited by name). The real controller, acting as the chart's ServiceAccount with the
+/// chart's RBAC, reports the missing ConfigMap (Warning Event, gauge 0) while `/ready` is 200, and
+/// picks the ConfigMap up once linkerd-cni creates it: the NAD appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
+async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
+    use clap::Parser;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Api, DynamicObject};
+    use linkerd_multus_e2e::{client, client_as_service_account, eventually, TestNamespace};
+    use linkerd_multus_operator::config::Config;
+
+    let namespaces = Namespaces::create(&["helm-early"]);
+    let ns = namespaces.0[0].clone();
+    let cni_ns = unique_name("late-cni");
+    let release = unique_name("lm");
+    let values = isolating_values(&release, &cni_ns);
+    let (installed, _) = Installed::install(&release, &ns, &values, &[]);
+    let fullname = format!("{release}-linkerd-multus");
+
+    // The test's own namespace selection (hidden flag), so other tests' namespaces are not touched.
+    let label = ("linkerd-multus-test/run".to_string(), release.clone());
+    let admin = client().await;
+    let app = TestNamespace::create_with(
+        &admin,
+        "early-app",
+        [(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )]
+        .into(),
+    )
+    .await;
+    kubectl(&[
+        "label",
+        "namespace",
+        &app.name,
+        &format!("{}={}", label.0, label.1),
+    ]);
+    let selector = format!("{}={}", label.0, label.1);
+    let argv = [
+        "linkerd-multus-operator",
+        "--cni-namespace",
+        &cni_ns,
+        "--linkerd-namespace",
+        &unique_name("no-linkerd"),
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--namespace-selector",
+        &selector,
+    ];
+    let Config::Run(run) =
+        Config::from_cli(linkerd_multus_operator::cli::Cli::try_parse_from(argv).expect("flags"))
+    else {
+        unreachable!("no subcommand")
+    };
+    let as_operator = client_as_service_account(&ns, &fullname).await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let op = linkerd_multus_operator::spawn_controller(as_operator, run.controller, shutdown)
+        .await
+        .expect("operator starts");
+    let get = |path: &'static str| async move {
+        let resp = reqwest::get(format!("http://{}{path}", op.admin_addr))
+            .await
+            .expect("admin server");
+        (
+            resp.status().as_u16(),
+            resp.text().await.unwrap_or_default(),
+        )
+    };
+
+    let events = Api::<Event>::namespaced(admin.clone(), &app.name);
+    eventually(
+        "a CniConfigMapMissing Warning in the enabled namespace",
+        || async {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("CniConfigMapMissing"))
+        },
+    )
+    .await;
+    let gauge = "linkerd_multus_input_healthy{input=\"configmap\"} ";
+    let (_, metrics) = get("/metrics").await;
+    assert!(metrics.contains(&format!("{gauge}0")), "{metrics}");
+    let (ready, body) = get("/ready").await;
+    assert_eq!(ready, 200, "{body}");
+
+    // linkerd-cni arrives.
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "linkerd-cni-config", "namespace": cni_ns},
+        "data": {"cni_network_config": include_str!("../../fixtures/linkerd2-cni-network-config.json")},
+    })
+    .to_string();
+    let _cni = Namespaces(vec![cni_ns.clone()]);
+    assert!(kubectl(&["create", "namespace", &cni_ns]).status.success());
+    let file = temp_file("cm.json", &cm);
+    let out = kubectl(&["apply", "-f", path_str(&file)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nads = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        &app.name,
+        &linkerd_multus_operator::reconcile::nad_resource(None),
+    );
+    let started = std::time::Instant::now();
+    let nad = eventually("the NAD appears once the ConfigMap exists", || async {
+        nads.get_opt(vocab::NAD_NAME).await.ok()?
+    })
+    .await;
+    eprintln!(
+        "MEASURE ConfigMap created after the operator -> NAD visible: {:?}",
+        started.elapsed()
+    );
+    let config = nad.data["spec"]["config"].as_str().expect("config");
+    assert!(config.contains("\"type\":\"linkerd-cni\""), "{config}");
+    eventually("the configmap gauge reads 1", || async {
+        get("/metrics")
+            .await
+            .1
+            .contains(&format!("{gauge}1"))
+            .then_some(())
+    })
+    .await;
+    drop(installed);
 }

@@ -89,8 +89,8 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "POD_NAME")]
     pub pod_name: Option<String>,
 
-    /// Address of the admin server: /live, /ready (watches synced and the NAD buildable) and
-    /// /metrics (Prometheus).
+    /// Address of the admin server: /live (the process runs), /ready (this replica can serve the
+    /// webhook: certificate loaded, namespace cache synced) and /metrics (Prometheus).
     #[arg(long, global = true, env = "ADMIN_ADDR", default_value = vocab::DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
 

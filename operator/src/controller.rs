@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{future, stream, Stream, StreamExt, TryStreamExt};
+use futures::{future, stream, FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Controller};
@@ -23,7 +23,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::desired::{self, Want};
+use crate::error::is_api_missing;
 use crate::events::Events;
+use crate::inputs::InputGauge;
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
 use crate::reconcile::{self, Context, Settings};
@@ -33,25 +35,27 @@ pub struct NadController {
     client: Client,
     ctx: Arc<Context>,
     namespaces: Controller<Namespace>,
+    /// Changes each time the namespace watch completes a (re-)list.
+    relisted: watch::Receiver<()>,
     cm_writer: reflector::store::Writer<ConfigMap>,
     nad_writer: reflector::store::Writer<NadView>,
 }
 
-/// Answers `/ready`: watches synced and the NAD buildable from the current inputs.
+/// Answers `/ready`: this replica can serve admission reviews. The webhook's listener holds its
+/// certificate before the admin server starts (`Webhook::new` fails otherwise), so what is left is
+/// the namespace cache having listed once. The NAD controller's inputs (ConfigMap, CRD, NAD watch)
+/// are not the webhook's: their health goes to the `input_healthy` gauge, Events, logs and `check`.
 #[derive(Clone)]
 pub struct Readiness {
-    ctx: Arc<Context>,
+    namespaces: Store<Namespace>,
 }
 
 impl Readiness {
     pub fn check(&self) -> Result<(), String> {
-        if let Some(problem) = self.ctx.health.problem() {
-            return Err(problem.into());
+        match self.namespaces.wait_until_ready().now_or_never() {
+            Some(Ok(())) => Ok(()),
+            _ => Err("the namespace cache has not synced yet".into()),
         }
-        self.ctx
-            .build_config()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -74,10 +78,17 @@ impl NadController {
         let ns_writer = reflector::store::Writer::default();
         let ns_reader = ns_writer.as_reader();
         let ns_watch = namespaces::watch(Api::<Namespace>::all(client.clone()), ns_config);
-        let namespaces = Controller::for_stream(
-            reflector::reflector(ns_writer, ns_watch).applied_objects(),
-            ns_reader,
-        );
+        // A re-list (after a 410 Gone, e.g. an apiserver restart) triggers each namespace as it is
+        // listed, before the store is swapped in: a namespace new since the last list is not in the
+        // store yet, so its reconcile is dropped as "object not found" (drill 2 lost 24 of 500 that
+        // way). Each completed list therefore reconciles every namespace once more, from the store.
+        let (relisted_tx, relisted) = watch::channel(());
+        let ns_events = reflector::reflector(ns_writer, ns_watch).inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                relisted_tx.send_replace(());
+            }
+        });
+        let namespaces = Controller::for_stream(ns_events.applied_objects(), ns_reader);
         let cm_writer = reflector::store::Writer::default();
         let nad_writer = reflector::store::Writer::default();
         let ctx = Arc::new(Context::new(
@@ -89,10 +100,12 @@ impl NadController {
             Metrics::register(registry, nad_writer.as_reader()),
             is_leader,
         ));
+        registry.register_collector(Box::new(InputGauge::new(ctx.clone(), namespaces.store())));
         Self {
             client,
             ctx,
             namespaces,
+            relisted,
             cm_writer,
             nad_writer,
         }
@@ -105,7 +118,7 @@ impl NadController {
 
     pub fn readiness(&self) -> Readiness {
         Readiness {
-            ctx: self.ctx.clone(),
+            namespaces: self.namespaces.store(),
         }
     }
 
@@ -115,6 +128,7 @@ impl NadController {
             client,
             ctx,
             namespaces,
+            relisted,
             cm_writer,
             nad_writer,
         } = self;
@@ -126,11 +140,7 @@ impl NadController {
             .fields(&format!("metadata.name={}", settings.source.configmap));
         let cm_changes =
             reflector::reflector(cm_writer, watcher(cm_api, cm_config).default_backoff());
-        let cm_trigger = configmap_trigger(
-            cm_changes,
-            ns_store.clone(),
-            settings.linkerd_namespace.clone(),
-        );
+        let cm_trigger = configmap_trigger(cm_changes, ns_store.clone(), ctx.clone());
 
         // Untyped, so a foreign NAD of an unexpected shape never fails to deserialise; the store
         // keeps only its view (`nad_cache`).
@@ -173,6 +183,7 @@ impl NadController {
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
+            .reconcile_all_on(changes(relisted))
             .reconcile_all_on(resync_ticks(settings.resync))
             .graceful_shutdown_on(async move { stop.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -192,16 +203,20 @@ impl NadController {
 fn configmap_trigger(
     changes: impl Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Send + 'static,
     namespaces: Store<Namespace>,
-    linkerd_namespace: String,
+    ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
+    let linkerd_namespace = ctx.settings.linkerd_namespace.clone();
     changes
-        .filter_map(|event| {
+        .filter_map(move |event| {
+            ctx.health.configmap_watch_answered(event.is_ok());
             future::ready(match event {
                 Ok(
                     watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
                 ) => Some(()),
                 Ok(_) => None,
                 Err(e) => {
+                    // Typically the CNI namespace or the read access is missing (linkerd-cni not
+                    // installed yet): the watch retries and picks the ConfigMap up when it appears.
                     tracing::warn!(error = %e, "watching the CNI ConfigMap failed; retrying");
                     None
                 }
@@ -240,12 +255,22 @@ fn nad_trigger(
                 }
             }
             Err(e) => {
-                health.nad_watch_failed();
+                health.nad_watch_failed(watch_api_missing(&e));
                 tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
                 None
             }
         })
     })
+}
+
+/// The watch failed because the NAD kind is not served (CRD absent).
+fn watch_api_missing(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => is_api_missing(e),
+        _ => false,
+    }
 }
 
 /// Ticks every `period`: the periodic re-check of every namespace. One stream rather than a requeue
@@ -254,6 +279,14 @@ fn resync_ticks(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
     stream::unfold((), move |()| async move {
         tokio::time::sleep(period).await;
         Some(((), ()))
+    })
+}
+
+/// Emits each time the value in `rx` changes.
+fn changes(rx: watch::Receiver<()>) -> impl Stream<Item = ()> + Send + 'static {
+    stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
     })
 }
 

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod desired;
 pub mod error;
 pub mod events;
+pub mod inputs;
 pub mod leader;
 pub mod metrics;
 pub mod nad_cache;

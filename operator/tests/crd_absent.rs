@@ -1,5 +1,5 @@
 //! NAD CRD absent when the operator starts, installed later: the operator keeps running, says so
-//! (Warning Event, /ready 503) and converges by itself once the CRD appears.
+//! (Warning Event, `input_healthy` gauge; /ready stays 200: the webhook needs no NAD) and converges by itself once the CRD appears.
 //!
 //! Multus' CRD is cluster-wide and shared by every test binary and suite on the testbed, so it is
 //! never uninstalled here. Instead this test points the operator (hidden `--nad-api-group`) at the
@@ -40,8 +40,9 @@ async fn crd_installed_after_start_converges() {
     })
     .await;
     let (status, body) = op.get("/ready").await;
-    assert_eq!(status, 503, "{body}");
-    assert!(body.contains("CRD"), "{body}");
+    assert_eq!(status, 200, "{body}");
+    op.wait_metric(INPUT_NAD_CRD, 0.0).await;
+    assert_eq!(op.metric(INPUT_NAD_WATCH).await, 0.0);
     assert!(
         op.metric("linkerd_multus_controller_reconcile_errors_total{reason=\"crd_missing\"}")
             .await
@@ -52,6 +53,8 @@ async fn crd_installed_after_start_converges() {
     ensure_crd(&client, &crd).await;
     h.wait_nad_config(&ns.name, &expected_config("info", "nft"))
         .await;
+    op.wait_metric(INPUT_NAD_CRD, 1.0).await;
+    op.wait_metric(INPUT_NAD_WATCH, 1.0).await;
     op.wait_ready(true).await;
     op.stop().await;
 }

@@ -168,8 +168,11 @@ async fn foreign_nad_survives_and_is_reported() {
             .await
             >= 1.0
     );
+    op.wait_metric(INPUT_FOREIGN_NADS, 0.0).await;
 
     h.annotate(&ns.name, Some("disabled")).await;
+    // Where ours is not wanted, someone else's NAD is no fault.
+    op.wait_metric(INPUT_FOREIGN_NADS, 1.0).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let now = h.nad(&ns.name).await.expect("foreign NAD still there");
     assert_eq!(now.metadata.uid, foreign.metadata.uid);
@@ -231,7 +234,8 @@ async fn take_over_lands_only_on_the_nad_seen() {
 }
 
 /// Broken or missing ConfigMap: existing NADs stay exactly as they were, each affected namespace
-/// gets a Warning Event, /ready turns 503 and says why; fixing it converges everything.
+/// gets a Warning Event, the `input_healthy{input="configmap"}` gauge turns 0 while /ready stays 200
+/// (the webhook needs no ConfigMap); fixing it converges everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn broken_configmap_keeps_nads_then_converges() {
@@ -282,9 +286,9 @@ async fn broken_configmap_keeps_nads_then_converges() {
             )
             .await;
         }
-        op.wait_ready(false).await;
-        let (_, body) = op.get("/ready").await;
-        assert!(body.contains(why), "{what}: /ready says {body}");
+        op.wait_metric(INPUT_CONFIGMAP, 0.0).await;
+        let (status, body) = op.get("/ready").await;
+        assert_eq!(status, 200, "{what}: /ready says {body}");
         let now_a = h.nad(&a.name).await.expect("NAD a kept");
         assert_eq!(
             now_a.metadata.resource_version, before_a.metadata.resource_version,
@@ -305,6 +309,7 @@ async fn broken_configmap_keeps_nads_then_converges() {
     let fixed = expected_config("warn", "legacy");
     h.wait_nad_config(&a.name, &fixed).await;
     h.wait_nad_config(&b.name, &fixed).await;
+    op.wait_metric(INPUT_CONFIGMAP, 1.0).await;
     op.wait_ready(true).await;
     op.stop().await;
 }

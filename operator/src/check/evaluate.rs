@@ -100,8 +100,10 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
             Err(e) => Verdict::fail(
                 "cni-configmap",
                 e.to_string(),
-                "fix the ConfigMap (its `cni_network_config` must be a JSON object); the operator keeps \
-                 existing NADs until it parses again",
+                "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
+                 `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
+                 Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \
+                 linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
             ),
         },
         nads_verdict(seen, s, config.ok().as_deref()),

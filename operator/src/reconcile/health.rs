@@ -1,9 +1,10 @@
-//! Health: facts `/ready` needs that only the reconciler and the watches learn, written only through
-//! [`Health`]'s methods.
+//! Input health: what the watches and the NAD API said about the operator's inputs, written only
+//! through [`Health`]'s methods. Reported by the `input_healthy` gauge (`metrics.rs`), Events, the
+//! log and `check`; never by `/ready`, since the webhook needs none of these inputs to answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Facts `/ready` needs that only the reconciler and the watches learn.
+/// Facts about the inputs that only the reconciler and the watches learn.
 #[derive(Debug, Default)]
 pub struct Health {
     /// Every watch has listed once.
@@ -12,6 +13,8 @@ pub struct Health {
     nad_watch_failing: AtomicBool,
     /// The last NAD API call answered "resource type not served".
     crd_missing: AtomicBool,
+    /// The CNI ConfigMap watch's last answer was an error (its namespace or its read access missing).
+    configmap_watch_failing: AtomicBool,
 }
 
 impl Health {
@@ -26,8 +29,12 @@ impl Health {
         self.crd_missing.store(false, Ordering::Relaxed);
     }
 
-    pub fn nad_watch_failed(&self) {
+    /// The NAD watch failed; `api_missing`: because the kind is not served.
+    pub fn nad_watch_failed(&self, api_missing: bool) {
         self.nad_watch_failing.store(true, Ordering::Relaxed);
+        if api_missing {
+            self.crd_missing.store(true, Ordering::Relaxed);
+        }
     }
 
     /// What the last NAD API call said about the kind being served.
@@ -35,25 +42,24 @@ impl Health {
         self.crd_missing.store(!served, Ordering::Relaxed);
     }
 
+    pub fn configmap_watch_answered(&self, ok: bool) {
+        self.configmap_watch_failing.store(!ok, Ordering::Relaxed);
+    }
+
     /// The NAD watch's store can stand in for a live read: listed, and not failing.
     pub fn nad_cache_trusted(&self) -> bool {
         self.synced.load(Ordering::Relaxed) && !self.nad_watch_failing.load(Ordering::Relaxed)
     }
 
-    /// Why the watches or the NAD API are not usable, if they are not.
-    pub fn problem(&self) -> Option<&'static str> {
-        if !self.synced.load(Ordering::Relaxed) {
-            return Some(
-                "watches on Namespaces, NetworkAttachmentDefinitions and the CNI ConfigMap \
-                        have not synced yet (is the NAD CRD installed?)",
-            );
-        }
-        if self.nad_watch_failing.load(Ordering::Relaxed) {
-            return Some("cannot watch NetworkAttachmentDefinitions (is the NAD CRD installed?)");
-        }
-        if self.crd_missing.load(Ordering::Relaxed) {
-            return Some("the NetworkAttachmentDefinition API is not served: install the NAD CRD");
-        }
-        None
+    pub fn nad_watch_failing(&self) -> bool {
+        self.nad_watch_failing.load(Ordering::Relaxed)
+    }
+
+    pub fn crd_missing(&self) -> bool {
+        self.crd_missing.load(Ordering::Relaxed)
+    }
+
+    pub fn configmap_watch_failing(&self) -> bool {
+        self.configmap_watch_failing.load(Ordering::Relaxed)
     }
 }

@@ -2,7 +2,7 @@
 //! build the desired NAD config → fetch the NAD that exists → apply the plan → report.
 //!
 //! Files follow the steps: `context` (settings, client, stores), `fetch`, `apply`, `report` (Events,
-//! logs, metrics), `health` (what `/ready` reads) and `retry` (backoff after a failure).
+//! logs, metrics), `health` (input health, for the `input_healthy` gauge) and `retry` (backoff after a failure).
 
 mod apply;
 mod context;
@@ -71,7 +71,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
         },
         _ => None,
     };
-    // Followers compute (so their readiness means something) but never write.
+    // Followers compute (so their input gauge and logs say what the leader's do) but never write.
     if !leader {
         return Ok(resync);
     }

@@ -1,5 +1,5 @@
-//! Report: what a reconcile found, for the people and tools looking: Events on the namespace, logs
-//! and the reconcile metrics. (What `/ready` says is in [`super::Health`].)
+//! Report: what a reconcile found, for the people and tools looking: Events on the namespace,
+//! logs and the reconcile metrics. (Input health, for the `input_healthy` gauge: [`super::Health`].)
 
 use std::collections::HashMap;
 use std::sync::Mutex;

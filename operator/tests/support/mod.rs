@@ -326,6 +326,20 @@ impl Operator {
             .unwrap_or(0.0)
     }
 
+    /// Waits until the metric line `name` reads `value` (the metric must be exposed).
+    pub async fn wait_metric(&self, name: &str, value: f64) {
+        eventually(&format!("{name} reads {value}"), || async {
+            let (_, body) = self.get("/metrics").await;
+            let now = body.lines().find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix(' '))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })?;
+            (now == value).then_some(())
+        })
+        .await
+    }
+
     pub async fn wait_ready(&self, ready: bool) {
         eventually(
             &format!("/ready answers {}", if ready { 200 } else { 503 }),
@@ -348,6 +362,10 @@ pub const WRITES_CREATE: &str = "linkerd_multus_controller_nad_writes_total{op=\
 pub const WRITES_APPLY: &str = "linkerd_multus_controller_nad_writes_total{op=\"apply\"}";
 pub const WRITES_DELETE: &str = "linkerd_multus_controller_nad_writes_total{op=\"delete\"}";
 pub const RECONCILES: &str = "linkerd_multus_controller_reconciles_total";
+pub const INPUT_CONFIGMAP: &str = "linkerd_multus_input_healthy{input=\"configmap\"}";
+pub const INPUT_NAD_CRD: &str = "linkerd_multus_input_healthy{input=\"nad_crd\"}";
+pub const INPUT_NAD_WATCH: &str = "linkerd_multus_input_healthy{input=\"nad_watch\"}";
+pub const INPUT_FOREIGN_NADS: &str = "linkerd_multus_input_healthy{input=\"foreign_nads\"}";
 
 /// Creates `crd` unless a CRD of that name exists (tests and other suites share the cluster-wide
 /// Multus CRD: never replace or delete it), then waits until it is Established.

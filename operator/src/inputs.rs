@@ -1,0 +1,151 @@
+//! The `input_healthy` gauge: one series per input the NAD controller reads, 1 when it is usable.
+//! Computed at scrape time from the watch stores and [`Health`](crate::reconcile::Health). Inputs
+//! never decide `/ready`: the webhook answers without any of them.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use crate::desired::{self, Want};
+use crate::reconcile::Context;
+
+/// The `input` label values.
+pub const CONFIGMAP: &str = "configmap";
+pub const NAD_CRD: &str = "nad_crd";
+pub const NAD_WATCH: &str = "nad_watch";
+pub const FOREIGN_NADS: &str = "foreign_nads";
+
+/// What the stores and watches say at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub configmap_listed: bool,
+    pub configmap_watch_failing: bool,
+    /// The NAD config builds from the ConfigMap as last seen.
+    pub config_builds: bool,
+    pub nads_listed: bool,
+    pub nad_watch_failing: bool,
+    pub crd_missing: bool,
+    /// NADs of our name, not ours, in namespaces that want ours.
+    pub foreign_nads: usize,
+}
+
+/// Each input and whether it is usable.
+pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 4] {
+    [
+        (
+            CONFIGMAP,
+            s.configmap_listed && !s.configmap_watch_failing && s.config_builds,
+        ),
+        (NAD_CRD, !s.crd_missing),
+        (NAD_WATCH, s.nads_listed && !s.nad_watch_failing),
+        (FOREIGN_NADS, s.foreign_nads == 0),
+    ]
+}
+
+/// The collector behind the gauge.
+pub struct InputGauge {
+    ctx: Arc<Context>,
+    namespaces: Store<Namespace>,
+}
+
+impl InputGauge {
+    pub fn new(ctx: Arc<Context>, namespaces: Store<Namespace>) -> Self {
+        Self { ctx, namespaces }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let ctx = &self.ctx;
+        let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
+        let linkerd = &ctx.settings.linkerd_namespace;
+        let foreign_nads = ctx
+            .nads
+            .state()
+            .iter()
+            .filter(|nad| !nad.owned)
+            .filter_map(|nad| nad.namespace.as_deref())
+            .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
+            .filter(|ns| desired::want(ns, linkerd) == Want::Nad)
+            .count();
+        Snapshot {
+            configmap_listed: listed(ctx.configmaps.wait_until_ready().now_or_never()),
+            configmap_watch_failing: ctx.health.configmap_watch_failing(),
+            config_builds: ctx.build_config().is_ok(),
+            nads_listed: listed(ctx.nads.wait_until_ready().now_or_never()),
+            nad_watch_failing: ctx.health.nad_watch_failing(),
+            crd_missing: ctx.health.crd_missing(),
+            foreign_nads,
+        }
+    }
+}
+
+impl std::fmt::Debug for InputGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputGauge").finish_non_exhaustive()
+    }
+}
+
+impl Collector for InputGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let states = healthy(&self.snapshot());
+        let mut family = encoder.encode_descriptor(
+            "input_healthy",
+            "1 when the NAD controller's input is usable (configmap: the CNI ConfigMap exists, is \
+             readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
+             foreign_nads: no NAD of our name is someone else's where ours is wanted), else 0",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (input, ok) in states {
+            let labels = [("input", input)];
+            ConstGauge::new(i64::from(ok)).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_good() -> Snapshot {
+        Snapshot {
+            configmap_listed: true,
+            config_builds: true,
+            nads_listed: true,
+            ..Default::default()
+        }
+    }
+
+    fn unhealthy(s: &Snapshot) -> Vec<&'static str> {
+        healthy(s)
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn each_fault_marks_its_input_only() {
+        assert!(unhealthy(&all_good()).is_empty());
+        type Fault = fn(&mut Snapshot);
+        let cases: [(Fault, &str); 7] = [
+            (|s| s.configmap_listed = false, CONFIGMAP),
+            (|s| s.configmap_watch_failing = true, CONFIGMAP),
+            (|s| s.config_builds = false, CONFIGMAP),
+            (|s| s.crd_missing = true, NAD_CRD),
+            (|s| s.nads_listed = false, NAD_WATCH),
+            (|s| s.nad_watch_failing = true, NAD_WATCH),
+            (|s| s.foreign_nads = 2, FOREIGN_NADS),
+        ];
+        for (fault, input) in cases {
+            let mut s = all_good();
+            fault(&mut s);
+            assert_eq!(unhealthy(&s), vec![input], "{s:?}");
+        }
+    }
+}
