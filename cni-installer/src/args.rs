@@ -14,12 +14,13 @@ pub enum ChainMode {
     /// Append linkerd-cni as the last plugin of the primary network config (plain clusters).
     Append,
     /// Touch no network config: Multus attaches the plugin through a NetworkAttachmentDefinition
-    /// (OpenShift, Multus clusters).
+    /// (OpenShift, Multus clusters). SIGTERM leaves the binary and the kubeconfig in place: NADs
+    /// point at them, and a rolling update must not fail the pods scheduled meanwhile.
     None,
 }
 
-/// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which removes
-/// what it added.
+/// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which (in
+/// `append` mode) removes what it added; in `none` mode SIGTERM leaves the node as it is.
 ///
 /// Every pass: copies the plugin binary into the CNI bin dir, writes the plugin's kubeconfig from this
 /// pod's service account, and (in `append` mode) makes linkerd-cni the last plugin of the primary
@@ -72,10 +73,15 @@ pub struct Args {
     #[arg(long, env = "CONTAINER_MOUNT_PREFIX")]
     pub host_prefix: Option<PathBuf>,
 
-    /// On SIGTERM, also remove the plugin binary (by default it stays, so pods already set up by it
-    /// can still be torn down by the runtime).
+    /// In `append` mode, on SIGTERM also remove the plugin binary (by default it stays, so pods
+    /// already set up by it can still be torn down by the runtime). `none` mode removes nothing.
     #[arg(long, env = "UNINSTALL_BINARY")]
     pub uninstall_binary: bool,
+
+    /// In `append` mode, append linkerd-cni even when the primary network config is Multus's own
+    /// (type multus or multus-shim), which is refused by default: use `--chain-mode none` there.
+    #[arg(long, env = "FORCE_APPEND_TO_MULTUS")]
+    pub force_append_to_multus: bool,
 
     /// Install once and exit (non-zero if a step failed) instead of watching.
     #[arg(long)]
@@ -122,6 +128,7 @@ pub struct Settings {
     pub service_host: Option<String>,
     pub service_port: Option<String>,
     pub uninstall_binary: bool,
+    pub force_append_to_multus: bool,
     pub once: bool,
     pub resync: Duration,
     pub ready_file: Option<PathBuf>,
@@ -167,6 +174,7 @@ impl Settings {
             service_host: env("KUBERNETES_SERVICE_HOST").filter(|v| !v.is_empty()),
             service_port: env("KUBERNETES_SERVICE_PORT").filter(|v| !v.is_empty()),
             uninstall_binary: args.uninstall_binary,
+            force_append_to_multus: args.force_append_to_multus,
             once: args.once,
             resync: Duration::from_secs(args.resync_seconds.max(1)),
             ready_file: args.ready_file,

@@ -47,6 +47,23 @@ pub enum ChainError {
     OwnConfig,
 }
 
+/// The `type` of Multus's own plugin: the thin plugin and the thick plugin's shim.
+pub const MULTUS_TYPES: [&str; 2] = ["multus", "multus-shim"];
+
+/// The Multus type `existing` runs when it is Multus's own config: a single-plugin file of that type,
+/// or a list holding it (what an earlier append made of one). Appending to it would turn Multus's
+/// config into a list, and Multus v4.2.x then stores its delegate lossily (the bridge DEL fails with
+/// `no IP ranges specified`, leaking the pod's address). Unparseable files are none.
+pub fn multus_type(existing: &[u8]) -> Option<String> {
+    let root: Value = serde_json::from_slice(existing).ok()?;
+    let plugins = root.get("plugins").and_then(Value::as_array);
+    std::iter::once(&root)
+        .chain(plugins.into_iter().flatten())
+        .filter_map(|p| p.get("type").and_then(Value::as_str))
+        .find(|t| MULTUS_TYPES.contains(t))
+        .map(str::to_string)
+}
+
 /// Adds linkerd-cni as the last plugin of `existing`, exactly once, with the content of `entry`.
 ///
 /// An entry that is already there and equal (as JSON, formatting aside) means no change, wherever it
@@ -308,6 +325,38 @@ mod tests {
                 (ChainError::Json(msg), ChainError::Json(_)) => assert!(!msg.is_empty(), "{name}"),
                 _ => assert_eq!(got, want, "{name}"),
             }
+        }
+    }
+
+    #[test]
+    fn multus_own_config_is_recognised() {
+        let cases: Vec<(&str, &[u8], Option<&str>)> = vec![
+            (
+                "thin",
+                br#"{"type": "multus", "delegates": []}"#,
+                Some("multus"),
+            ),
+            (
+                "thick shim",
+                br#"{"type": "multus-shim"}"#,
+                Some("multus-shim"),
+            ),
+            (
+                "converted earlier",
+                br#"{"plugins": [{"type": "multus"}, {"type": "linkerd-cni"}]}"#,
+                Some("multus"),
+            ),
+            ("bridge", br#"{"type": "bridge"}"#, None),
+            (
+                "flannel list",
+                br#"{"plugins": [{"type": "flannel"}]}"#,
+                None,
+            ),
+            ("similar name", br#"{"type": "multus-stand-in"}"#, None),
+            ("broken", b"{oops", None),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(multus_type(input).as_deref(), want, "{name}");
         }
     }
 

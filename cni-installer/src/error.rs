@@ -63,6 +63,8 @@ pub enum InstallError {
         #[source]
         source: ChainError,
     },
+    #[error("primary network config {path} is Multus's own (type {found}): appending linkerd-cni would turn it into a conflist, which Multus v4.2.x stores lossily (the bridge DEL then fails with `no IP ranges specified`); on a Multus node use --chain-mode none (helm: cni.chainMode=none), Multus attaches linkerd-cni through the NAD. The file is left untouched; --force-append-to-multus (cni.forceAppendToMultus) appends anyway")]
+    MultusPrimary { path: PathBuf, found: String },
     #[error("cannot turn {from} into a list: {to} already exists; remove one of them")]
     ConvertTargetExists { from: PathBuf, to: PathBuf },
     #[error("{failed} install step(s) failed (see the errors above)")]

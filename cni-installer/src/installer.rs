@@ -78,14 +78,24 @@ impl Installer {
         report
     }
 
-    /// Removes what the installer added: its entry in network configs (the original bytes when
-    /// nobody else changed the file since), the kubeconfig, and the binary if asked to.
+    /// Removes what the installer added in `append` mode: its entry in network configs (the original
+    /// bytes when nobody else changed the file since), the kubeconfig, and the binary if asked to.
+    /// In `none` mode it removes nothing: every NAD points at the binary and the kubeconfig, and
+    /// SIGTERM comes with every rolling update of the DaemonSet, so removing them would fail the CNI
+    /// ADD of each attached pod scheduled on the node before the new installer runs. Without a NAD
+    /// naming them they are never run.
     pub fn uninstall(&mut self) -> Report {
         let mut report = Report::default();
-        if self.settings.chain_mode == ChainMode::Append {
-            if let Err(e) = self.unchain(&mut report.changes) {
-                report.errors.push(e);
-            }
+        if self.settings.chain_mode == ChainMode::None {
+            tracing::info!(
+                binary = %self.settings.bin_dir.join(PLUGIN_TYPE).display(),
+                kubeconfig = %self.settings.net_dir.join(&self.settings.kubeconfig_name).display(),
+                "--chain-mode none: leaving the plugin binary and its kubeconfig in place (NADs point at them; see the README's Uninstall)"
+            );
+            return report;
+        }
+        if let Err(e) = self.unchain(&mut report.changes) {
+            report.errors.push(e);
         }
         let kubeconfig = self.settings.net_dir.join(&self.settings.kubeconfig_name);
         match files::remove_optional(&kubeconfig) {
@@ -227,6 +237,11 @@ impl Installer {
             path: path.clone(),
             source,
         })?;
+        if !self.settings.force_append_to_multus {
+            if let Some(found) = chain::multus_type(&current) {
+                return Err(InstallError::MultusPrimary { path, found });
+            }
+        }
         let entry = self.entry()?;
         let outcome =
             chain::append(&current, kind, &entry).map_err(|source| InstallError::Unparseable {

@@ -1,6 +1,7 @@
 //! The node installer behind `linkerd-cni-install`: puts the linkerd-cni plugin on a node and keeps it
 //! there (binary, kubeconfig, and in `append` mode an entry at the end of the primary network config),
-//! and takes it all back out on SIGTERM.
+//! and in `append` mode takes it all back out on SIGTERM (`none` mode leaves the node as it is: NADs
+//! point at the binary and the kubeconfig).
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
 //! remove the entry), [`kubeconfig`], [`revert`], [`ready`] (the readiness probe's verdict), and

@@ -5,12 +5,11 @@
 
 mod support;
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
-use linkerd_multus_e2e::{binary, client, kubeconfig_path, TestNamespace};
+use linkerd_multus_e2e::{binary, client, TestNamespace};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
@@ -26,36 +25,6 @@ impl Drop for BridgeGuard {
             .args(["link", "del", &self.0])
             .output();
     }
-}
-
-/// The testbed's apiserver address, CA and token, laid out as a pod's service-account mount.
-fn service_account_from_testbed(node: &mut Node) {
-    let text = fs::read_to_string(kubeconfig_path())
-        .expect("testbed kubeconfig (is `e2e/testbed up` done?)");
-    let kc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
-    let server = kc["clusters"][0]["cluster"]["server"]
-        .as_str()
-        .expect("server");
-    let ca = kc["clusters"][0]["cluster"]["certificate-authority-data"]
-        .as_str()
-        .expect("ca data");
-    let token = kc["users"][0]["user"]["token"].as_str().expect("token");
-    let (host, port) = server
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .expect("host:port");
-    let ca = base64::engine::general_purpose::STANDARD
-        .decode(ca)
-        .expect("ca base64");
-    fs::write(node.sa.join("ca.crt"), ca).expect("ca");
-    fs::write(node.sa.join("token"), token).expect("token");
-    node.env = vec![
-        (
-            "KUBERNETES_SERVICE_HOST".into(),
-            host.trim_matches(|c| c == '[' || c == ']').into(),
-        ),
-        ("KUBERNETES_SERVICE_PORT".into(), port.into()),
-    ];
 }
 
 fn nat_rules(ns: &NetNs) -> String {
@@ -76,7 +45,7 @@ fn addresses(ns: &NetNs) -> String {
 async fn installed_conflist_runs_as_a_real_chain() {
     let mut node = Node::new();
     node.plugin = binary("linkerd-cni");
-    service_account_from_testbed(&mut node);
+    node.use_testbed_service_account();
 
     // A single-plugin bridge `.conf` as the primary: the installer converts it, so the chain below
     // also proves the conversion is something the runtime reads.

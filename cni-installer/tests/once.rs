@@ -100,13 +100,16 @@ fn append_places_linkerd_cni_last_exactly_once() {
     }
 }
 
-/// Single-plugin configs (a bridge `.conf`, Multus' `00-multus.conf`) become a `.conflist` that
-/// holds the original object whole, then linkerd-cni; the `.conf` is gone.
+/// Single-plugin configs (a bridge `.conf`, Multus' `00-multus.conf` when forced) become a
+/// `.conflist` that holds the original object whole, then linkerd-cni; the `.conf` is gone.
 #[test]
 fn single_plugin_conf_becomes_a_conflist() {
-    for name in ["10-bridge.conf", "00-multus.conf"] {
+    for (name, extra) in [
+        ("10-bridge.conf", &[][..]),
+        ("00-multus.conf", &["--force-append-to-multus"][..]),
+    ] {
         let node = Node::with(&[name]);
-        let out = node.once(&[]);
+        let out = node.once(extra);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let list = format!("{name}list");
         assert_eq!(
@@ -128,12 +131,37 @@ fn single_plugin_conf_becomes_a_conflist() {
         assert!(stderr(&out).contains("converted"), "{name}");
 
         let first = identity(&node.net.join(&list));
-        assert!(node.once(&[]).status.success());
+        assert!(node.once(extra).status.success());
         assert_eq!(
             identity(&node.net.join(&list)),
             first,
             "{name}: second run is a no-op"
         );
+    }
+}
+
+/// Append mode refuses Multus's own config (thin `multus`, thick `multus-shim`) as the primary: the
+/// file stays byte for byte, the run fails naming `chainMode=none`, and the binary and kubeconfig are
+/// still installed (harmless, and what `none` mode would use).
+#[test]
+fn append_to_multus_own_config_is_refused() {
+    let shim = br#"{"cniVersion": "0.3.1", "name": "multus-cni-network", "type": "multus-shim", "logLevel": "verbose"}"#;
+    for (name, bytes) in [
+        ("00-multus.conf", fixture("00-multus.conf")),
+        ("00-multus.conf", shim.to_vec()),
+    ] {
+        let node = Node::new();
+        fs::write(node.net.join(name), &bytes).expect("write");
+        let out = node.once(&[]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("is Multus's own") && err.contains("cni.chainMode=none"),
+            "{err}"
+        );
+        assert_eq!(node.names(), vec![name, KUBECONFIG]);
+        assert_eq!(node.read(name), bytes, "left untouched");
+        assert_binary_and_kubeconfig(&node);
     }
 }
 
@@ -354,6 +382,7 @@ fn help_lists_every_flag() {
         "--cni-network-config",
         "--cni-network-config-file",
         "--uninstall-binary",
+        "--force-append-to-multus",
         "--once",
         "CNI_NETWORK_CONFIG",
     ] {

@@ -63,6 +63,10 @@ fn default_values_give_linkerds_defaults() {
     let cm = rendered_configmap(&[]);
     for config in [via_operator(&cm), via_installer(&cm)] {
         assert_eq!(config.kubeconfig.to_str(), Some(KUBECONFIG));
+        assert_eq!(
+            config.log_file, None,
+            "no log file unless cni.logFile is set"
+        );
         let ignored: Vec<String> = config
             .linkerd
             .inbound_ports_to_ignore
@@ -106,6 +110,8 @@ fn every_cni_value_reaches_the_plugin() {
         "cni.ipv6=true",
         "--set",
         "cni.useWaitFlag=true",
+        "--set",
+        "cni.logFile=/var/log/linkerd-cni.log",
     ]);
     for config in [via_operator(&cm), via_installer(&cm)] {
         let l = &config.linkerd;
@@ -124,6 +130,10 @@ fn every_cni_value_reaches_the_plugin() {
         assert_eq!(subnets, ["10.0.0.0/8", "fd00::/8"]);
         assert_eq!(l.iptables_mode, IptablesMode::Nft);
         assert!(l.ipv6 && l.use_wait_flag && !l.simulate);
+        assert_eq!(
+            config.log_file.as_deref(),
+            Some(std::path::Path::new("/var/log/linkerd-cni.log"))
+        );
     }
 }
 

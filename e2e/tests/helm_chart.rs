@@ -801,6 +801,8 @@ fn every_binary_flag_is_a_chart_value() {
         "--set",
         "cni.uninstallBinary=true",
         "--set",
+        "cni.forceAppendToMultus=true",
+        "--set",
         "cni.pluginBinary=/x",
     ];
     let self_managed = helm_template(RELEASE, NAMESPACE, &all);

@@ -646,3 +646,107 @@ async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
     .await;
     drop(installed);
 }
+
+/// Deletes a cluster-scoped object with kubectl when dropped.
+struct KubectlDelete(&'static str, String);
+
+impl Drop for KubectlDelete {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", self.0, &self.1, "--ignore-not-found"]);
+    }
+}
+
+/// `helm/values-openshift.yaml` keeps OpenShift's platform namespaces (labelled
+/// `openshift.io/run-level` or `openshift.io/cluster-monitoring`) away from the webhook, as the real
+/// apiserver applies the rendered namespaceSelector: with the webhook's URL unreachable and
+/// `failurePolicy: Fail`, a pod in a plain namespace is refused, while pods in namespaces with either
+/// label are created (they are never sent to the webhook). A scoping label added to the selector
+/// keeps the test's webhook away from every other test's pods.
+#[test]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
+fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
+    let scope = unique_name("os-scope");
+    let openshift = chart_dir().join("values-openshift.yaml");
+    let scoping = temp_file(
+        "helm-values",
+        &format!(
+            "webhook:\n  namespaceSelector:\n    matchLabels:\n      linkerd-multus-e2e/scope: {scope}\n"
+        ),
+    );
+    let docs = parse_docs(&helm_template(
+        "ld-controller",
+        "linkerd-multus",
+        &["-f", path_str(&openshift), "-f", path_str(&scoping)],
+    ));
+    let mut config = find(&docs, "MutatingWebhookConfiguration", None).clone();
+    let hook = &mut config["webhooks"][0];
+    assert_eq!(hook["failurePolicy"], "Fail");
+    let expressions = hook["namespaceSelector"]["matchExpressions"].clone();
+    for key in ["openshift.io/run-level", "openshift.io/cluster-monitoring"] {
+        assert!(
+            expressions
+                .as_array()
+                .expect("matchExpressions")
+                .iter()
+                .any(|e| e["key"] == key && e["operator"] == "DoesNotExist"),
+            "{key} excluded: {expressions}"
+        );
+    }
+    // Nothing listens on port 1: every call the apiserver makes fails, so Fail refuses the pod.
+    hook["clientConfig"] = serde_json::json!({"url": "https://127.0.0.1:1/annotate-multus-v1-pod"});
+    config["metadata"] = serde_json::json!({"name": scope});
+    let file = temp_file("webhook-config", &config.to_string());
+    let out = kubectl(&["create", "-f", path_str(&file)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _config = KubectlDelete("mutatingwebhookconfiguration", scope.clone());
+
+    let namespaces = Namespaces::create(&["os-plain", "os-runlevel", "os-monitoring"]);
+    let labels = [
+        None,
+        Some("openshift.io/run-level=0"),
+        Some("openshift.io/cluster-monitoring=true"),
+    ];
+    for (ns, label) in namespaces.0.iter().zip(labels) {
+        let scope_label = format!("linkerd-multus-e2e/scope={scope}");
+        let mut args = vec!["label", "namespace", ns.as_str(), scope_label.as_str()];
+        args.extend(label);
+        let out = kubectl(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let create_pod = |ns: &str, name: &str| {
+        kubectl(&[
+            "-n",
+            ns,
+            "run",
+            name,
+            "--image=example.com/app:1",
+            "--restart=Never",
+        ])
+    };
+    // The apiserver picks the configuration up within moments: wait until the plain namespace's pod
+    // is refused by the failing webhook, which proves the selector is in force.
+    let mut attempt = 0;
+    let refused = linkerd_multus_e2e::wait_for("the webhook to be in force", || {
+        attempt += 1;
+        let out = create_pod(&namespaces.0[0], &format!("plain-{attempt}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (!out.status.success() && stderr.contains("failed calling webhook")).then_some(stderr)
+    });
+    eprintln!("plain namespace: {}", refused.trim());
+    for ns in &namespaces.0[1..] {
+        let out = create_pod(ns, "platform");
+        assert!(
+            out.status.success(),
+            "a pod in platform namespace {ns} is never sent to the webhook: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -69,6 +69,8 @@ pub const DEFAULT_OUTBOUND_PROXY_PORT: u16 = 4140;
 /// The Go operator's webhook path, kept so existing webhook configurations keep working.
 pub const WEBHOOK_PATH: &str = "/annotate-multus-v1-pod";
 pub const DEFAULT_WEBHOOK_ADDR: &str = "0.0.0.0:9443";
+/// Connections the webhook holds at once (the apiserver needs a few dozen at most; the rest wait).
+pub const DEFAULT_WEBHOOK_MAX_CONNECTIONS: u32 = 4096;
 pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8081";
 pub const DEFAULT_TLS_CERT_FILE: &str = "/etc/webhook/certs/tls.crt";
 pub const DEFAULT_TLS_KEY_FILE: &str = "/etc/webhook/certs/tls.key";

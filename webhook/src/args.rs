@@ -61,6 +61,14 @@ pub struct WebhookArgs {
         default_value_t = 300
     )]
     pub webhook_cert_check_interval: u64,
+
+    /// Most connections the webhook holds open at once; at the limit further clients wait (in the
+    /// kernel's accept backlog) until one closes. Idle connections, slow TLS handshakes and slow
+    /// requests are closed within seconds regardless (see the README's Reliability section).
+    #[arg(long, global = true, env = "WEBHOOK_MAX_CONNECTIONS",
+          default_value_t = vocab::DEFAULT_WEBHOOK_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub webhook_max_connections: u32,
 }
 
 impl WebhookArgs {
@@ -117,6 +125,8 @@ mod tests {
             vocab::OPENSHIFT_UID_RANGE_ANNOTATION
         );
         assert_eq!(a.proxy_uid_offset, 2102);
+        assert_eq!(a.webhook_max_connections, 4096);
+        assert!(WebhookArgs::from_flags(["--webhook-max-connections=0"]).is_err());
     }
 
     #[test]

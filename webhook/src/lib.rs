@@ -7,12 +7,13 @@
 //!
 //! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
 //! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
-//! which needs no cluster); [`namespaces`] (the namespace cache, sharing the operator controller's
+//! which needs no cluster, with the bounds of [`connections`]); [`namespaces`] (the namespace cache, sharing the operator controller's
 //! watch through [`Webhook::share_namespaces`]); [`tls`] (certificate files reloaded on change);
 //! [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
+pub mod connections;
 pub mod decision;
 mod error;
 pub mod metrics;
@@ -88,12 +89,14 @@ impl Webhook {
                 );
                 let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
                 let (manager, resolver) = SelfManaged::start(store, interval).await?;
-                (TlsListener::bind(addr, resolver)?, Some(manager))
+                let https = TlsListener::bind(addr, resolver, args.webhook_max_connections)?;
+                (https, Some(manager))
             }
             None => (TlsListener::from_files(&args)?, None),
         };
 
         let metrics = Metrics::register(registry);
+        let https = https.count_connections_in(metrics.open_connections());
         let (namespaces, feed) = NamespaceCache::new(client);
         let state = AppState {
             namespaces,

@@ -199,8 +199,10 @@ impl PodReview<'_> {
         let lookup_warning = ns_annotations.err().map(|e| {
             format!(
                 "linkerd-multus: the annotations of namespace {} could not be read ({e}); \
-                 decided from the pod's own annotations",
-                self.namespace
+                 decided from the pod's own annotations: without {}: enabled on the pod itself \
+                 it is admitted unattached",
+                self.namespace,
+                vocab::MULTUS_ANNOTATION
             )
         });
         let decision = decide(&self.meta, &self.namespace, ns_annotations.ok(), cfg);

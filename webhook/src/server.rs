@@ -14,9 +14,11 @@ use axum::routing::post;
 use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::HeaderValue;
+use prometheus_client::metrics::gauge::Gauge;
 use rustls::server::ResolvesServerCert;
 use tokio_util::sync::CancellationToken;
 
+use crate::connections::{self, LimitedListener, Peer};
 use crate::decision::DecisionConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
@@ -44,6 +46,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(vocab::WEBHOOK_PATH, post(admit))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(connections::request_deadline))
         .with_state(state)
 }
 
@@ -73,7 +76,12 @@ async fn admit(
                 };
                 let annotations = match &namespace {
                     Ok(ns) => Ok(ns.metadata.annotations.as_ref().unwrap_or(&NO_ANNOTATIONS)),
-                    Err(e) => Err(e.as_str()),
+                    Err(e) => {
+                        // The one case where a pod of an enabled namespace can be admitted
+                        // unattached (the README's Troubleshooting): made visible.
+                        state.metrics.record_namespace_lookup_failure();
+                        Err(e.as_str())
+                    }
                 };
                 pod.answer(annotations, &state.decision)
             }
@@ -93,11 +101,14 @@ async fn admit(
     (reply.status, [(CONTENT_TYPE, content_type)], reply.body).into_response()
 }
 
-/// The HTTPS side alone: the bound port and its TLS configuration. It needs no cluster, so it is
-/// built (from the certificate files) and served on its own in tests.
+/// The HTTPS side alone: the bound port, its TLS configuration and its connection bounds (see
+/// [`connections`]). It needs no cluster, so it is built (from the certificate files) and served on
+/// its own in tests.
 pub struct TlsListener {
     listener: std::net::TcpListener,
     tls: rustls::ServerConfig,
+    max_connections: u32,
+    open_connections: Gauge,
 }
 
 impl TlsListener {
@@ -106,18 +117,30 @@ impl TlsListener {
     pub fn from_files(args: &WebhookArgs) -> Result<Self, Error> {
         let addr = parse_addr(&args.webhook_addr)?;
         let resolver = tls::FileResolver::load(&args.tls_cert_file, &args.tls_key_file)?;
-        Self::bind(addr, Arc::new(resolver))
+        Self::bind(addr, Arc::new(resolver), args.webhook_max_connections)
     }
 
-    /// Binds `addr` serving what `resolver` gives.
+    /// Binds `addr` serving what `resolver` gives, holding at most `max_connections` at once.
     pub(crate) fn bind(
         addr: SocketAddr,
         resolver: Arc<dyn ResolvesServerCert>,
+        max_connections: u32,
     ) -> Result<Self, Error> {
         let tls = tls::server_config(resolver)?;
         let listener =
             std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
-        Ok(Self { listener, tls })
+        Ok(Self {
+            listener,
+            tls,
+            max_connections,
+            open_connections: Gauge::default(),
+        })
+    }
+
+    /// Counts the open connections in `gauge` (the webhook's `open_connections` metric).
+    pub fn count_connections_in(mut self, gauge: Gauge) -> Self {
+        self.open_connections = gauge;
+        self
     }
 
     /// The address actually bound (useful with port 0).
@@ -129,10 +152,23 @@ impl TlsListener {
     pub async fn serve(self, router: Router, shutdown: CancellationToken) -> Result<(), Error> {
         let addr: Option<SocketAddr> = self.listener.local_addr().ok();
         let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(self.tls));
-        let handle = axum_server::Handle::new();
-        let server = axum_server::from_tcp_rustls(self.listener, config)
-            .map_err(Error::Serve)?
+        let handle = axum_server::Handle::<Peer>::new();
+        self.listener.set_nonblocking(true).map_err(Error::Serve)?;
+        let listener = LimitedListener::new(
+            tokio::net::TcpListener::from_std(self.listener).map_err(Error::Serve)?,
+            self.max_connections,
+            self.open_connections,
+        );
+        let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+            .handshake_timeout(connections::HANDSHAKE_TIMEOUT);
+        let mut server = axum_server::Server::<Peer>::from_listener(listener)
+            .acceptor(acceptor)
+            .first_request_timeout(connections::HEADER_READ_TIMEOUT)
             .handle(handle.clone());
+        server
+            .http_builder()
+            .http1()
+            .header_read_timeout(connections::HEADER_READ_TIMEOUT);
         tracing::info!(
             ?addr,
             path = vocab::WEBHOOK_PATH,

@@ -98,7 +98,7 @@ async fn serves_reviews_and_refuses_bad_input_without_500() {
         patch_of(&answer),
         json!([{ "op": "add", "path": "/metadata/annotations/k8s.v1.cni.cncf.io~1networks", "value": "linkerd-cni" }])
     );
-
+    assert_eq!(wh.metrics.namespace_lookup_failures(), 1);
     // Garbage: 400 with a message, not 500.
     let (status, text) = post(&http, &wh.url(), b"\x00\xffnot json at all".to_vec()).await;
     assert_eq!(status, 400);
@@ -191,6 +191,45 @@ async fn serves_reviews_and_refuses_bad_input_without_500() {
         "{text}"
     );
     wh.stop().await;
+}
+
+/// The one case where the webhook itself admits a pod of an enabled namespace unattached: its
+/// namespace cannot be read. The pod is allowed without a patch, the warning says so, and the
+/// `webhook_namespace_lookup_failures_total` metric counts it.
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn a_pod_whose_namespace_cannot_be_read_is_admitted_unattached_and_counted() {
+    let kube = client().await;
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::start(args(dir.path()), settings("linkerd", "default"), kube).await;
+    let http = https_client(&bundle.ca_pem);
+    let body = review(
+        "uid-unread",
+        "Pod",
+        "CREATE",
+        "no-such-namespace-wh",
+        pod(json!({}), json!({})),
+    );
+    let (status, text) = post(&http, &wh.url(), serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"]["patch"].is_null(), "{text}");
+    assert!(
+        answer["response"]["warnings"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("it is admitted unattached"),
+        "{text}"
+    );
+    assert_eq!(wh.metrics.namespace_lookup_failures(), 1);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &wh.registry).unwrap();
+    assert!(
+        text.contains("webhook_namespace_lookup_failures_total 1"),
+        "{text}"
+    );
 }
 
 /// The webhook refuses unusable TLS files at start, saying which file and why (no cluster needed:

@@ -31,6 +31,7 @@ const INSTALLER_ENV: &[&str] = &[
     "CNI_NETWORK_CONFIG_FILE",
     "CONTAINER_MOUNT_PREFIX",
     "UNINSTALL_BINARY",
+    "FORCE_APPEND_TO_MULTUS",
     "RESYNC_SECONDS",
     "RUST_LOG",
     "KUBERNETES_SERVICE_HOST",
@@ -186,6 +187,38 @@ impl Node {
 
     pub fn binary(&self) -> PathBuf {
         self.bin.join(vocab::PLUGIN_TYPE)
+    }
+
+    /// The testbed's apiserver address, CA and token, laid out as this node's service-account mount
+    /// (for tests that run the real plugin through the kubeconfig the installer writes).
+    pub fn use_testbed_service_account(&mut self) {
+        use base64::Engine as _;
+        let text = fs::read_to_string(linkerd_multus_e2e::kubeconfig_path())
+            .expect("testbed kubeconfig (is `e2e/testbed up` done?)");
+        let kc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
+        let server = kc["clusters"][0]["cluster"]["server"]
+            .as_str()
+            .expect("server");
+        let ca = kc["clusters"][0]["cluster"]["certificate-authority-data"]
+            .as_str()
+            .expect("ca data");
+        let token = kc["users"][0]["user"]["token"].as_str().expect("token");
+        let (host, port) = server
+            .trim_start_matches("https://")
+            .rsplit_once(':')
+            .expect("host:port");
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(ca)
+            .expect("ca base64");
+        fs::write(self.sa.join("ca.crt"), ca).expect("ca");
+        fs::write(self.sa.join("token"), token).expect("token");
+        self.env = vec![
+            (
+                "KUBERNETES_SERVICE_HOST".into(),
+                host.trim_matches(|c| c == '[' || c == ']').into(),
+            ),
+            ("KUBERNETES_SERVICE_PORT".into(), port.into()),
+        ];
     }
 }
 

@@ -83,6 +83,7 @@ impl Running {
         let addr = tls.local_addr().unwrap();
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = linkerd_multus_webhook::metrics::Metrics::register(&mut registry);
+        let tls = tls.count_connections_in(metrics.open_connections());
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(tls.serve(axum::Router::new(), shutdown.clone()));
         Self {
@@ -160,6 +161,17 @@ pub fn path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 
 /// The end-entity certificate a fresh TLS connection is served, verified against `ca_pem`.
 pub async fn served_cert(addr: std::net::SocketAddr, ca_pem: &str) -> CertificateDer<'static> {
+    let tls = tls_connect(addr, ca_pem).await;
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .clone()
+        .into_owned()
+}
+
+/// A TLS connection (HTTP/1.1: no ALPN) to `addr`, its certificate verified against `ca_pem`.
+pub async fn tls_connect(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -173,13 +185,10 @@ pub async fn served_cert(addr: std::net::SocketAddr, ca_pem: &str) -> Certificat
     .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = connector
+    connector
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
-        .expect("TLS handshake with a trusted certificate");
-    tls.get_ref().1.peer_certificates().unwrap()[0]
-        .clone()
-        .into_owned()
+        .expect("TLS handshake with a trusted certificate")
 }
 
 pub fn der(pem: &str) -> CertificateDer<'static> {

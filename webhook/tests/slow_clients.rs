@@ -1,0 +1,228 @@
+//! Slow clients cannot starve the webhook: idle TCP connections, TLS connections that send nothing or
+//! half a request, and slow bodies are closed (or answered 408) by the server; the number of open
+//! connections never exceeds `--webhook-max-connections`; and (drill 4) a loop of AdmissionReviews is
+//! answered while 2,000 idle connections are held.
+
+mod support;
+
+use linkerd_multus_e2e::admission::review;
+use linkerd_multus_e2e::{client, wait_for, TestNamespace};
+use linkerd_multus_webhook::connections::{HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use support::*;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A slow client must be gone well before the apiserver would give up on a request queued behind
+/// it: half the chart's default `timeoutSeconds` (10) after it connected.
+const WITHIN: Duration = Duration::from_secs(5);
+
+/// Reads until the server closes the connection (EOF or reset); what it sent meanwhile. `None` when
+/// it is still open [`WITHIN`] after `opened`.
+async fn until_closed<S: AsyncRead + Unpin>(stream: &mut S, opened: Instant) -> Option<String> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::from_std(opened + WITHIN);
+    // An already closed connection reads its end at once, however late this runs.
+    let read = tokio::time::timeout_at(deadline, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    read.await
+        .ok()
+        .map(|()| String::from_utf8_lossy(&got).into_owned())
+}
+
+/// `n` TCP connections that never send a byte, each with when it was opened.
+async fn idle_tcp(addr: SocketAddr, n: usize) -> Vec<(TcpStream, Instant)> {
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        held.push((stream, Instant::now()));
+    }
+    held
+}
+
+/// How many of `held` the server closes in time (each read to its end concurrently).
+async fn closed_by_server(held: Vec<(TcpStream, Instant)>) -> usize {
+    let tasks: Vec<_> = held
+        .into_iter()
+        .map(|(mut s, opened)| {
+            tokio::spawn(async move { until_closed(&mut s, opened).await.is_some() })
+        })
+        .collect();
+    let mut closed = 0;
+    for t in tasks {
+        closed += usize::from(t.await.expect("reader"));
+    }
+    closed
+}
+
+/// With `--webhook-max-connections=10`, 15 idle TCP clients: the server holds at most 10 at any
+/// time (the rest wait in the kernel's backlog) and closes the first 10 in time, none having sent a
+/// byte; the other 5 are then accepted and closed too.
+#[tokio::test(flavor = "multi_thread")]
+async fn at_most_max_connections_are_held_and_idle_ones_are_closed() {
+    let dir = temp_dir();
+    write_cert(dir.path());
+    let mut args = args(dir.path());
+    args.webhook_max_connections = 10;
+    let wh = Running::tls_only(&args);
+    let gauge = wh.metrics.open_connections();
+    let sampler = {
+        let gauge = gauge.clone();
+        tokio::spawn(async move {
+            let mut most = 0;
+            loop {
+                most = most.max(gauge.get());
+                if most > 0 && gauge.get() == 0 {
+                    return most;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut held = idle_tcp(wh.addr, 15).await;
+    let waiting = held.split_off(10);
+    assert_eq!(
+        closed_by_server(held).await,
+        10,
+        "the first 10 are closed in time"
+    );
+    // The waiting 5 were accepted only once slots came free: their clock starts then.
+    let waiting = waiting
+        .into_iter()
+        .map(|(s, _)| (s, Instant::now()))
+        .collect();
+    assert_eq!(closed_by_server(waiting).await, 5, "and the 5 that waited");
+    let most = sampler.await.expect("sampler");
+    assert_eq!(
+        most, 10,
+        "never more than --webhook-max-connections held at once"
+    );
+}
+
+/// Drill 4: a bounded loop of AdmissionReviews (a new TLS connection each, the hardest case) while
+/// 2,000 idle TCP connections are held, a TLS connection sends half its headers and another a
+/// request without the rest of its body: every review is answered 200 within the apiserver's
+/// default 10 s timeout, the slow body gets 408, and the server closes every slow connection.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn drill4_reviews_are_answered_while_2000_idle_connections_are_held() {
+    const IDLE: usize = 2000;
+    const REVIEWS: usize = 300;
+    let kube = client().await;
+    let ns = TestNamespace::create_with(
+        &kube,
+        "wh-slow",
+        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
+    )
+    .await;
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::start(
+        args(dir.path()),
+        settings("linkerd", "default"),
+        kube.clone(),
+    )
+    .await;
+
+    let idle = idle_tcp(wh.addr, IDLE).await;
+    let half_headers_opened = Instant::now();
+    let mut half_headers = tls_connect(wh.addr, &bundle.ca_pem).await;
+    half_headers
+        .write_all(b"POST /annotate-multus-v1-pod HTTP/1.1\r\nhost: localhost\r\n")
+        .await
+        .expect("half the headers");
+    let half_body_opened = Instant::now();
+    let mut half_body = tls_connect(wh.addr, &bundle.ca_pem).await;
+    half_body
+        .write_all(
+            format!(
+                "POST {} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"kind\"",
+                vocab::WEBHOOK_PATH
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("headers and the start of the body");
+    eprintln!(
+        "drill 4: holding {} connections open (gauge)",
+        wh.metrics.open_connections().get()
+    );
+
+    let http = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(bundle.ca_pem.as_bytes()).expect("CA"))
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let body = serde_json::to_vec(&review(
+        "uid-drill4",
+        "Pod",
+        "CREATE",
+        &ns.name,
+        pod(json!({}), json!({})),
+    ))
+    .expect("review");
+    let (mut ok, mut failures, mut took) = (0, Vec::new(), Vec::new());
+    let started = Instant::now();
+    for _ in 0..REVIEWS {
+        let start = Instant::now();
+        let answer = http
+            .post(wh.url())
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        took.push(start.elapsed());
+        match answer {
+            Ok(r) if r.status() == 200 => ok += 1,
+            Ok(r) => failures.push(format!("HTTP {}", r.status())),
+            Err(e) => failures.push(format!("{e:?}")),
+        }
+    }
+    let loop_time = started.elapsed();
+    took.sort();
+    let pct = |p: usize| took[(took.len() - 1) * p / 100];
+
+    let slow_body = until_closed(&mut half_body, half_body_opened).await;
+    let half_headers_closed = until_closed(&mut half_headers, half_headers_opened)
+        .await
+        .is_some();
+    let idle_closed = closed_by_server(idle).await;
+    eprintln!(
+        "drill 4: {ok}/{REVIEWS} reviews answered 200 in {loop_time:?} while {IDLE} idle connections were held \
+         (p50 {:?}, p99 {:?}, max {:?}; failures {failures:?}); server closed {idle_closed}/{IDLE} idle \
+         connections within {WITHIN:?} (TLS handshake timeout {HANDSHAKE_TIMEOUT:?}), the half-headers one: {half_headers_closed}; \
+         slow body answered: {:?} (request timeout {REQUEST_TIMEOUT:?})",
+        pct(50),
+        pct(99),
+        pct(100),
+        slow_body.as_deref().and_then(|s| s.lines().next()),
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(ok, REVIEWS);
+    assert_eq!(idle_closed, IDLE, "the server closes every idle connection");
+    assert!(
+        half_headers_closed,
+        "a half-sent request's connection is closed"
+    );
+    let slow_body = slow_body.expect("the slow body's connection is closed");
+    assert!(
+        slow_body.starts_with("HTTP/1.1 408"),
+        "a slow body is answered 408: {slow_body}"
+    );
+    wait_for("every connection slot given back", || {
+        (wh.metrics.open_connections().get() == 0).then_some(())
+    });
+}
