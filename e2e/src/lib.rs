@@ -11,6 +11,9 @@
 //! up, [`client`] panics with the command that starts it: a test that needs the apiserver never
 //! passes without one.
 //!
+//! [`stand_ins`]: other products' admission webhooks (Linkerd's injector, OpenShift's SCC uid check)
+//! as real HTTPS webhooks, for tests of this project's webhook beside them.
+//!
 //! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
 //! project's images).
 
@@ -23,6 +26,7 @@ mod namespace;
 pub mod netns;
 pub mod node;
 mod port;
+pub mod stand_ins;
 mod testbed;
 pub mod traffic;
 mod wait;

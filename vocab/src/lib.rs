@@ -59,6 +59,8 @@ pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 /// Containers the CNI plugin looks for in a pod.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";
 pub const INIT_CONTAINER: &str = "linkerd-init";
+/// The init container Linkerd's injector adds in CNI mode to check that the rules are in place.
+pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
 pub const DEFAULT_PROXY_UID: i64 = 2102;
 pub const DEFAULT_INBOUND_PROXY_PORT: u16 = 4143;

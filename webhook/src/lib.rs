@@ -5,14 +5,15 @@
 //! The operator binary hosts it: it flattens [`WebhookArgs`] into its CLI, builds a [`Webhook`] with
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 //!
-//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
-//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
+//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`],
+//! [`uid_range`] and [`containers`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
 //! which needs no cluster); [`namespaces`] (the namespace cache, sharing the operator controller's
 //! watch through [`Webhook::share_namespaces`]); [`tls`] (certificate files reloaded on change);
 //! [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
+pub mod containers;
 pub mod decision;
 mod error;
 pub mod metrics;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
@@ -286,7 +287,13 @@ pub fn pod_problem(
 ) -> Option<String> {
     // The webhook's own decision: if it would add our attachment to the networks annotation now, the pod
     // was created without it (copying the namespace's annotations alone changes nothing at runtime).
-    let decision = decide(pod, namespace, ns_annotations, cfg);
+    let decision = decide(
+        pod,
+        &PodContainers::default(),
+        namespace,
+        ns_annotations,
+        cfg,
+    );
     if decision.outcome == Outcome::Attached
         && networks_after(pod, &decision.patch) != networks(pod)
     {
