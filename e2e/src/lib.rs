@@ -25,6 +25,7 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod pod_network;
 mod port;
 pub mod stand_ins;
 mod testbed;

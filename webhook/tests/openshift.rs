@@ -2,17 +2,23 @@
 //! for Linkerd's proxy injector (`linkerd_multus_e2e::stand_ins::linkerd_injector`) and the stand-in
 //! for the restricted SCC's uid check (`stand_ins::scc`), all real HTTPS webhooks. Each order runs
 //! with its own selector and configurations: the injector's configuration is named to sort before
-//! this project's, then after it (the apiserver calls mutating webhooks in that order).
+//! this project's, then after it (the apiserver calls mutating webhooks in that order). The built
+//! `linkerd-cni` then sets up a real netns for the stored pod, and real traffic shows its rules exempt
+//! the proxy's uid and nothing else.
 
 mod support;
 
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
+use linkerd_multus_e2e::pod_network::{PluginSettings, PodNetwork};
 use linkerd_multus_e2e::stand_ins::{linkerd_injector, scc, AdmissionServer};
+use linkerd_multus_e2e::traffic::{ask_as, Answerer};
 use linkerd_multus_e2e::{eventually, kubectl, unique_name, DeleteOnDrop, TestNamespace};
 use serde_json::{json, Value};
 use support::cluster::*;
@@ -56,6 +62,40 @@ fn sc<'a>(pod: &'a Value, list: &str, name: &str) -> &'a Value {
 fn in_range(uid: &Value) -> bool {
     uid.as_u64()
         .is_some_and(|u| (FIRST..FIRST + 10000).contains(&u))
+}
+
+/// Runs the built `linkerd-cni` on the stored pod `namespace/name` in a fresh netns and checks with
+/// real traffic that its rules exempt exactly `proxy_uid`: out of the pod as that uid goes straight to
+/// the host, as any of `redirected` lands on the outbound proxy port.
+fn rules_exempt_exactly(namespace: &str, name: &str, proxy_uid: u64, redirected: &[u64]) {
+    let mut net = PodNetwork::new(&PluginSettings::new("1.0.0", "legacy"), namespace, name);
+    net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
+    let owners: Vec<String> = net
+        .our_rules("iptables-legacy-save")
+        .into_iter()
+        .filter(|r| r.contains("--uid-owner"))
+        .collect();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert!(
+        owners[0].contains(&format!("--uid-owner {proxy_uid} ")),
+        "{owners:?}"
+    );
+    let gateway = net.addr.gateway4.clone();
+    let outbound = net
+        .ns
+        .run(|| TcpListener::bind("0.0.0.0:4140").expect("bind 4140"));
+    let _proxy = Answerer::start(outbound, "outbound-proxy");
+    let host = linkerd_multus_e2e::wait_for_within(
+        "the host side's address can be bound",
+        Duration::from_secs(20),
+        || TcpListener::bind((gateway.as_str(), 9999)).ok(),
+    );
+    let _host = Answerer::start(host, "host");
+    let as_uid = |uid: u64| ask_as(&net.ns, u32::try_from(uid).unwrap(), &gateway, 9999);
+    assert_eq!(as_uid(proxy_uid), "host", "the proxy's uid bypasses");
+    for uid in redirected {
+        assert_eq!(as_uid(*uid), "outbound-proxy", "uid {uid} is redirected");
+    }
 }
 
 /// Everything one order needs: its selector, the three configurations, whom the injector saw.
@@ -136,14 +176,17 @@ async fn set_up(kube: &Client, ours: &Running, ca: &str, injector_first: bool) -
     }
 }
 
-/// Waits until the apiserver calls all three webhooks for this order's pods: a probe pod comes back
-/// attached and injected, and one running as a uid outside the range is refused.
-async fn wait_until_active(kube: &Client, namespace: &str, selector: &str) {
-    let pods = Api::<Pod>::namespaced(kube.clone(), namespace);
+/// Waits until the apiserver calls all three webhooks for this order's pods: a probe pod in `plain`
+/// (no range) comes back attached and injected, and one in `range` running as a uid outside the range
+/// is refused.
+async fn wait_until_active(kube: &Client, plain: &str, range: &str, selector: &str) {
+    let plain_pods = Api::<Pod>::namespaced(kube.clone(), plain);
+    let range_pods = Api::<Pod>::namespaced(kube.clone(), range);
     let mut i = 0;
     eventually("the apiserver calls the three webhooks", || {
         i += 1;
-        let (pods, name) = (pods.clone(), format!("probe-{i}"));
+        let (pods, range_pods, name) =
+            (plain_pods.clone(), range_pods.clone(), format!("probe-{i}"));
         async move {
             let mut probe = pod_json(
                 &name,
@@ -171,7 +214,7 @@ async fn wait_until_active(kube: &Client, namespace: &str, selector: &str) {
             probe["metadata"]["name"] = json!(format!("{name}-refused"));
             probe["metadata"]["annotations"] = json!({});
             probe["spec"]["securityContext"] = json!({ "runAsUser": 1 });
-            let refused = pods
+            let refused = range_pods
                 .create(
                     &PostParams::default(),
                     &serde_json::from_value(probe).unwrap(),
@@ -187,7 +230,7 @@ async fn wait_until_active(kube: &Client, namespace: &str, selector: &str) {
 /// In both orders: the stored pods' proxy and validator uids, the annotation, and the SCC stand-in's
 /// verdict are the same, and no securityContext changes outside a namespace with a range.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn either_webhook_order_gives_pods_the_range_accepts() {
     let kube = linkerd_multus_e2e::client().await;
     let on = [(vocab::MULTUS_ANNOTATION, "enabled")];
@@ -222,7 +265,7 @@ async fn either_webhook_order_gives_pods_the_range_accepts() {
         };
         let o = set_up(&kube, &ours, &ca, injector_first).await;
         let sel = &o.selector;
-        wait_until_active(&kube, &range.name, sel).await;
+        wait_until_active(&kube, &plain.name, &range.name, sel).await;
 
         // 1. A meshed pod in a namespace with a range.
         let (ok, stderr) = try_create(
@@ -252,6 +295,9 @@ async fn either_webhook_order_gives_pods_the_range_accepts() {
             &Value::Null,
             "{order}: the app is not ours"
         );
+        // The app (the range's first uid) and the validator are redirected; the proxy is not.
+        let validator_uid = v["runAsUser"].as_u64().unwrap();
+        rules_exempt_exactly(&range.name, "meshed", PROXY_UID, &[FIRST, validator_uid]);
 
         // 2. The user's proxy uid inside the range: kept, the proxy made to match.
         let (ok, stderr) = try_create(

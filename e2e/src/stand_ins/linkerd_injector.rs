@@ -92,7 +92,8 @@ mod tests {
         assert!(patch(&pod(json!({}))).is_empty());
         let mut p =
             pod(json!({ "linkerd.io/inject": "enabled", "config.linkerd.io/proxy-uid": "7" }));
-        json_patch_like(&mut p, &patch(&p));
+        let ops = patch(&p);
+        json_patch_like(&mut p, &ops);
         assert_eq!(
             p["spec"]["containers"][1]["securityContext"]["runAsUser"],
             7
@@ -104,7 +105,8 @@ mod tests {
         assert!(patch(&p).is_empty(), "an injected pod is left alone");
         let mut p =
             pod(json!({ "linkerd.io/inject": "enabled", (NATIVE_SIDECAR_ANNOTATION): "true" }));
-        json_patch_like(&mut p, &patch(&p));
+        let ops = patch(&p);
+        json_patch_like(&mut p, &ops);
         assert_eq!(
             p["spec"]["initContainers"][1]["securityContext"]["runAsUser"],
             2102
