@@ -101,6 +101,35 @@ pub fn is_control_plane_pod(labels: Option<&BTreeMap<String, String>>) -> bool {
         .is_some_and(|v| !v.is_empty())
 }
 
+/// True when a container named `name` is Linkerd's proxy: a container, or an init container that keeps
+/// running (`restartPolicy: Always`, a native sidecar). The webhook, the plugin and `check` all ask this.
+pub fn is_proxy_container(name: &str, init_container: bool, restart_policy: Option<&str>) -> bool {
+    name == PROXY_CONTAINER && (!init_container || restart_policy == Some("Always"))
+}
+
+/// Where the uid the plugin's rules exempt comes from, as Linkerd's own plugin reads it (linkerd2#2812:
+/// the uid the proxy really runs as must be the one exempted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyUidSource {
+    /// `config.linkerd.io/proxy-uid` on the pod.
+    PodAnnotation,
+    /// The proxy container's `runAsUser` (else the pod's).
+    ProxyRunAsUser,
+    /// `config.linkerd.io/proxy-uid` on the namespace.
+    NamespaceAnnotation,
+    /// The plugin's configuration (the linkerd-cni ConfigMap).
+    Configured,
+}
+
+/// The order in which [`ProxyUidSource`]s are asked; the first that has a value wins. Written once:
+/// the plugin follows it to build its rules and `check` to predict them.
+pub const PROXY_UID_PRECEDENCE: [ProxyUidSource; 4] = [
+    ProxyUidSource::PodAnnotation,
+    ProxyUidSource::ProxyRunAsUser,
+    ProxyUidSource::NamespaceAnnotation,
+    ProxyUidSource::Configured,
+];
+
 /// True when `labels` mark an object as this project's (NADs, the webhook's Secret).
 pub fn is_managed_by_us(labels: Option<&BTreeMap<String, String>>) -> bool {
     labels
@@ -166,6 +195,14 @@ mod tests {
             );
         }
         assert!(!is_control_plane_pod(None));
+    }
+
+    #[test]
+    fn proxy_containers() {
+        assert!(is_proxy_container(PROXY_CONTAINER, false, None));
+        assert!(is_proxy_container(PROXY_CONTAINER, true, Some("Always")));
+        assert!(!is_proxy_container(PROXY_CONTAINER, true, None));
+        assert!(!is_proxy_container("app", false, None));
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub struct Container {
     pub name: Option<String>,
     /// The `securityContext` member as received; None when absent.
     pub security_context: Option<Value>,
+    /// `restartPolicy` (an init container that keeps running is a native sidecar).
+    pub restart_policy: Option<String>,
 }
 
 impl Container {
@@ -26,6 +28,10 @@ impl Container {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             security_context: value.get("securityContext").cloned(),
+            restart_policy: value
+                .get("restartPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 }
@@ -52,40 +58,57 @@ impl PodContainers {
         }
     }
 
-    /// The first container named `name` in `lists`, with its JSON pointer prefix.
-    fn find(&self, name: &str, lists: &[&'static str]) -> Option<(String, &Container)> {
+    /// The first container in `lists` that `is` accepts, with its securityContext's JSON pointer.
+    fn find(
+        &self,
+        lists: &[&'static str],
+        is: impl Fn(&Container, bool) -> bool,
+    ) -> Option<(String, &Container)> {
         lists.iter().find_map(|list| {
-            let items = match *list {
-                "containers" => &self.containers,
-                _ => &self.init_containers,
+            let init = *list == "initContainers";
+            let items = if init {
+                &self.init_containers
+            } else {
+                &self.containers
             };
             items
                 .iter()
-                .position(|c| c.name.as_deref() == Some(name))
+                .position(|c| is(c, init))
                 .map(|i| (format!("/spec/{list}/{i}/securityContext"), &items[i]))
+        })
+    }
+
+    fn proxy(&self) -> Option<(String, &Container)> {
+        self.find(&["containers", "initContainers"], |c, init| {
+            c.name.as_deref().is_some_and(|name| {
+                vocab::is_proxy_container(name, init, c.restart_policy.as_deref())
+            })
+        })
+    }
+
+    fn validator(&self) -> Option<(String, &Container)> {
+        self.find(&["initContainers"], |c, _| {
+            c.name.as_deref() == Some(vocab::VALIDATOR_CONTAINER)
         })
     }
 
     /// True when the pod has a proxy container (or native-sidecar init container).
     pub fn has_proxy(&self) -> bool {
-        self.find(vocab::PROXY_CONTAINER, &PROXY_LISTS).is_some()
+        self.proxy().is_some()
     }
 
     /// The proxy container's `runAsUser`, if it is a uid.
     pub fn proxy_run_as_user(&self) -> Option<u64> {
-        let (_, proxy) = self.find(vocab::PROXY_CONTAINER, &PROXY_LISTS)?;
+        let (_, proxy) = self.proxy()?;
         run_as(proxy, "runAsUser")
     }
 
     /// The validator's `runAsUser`, if it is a uid.
     pub fn validator_run_as_user(&self) -> Option<u64> {
-        let (_, validator) = self.find(vocab::VALIDATOR_CONTAINER, &["initContainers"])?;
+        let (_, validator) = self.validator()?;
         run_as(validator, "runAsUser")
     }
 }
-
-/// Where the proxy may be: a container, or (native sidecar) an init container.
-const PROXY_LISTS: [&str; 2] = ["containers", "initContainers"];
 
 fn run_as(c: &Container, field: &str) -> Option<u64> {
     c.security_context.as_ref()?.get(field)?.as_u64()
@@ -102,14 +125,12 @@ pub struct Aligned {
 /// validator as a uid of `range` other than the proxy's, changing only what differs.
 pub fn align(pod: &PodContainers, range: UidRange, proxy_uid: Option<u32>) -> Aligned {
     let mut out = Aligned::default();
-    if let (Some(uid), Some((path, proxy))) =
-        (proxy_uid, pod.find(vocab::PROXY_CONTAINER, &PROXY_LISTS))
-    {
+    if let (Some(uid), Some((path, proxy))) = (proxy_uid, pod.proxy()) {
         if run_as(proxy, "runAsUser") != Some(u64::from(uid)) {
             set(&mut out, &path, proxy, &[("runAsUser", uid)]);
         }
     }
-    if let Some((path, validator)) = pod.find(vocab::VALIDATOR_CONTAINER, &["initContainers"]) {
+    if let Some((path, validator)) = pod.validator() {
         // The validator checks that a test connection is redirected to the proxy; running as the proxy's
         // uid it would be exempt from the rules and fail. Any other uid of the range does.
         let ok = |uid: Option<u64>| {

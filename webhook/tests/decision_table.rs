@@ -314,6 +314,12 @@ fn cases() -> Vec<Case> {
                add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
                add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
           vec![], Attached),
+        c("an init container named linkerd-proxy that does not keep running is not the proxy", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], None, None);
+            p["spec"]["containers"] = json!([{ "name": "app", "image": "x" }]);
+            p["spec"]["initContainers"] = json!([{ "name": PROXY, "securityContext": { "runAsUser": 2102 } }]);
+            p },
+          Some(map(&range)), vec![], vec![], Unchanged),
         c("user proxy uid inside the range: kept, the proxy made to match", NS,
           injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650007")], proxy_sc(2102), validator_sc()),
           Some(map(&range)),

@@ -169,12 +169,15 @@ fn container_list() -> impl Strategy<Value = Value> {
         Just(vocab::INIT_CONTAINER.to_string()),
         "[a-z-]{1,8}",
     ];
-    prop::collection::vec((name, security_context()), 0..4).prop_map(|items| {
+    prop::collection::vec((name, security_context(), any::<bool>()), 0..4).prop_map(|items| {
         Value::Array(
             items
                 .into_iter()
-                .map(|(name, sc)| {
+                .map(|(name, sc, always)| {
                     let mut c = json!({ "name": name, "image": "x" });
+                    if always {
+                        c["restartPolicy"] = json!("Always");
+                    }
                     if let Some(sc) = sc {
                         c["securityContext"] = sc;
                     }
@@ -501,7 +504,7 @@ proptest! {
         let Some(uid) = uid else { return Ok(()) };
         let pod = PodContainers::from_spec(patched.get("spec"));
         let sc_object = |list: &str, name: &str| patched["spec"][list].as_array().and_then(|l| {
-            l.iter().find(|c| c["name"] == name)
+            l.iter().find(|c| c["name"] == name && (list != "initContainers" || name != vocab::PROXY_CONTAINER || c["restartPolicy"] == "Always"))
         }).map(|c| c.get("securityContext").is_none_or(|sc| sc.is_object() || sc.is_null()));
         if sc_object("containers", vocab::PROXY_CONTAINER).or(sc_object("initContainers", vocab::PROXY_CONTAINER)) == Some(true) {
             prop_assert_eq!(pod.proxy_run_as_user(), Some(uid));

@@ -127,6 +127,8 @@ pub(super) fn containers(pod: Option<&RawValue>) -> PodContainers {
                     .and_then(|n| serde_json::from_str::<String>(n.get()).ok()),
                 security_context: member(item, "securityContext")
                     .and_then(|sc| serde_json::from_str(sc.get()).ok()),
+                restart_policy: member(item, "restartPolicy")
+                    .and_then(|r| serde_json::from_str::<String>(r.get()).ok()),
             })
             .collect()
     };
