@@ -93,12 +93,22 @@ pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
 
 /// True when `labels` carry Linkerd's control-plane label with a value. Linkerd's own CNI plugin and
 /// injector read presence; an empty value is treated as absent so a stray `key=` does not widen the rule.
-/// Where the namespace matters too (the webhook attaches control-plane pods of the Linkerd namespace
-/// only), the caller checks it beside this.
+/// The plugin asks only this (it does not know Linkerd's namespace); what the webhook and `check` do for
+/// the control plane asks [`is_linkerd_control_plane`].
 pub fn is_control_plane_pod(labels: Option<&BTreeMap<String, String>>) -> bool {
     labels
         .and_then(|l| l.get(CONTROL_PLANE_COMPONENT_LABEL))
         .is_some_and(|v| !v.is_empty())
+}
+
+/// A control-plane pod ([`is_control_plane_pod`]) in Linkerd's own namespace: the webhook attaches it
+/// whatever its annotations and leaves its uids alone; a pod elsewhere with the label is not Linkerd's.
+pub fn is_linkerd_control_plane(
+    namespace: &str,
+    linkerd_namespace: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    namespace == linkerd_namespace && is_control_plane_pod(labels)
 }
 
 /// True when a container named `name` is Linkerd's proxy: a container, or an init container that keeps
@@ -195,6 +205,10 @@ mod tests {
             );
         }
         assert!(!is_control_plane_pod(None));
+        let cp = labels(&[(CONTROL_PLANE_COMPONENT_LABEL, "destination")]);
+        assert!(is_linkerd_control_plane("linkerd", "linkerd", Some(&cp)));
+        assert!(!is_linkerd_control_plane("app", "linkerd", Some(&cp)));
+        assert!(!is_linkerd_control_plane("linkerd", "linkerd", None));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! (`linkerd-network-validator`, an init container). Pure: the pod's containers as received and the
 //! uids they must run as → JSON patch operations on their `securityContext` alone, plus warnings.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::{json, Value};
 
@@ -63,7 +63,7 @@ impl PodContainers {
         &self,
         lists: &[&'static str],
         is: impl Fn(&Container, bool) -> bool,
-    ) -> Option<(String, &Container)> {
+    ) -> Option<(PointerBuf, &Container)> {
         lists.iter().find_map(|list| {
             let init = *list == "initContainers";
             let items = if init {
@@ -74,11 +74,17 @@ impl PodContainers {
             items
                 .iter()
                 .position(|c| is(c, init))
-                .map(|i| (format!("/spec/{list}/{i}/securityContext"), &items[i]))
+                .map(|i| {
+                    let mut path = Pointer::from_static("/spec").to_buf();
+                    path.push_back(*list);
+                    path.push_back(i.to_string());
+                    path.push_back("securityContext");
+                    (path, &items[i])
+                })
         })
     }
 
-    fn proxy(&self) -> Option<(String, &Container)> {
+    fn proxy(&self) -> Option<(PointerBuf, &Container)> {
         self.find(&["containers", "initContainers"], |c, init| {
             c.name.as_deref().is_some_and(|name| {
                 vocab::is_proxy_container(name, init, c.restart_policy.as_deref())
@@ -86,7 +92,7 @@ impl PodContainers {
         })
     }
 
-    fn validator(&self) -> Option<(String, &Container)> {
+    fn validator(&self) -> Option<(PointerBuf, &Container)> {
         self.find(&["initContainers"], |c, _| {
             c.name.as_deref() == Some(vocab::VALIDATOR_CONTAINER)
         })
@@ -166,8 +172,7 @@ fn has_field(c: &Container, field: &str) -> bool {
 
 /// `add` operations setting `fields` in the container's securityContext at `path`: one add of the whole
 /// object when it is absent or null, else one per field (RFC 6902 `add` replaces an existing member).
-fn set(out: &mut Aligned, path: &str, c: &Container, fields: &[(&str, u32)]) {
-    let pointer = |p: &str| PointerBuf::parse(p).expect("a pointer built from fixed segments");
+fn set(out: &mut Aligned, path: &Pointer, c: &Container, fields: &[(&str, u32)]) {
     match &c.security_context {
         None | Some(Value::Null) => {
             let object: serde_json::Map<String, Value> = fields
@@ -175,14 +180,16 @@ fn set(out: &mut Aligned, path: &str, c: &Container, fields: &[(&str, u32)]) {
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
             out.ops.push(PatchOperation::Add(AddOperation {
-                path: pointer(path),
+                path: path.to_buf(),
                 value: Value::Object(object),
             }));
         }
         Some(Value::Object(_)) => {
             for (k, v) in fields {
+                let mut field = path.to_buf();
+                field.push_back(*k);
                 out.ops.push(PatchOperation::Add(AddOperation {
-                    path: pointer(&format!("{path}/{k}")),
+                    path: field,
                     value: json!(v),
                 }));
             }

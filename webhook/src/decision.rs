@@ -97,7 +97,7 @@ pub fn decide(
     // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
     // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
     let control_plane =
-        namespace == cfg.linkerd_namespace && vocab::is_control_plane_pod(meta.labels.as_ref());
+        vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, meta.labels.as_ref());
     let selected = control_plane
         || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
             && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));

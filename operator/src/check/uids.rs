@@ -10,13 +10,18 @@ use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::DecisionConfig;
 use linkerd_multus_webhook::uid_range::UidRange;
 
-/// What is wrong with the pod's uids, one line each; empty when nothing is (or there is no range).
+/// What is wrong with the pod's uids, one line each; empty when nothing is (or there is no range, or
+/// it is Linkerd's control plane, whose uids the webhook leaves to Linkerd's installation).
 pub fn uid_problems(
     pod: &ObjectMeta,
     containers: &PodContainers,
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
 ) -> Vec<String> {
+    let namespace = pod.namespace.as_deref().unwrap_or_default();
+    if vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, pod.labels.as_ref()) {
+        return Vec::new();
+    }
     let Some(range) = ns_annotations
         .and_then(|a| a.get(&cfg.uid_range_annotation))
         .and_then(|r| UidRange::parse(r).ok())
@@ -126,5 +131,18 @@ mod tests {
             ["linkerd-network-validator runs as the proxy's uid 3102, which the rules do not redirect"]
         );
         assert!(problems(json!({}), json!({})).is_empty());
+        // Linkerd's control plane is not the webhook's to fix.
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "namespace": "linkerd",
+            "labels": { (vocab::CONTROL_PLANE_COMPONENT_LABEL): "destination" },
+        }))
+        .unwrap();
+        let ns = BTreeMap::from([(
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "1000/10000".to_string(),
+        )]);
+        let containers = PodContainers::from_spec(Some(&spec(2102, 65534)));
+        let cfg = DecisionConfig::default();
+        assert!(uid_problems(&meta, &containers, Some(&ns), &cfg).is_empty());
     }
 }
