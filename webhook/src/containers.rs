@@ -71,16 +71,13 @@ impl PodContainers {
             } else {
                 &self.containers
             };
-            items
-                .iter()
-                .position(|c| is(c, init))
-                .map(|i| {
-                    let mut path = Pointer::from_static("/spec").to_buf();
-                    path.push_back(*list);
-                    path.push_back(i.to_string());
-                    path.push_back("securityContext");
-                    (path, &items[i])
-                })
+            items.iter().position(|c| is(c, init)).map(|i| {
+                let mut path = Pointer::from_static("/spec").to_buf();
+                path.push_back(*list);
+                path.push_back(i.to_string());
+                path.push_back("securityContext");
+                (path, &items[i])
+            })
         })
     }
 

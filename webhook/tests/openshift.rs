@@ -64,6 +64,22 @@ fn in_range(uid: &Value) -> bool {
         .is_some_and(|u| (FIRST..FIRST + 10000).contains(&u))
 }
 
+/// Asserts the proxy (in `list`) runs as [`PROXY_UID`] and the validator inside the range as another
+/// uid; returns the validator's securityContext.
+fn proxy_and_validator<'a>(pod: &'a Value, list: &str, order: &str) -> &'a Value {
+    assert_eq!(
+        sc(pod, list, vocab::PROXY_CONTAINER)["runAsUser"],
+        PROXY_UID,
+        "{order}"
+    );
+    let v = sc(pod, "initContainers", vocab::VALIDATOR_CONTAINER);
+    assert!(
+        in_range(&v["runAsUser"]) && v["runAsUser"] != PROXY_UID,
+        "{order}: {v}"
+    );
+    v
+}
+
 /// Runs the built `linkerd-cni` on the stored pod `namespace/name` in a fresh netns and checks with
 /// real traffic that its rules exempt exactly `proxy_uid`: out of the pod as that uid goes straight to
 /// the host, as any of `redirected` lands on the outbound proxy port.
@@ -305,16 +321,7 @@ async fn either_webhook_order_gives_pods_the_range_accepts() {
             PROXY_UID.to_string(),
             "{order}"
         );
-        assert_eq!(
-            sc(&p, "containers", proxy)["runAsUser"],
-            PROXY_UID,
-            "{order}"
-        );
-        let v = sc(&p, "initContainers", validator);
-        assert!(
-            in_range(&v["runAsUser"]) && v["runAsUser"] != PROXY_UID,
-            "{order}: {v}"
-        );
+        let v = proxy_and_validator(&p, "containers", order);
         assert!(in_range(&v["runAsGroup"]), "{order}: {v}");
         assert_eq!(
             sc(&p, "containers", "app"),
@@ -395,16 +402,7 @@ async fn either_webhook_order_gives_pods_the_range_accepts() {
             );
             assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
             let p = stored(&kube, &range.name, "native").await;
-            assert_eq!(
-                sc(&p, "initContainers", proxy)["runAsUser"],
-                PROXY_UID,
-                "{order}"
-            );
-            let v = sc(&p, "initContainers", validator);
-            assert!(
-                in_range(&v["runAsUser"]) && v["runAsUser"] != PROXY_UID,
-                "{order}: {v}"
-            );
+            proxy_and_validator(&p, "initContainers", order);
         } else {
             eprintln!("{order}: native-sidecar case not run: the server drops an init container's restartPolicy");
         }

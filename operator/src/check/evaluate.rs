@@ -118,11 +118,7 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
 /// validator the range would reject.
 fn uids_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "proxy-uids";
-    let annotations: BTreeMap<&str, Option<&BTreeMap<String, String>>> = seen
-        .namespaces
-        .iter()
-        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
-        .collect();
+    let annotations = ns_annotations(seen);
     let mut wrong = Vec::new();
     for pod in &seen.pods {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
@@ -284,13 +280,17 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
     .with_items(failed)
 }
 
-fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
-    const CHECK: &str = "pods";
-    let annotations: BTreeMap<&str, Option<&BTreeMap<String, String>>> = seen
-        .namespaces
+/// Each namespace's annotations, by name.
+fn ns_annotations(seen: &Observed) -> BTreeMap<&str, Option<&BTreeMap<String, String>>> {
+    seen.namespaces
         .iter()
         .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
-        .collect();
+        .collect()
+}
+
+fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "pods";
+    let annotations = ns_annotations(seen);
     let mut stale = Vec::new();
     for pod in &seen.pods {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
