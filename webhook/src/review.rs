@@ -418,4 +418,53 @@ mod tests {
             Err(r#"{"op":"copy","from":"/spec","path":"/metadata/annotations/x"} reaches outside /metadata/annotations and the containers' securityContext"#.into())
         );
     }
+
+    /// A container's securityContext may be patched, at its place in the received spec; nothing else
+    /// of the spec may.
+    #[test]
+    fn the_patch_check_on_containers() {
+        let containers = PodContainers::from_spec(Some(&json!({
+            "containers": [{ "name": "app" }, { "name": "p", "securityContext": { "runAsUser": 1 } }],
+            "initContainers": [{ "name": "v", "securityContext": null }],
+        })));
+        let check = |ops: Value| {
+            let metadata = RawValue::from_string("{}".into()).unwrap();
+            check_applies(&patch(ops), &metadata, &containers)
+        };
+        let add = |path: &str, value: Value| json!([{ "op": "add", "path": path, "value": value }]);
+        assert_eq!(
+            check(add(
+                "/spec/containers/1/securityContext/runAsUser",
+                json!(7)
+            )),
+            Ok(())
+        );
+        assert_eq!(
+            check(add("/spec/containers/0/securityContext", json!({}))),
+            Ok(())
+        );
+        assert_eq!(
+            check(add("/spec/initContainers/0/securityContext", json!({}))),
+            Ok(())
+        );
+        // The app has no securityContext, so a field under it does not apply.
+        assert!(check(add(
+            "/spec/containers/0/securityContext/runAsUser",
+            json!(7)
+        ))
+        .is_err());
+        assert!(check(add("/spec/containers/2/securityContext", json!({}))).is_err());
+        for outside in [
+            "/spec/containers/1/image",
+            "/spec/containers/-",
+            "/spec/securityContext",
+        ] {
+            assert!(
+                check(add(outside, json!("x")))
+                    .unwrap_err()
+                    .contains("reaches outside"),
+                "{outside}"
+            );
+        }
+    }
 }
