@@ -72,6 +72,47 @@ fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<u32>>, Annotati
         .transpose()
 }
 
+/// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; None when the winning
+/// annotation is negative (no exemption).
+pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<u32>, AnnotationError> {
+    use vocab::ProxyUidSource::*;
+    let key = vocab::PROXY_UID_ANNOTATION;
+    for source in vocab::PROXY_UID_PRECEDENCE {
+        match source {
+            PodAnnotation if pod.annotations.contains_key(key) => {
+                return Ok(id(pod, key)?.flatten())
+            }
+            ProxyRunAsUser => {
+                if let Some(uid) = pod.proxy_run_as_user.and_then(|u| u32::try_from(u).ok()) {
+                    return Ok(Some(uid));
+                }
+            }
+            // The pod has none by now, so this reads the namespace's.
+            NamespaceAnnotation if pod.namespace_annotations.contains_key(key) => {
+                return Ok(id(pod, key)?.flatten())
+            }
+            Configured => return Ok(cfg.proxy_uid),
+            _ => {}
+        }
+    }
+    Ok(cfg.proxy_uid)
+}
+
+/// When the pod's own proxy-uid annotation and the proxy container's `runAsUser` disagree: the rules
+/// exempt the annotation's uid while the proxy runs as the other, so the proxy's own traffic loops.
+pub fn proxy_uid_disagreement(pod: &PodFacts) -> Option<String> {
+    let annotation = pod.annotations.get(vocab::PROXY_UID_ANNOTATION)?;
+    let run_as = pod.proxy_run_as_user?;
+    (annotation.trim().parse::<i64>().ok() != Some(run_as)).then(|| {
+        format!(
+            "pod annotation {}={annotation:?} differs from the {} container's runAsUser {run_as}; \
+             the rules exempt the annotation's uid",
+            vocab::PROXY_UID_ANNOTATION,
+            vocab::PROXY_CONTAINER
+        )
+    })
+}
+
 /// The settings for this pod's rules.
 pub fn settings_for(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<RuleSettings, AnnotationError> {
     // skip-outbound-ports replaces the configured list; skip-inbound-ports adds to it (Linkerd's
@@ -100,15 +141,7 @@ pub fn settings_for(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<RuleSettings,
             .collect::<Result<_, _>>()?,
     };
 
-    // The rules must exempt the uid the proxy really runs as (linkerd2#2812): an explicit pod
-    // annotation wins, then the proxy container's runAsUser, then the namespace's annotation.
-    let proxy_uid = match pod.annotations.get(vocab::PROXY_UID_ANNOTATION) {
-        Some(_) => id(pod, vocab::PROXY_UID_ANNOTATION)?.flatten(),
-        None => match pod.proxy_run_as_user.and_then(|u| u32::try_from(u).ok()) {
-            Some(uid) => Some(uid),
-            None => id(pod, vocab::PROXY_UID_ANNOTATION)?.unwrap_or(cfg.proxy_uid),
-        },
-    };
+    let proxy_uid = proxy_uid(cfg, pod)?;
     let proxy_gid = id(pod, vocab::PROXY_GID_ANNOTATION)?.unwrap_or(cfg.proxy_gid);
 
     if pod.control_plane {
@@ -222,6 +255,20 @@ mod tests {
         pod.annotations
             .insert(vocab::PROXY_UID_ANNOTATION.into(), "-1".into());
         assert_eq!(settings_for(&cfg(), &pod).unwrap().proxy_uid, None);
+    }
+
+    #[test]
+    fn a_disagreeing_annotation_and_container_are_named() {
+        let mut pod = facts(&[(vocab::PROXY_UID_ANNOTATION, "4321")], &[]);
+        assert_eq!(proxy_uid_disagreement(&pod), None);
+        pod.proxy_run_as_user = Some(4321);
+        assert_eq!(proxy_uid_disagreement(&pod), None);
+        pod.proxy_run_as_user = Some(2102);
+        let warning = proxy_uid_disagreement(&pod).expect("a disagreement");
+        assert!(
+            warning.contains("\"4321\"") && warning.contains("2102"),
+            "{warning}"
+        );
     }
 
     #[test]

@@ -44,13 +44,11 @@ impl PodFacts {
             .unwrap_or_default();
         let proxy = containers
             .iter()
-            .find(|c| c.name == vocab::PROXY_CONTAINER)
+            .find(|c| vocab::is_proxy_container(&c.name, false, None))
             .or_else(|| {
-                // A native sidecar is an init container that keeps running.
-                inits.iter().find(|c| {
-                    c.name == vocab::PROXY_CONTAINER
-                        && c.restart_policy.as_deref() == Some("Always")
-                })
+                inits
+                    .iter()
+                    .find(|c| vocab::is_proxy_container(&c.name, true, c.restart_policy.as_deref()))
             });
         let proxy_run_as_user = proxy
             .and_then(|c| c.security_context.as_ref())

@@ -6,40 +6,12 @@
 mod support;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use linkerd_multus_e2e::traffic::{ask, ask_patiently, Answerer};
+use linkerd_multus_e2e::traffic::{ask, ask_as, ask_patiently, Answerer};
 use linkerd_multus_e2e::{client, TestNamespace};
 use serde_json::json;
 use support::*;
-
-/// `bash /dev/tcp` from inside the pod as `uid`, so the kernel's owner match sees that uid.
-/// Retried for a few seconds (IPv6 addresses need duplicate address detection first).
-fn ask_as(net: &PodNetwork, uid: u32, ip: &str, port: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        let out = net
-            .ns
-            .command("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={uid}"),
-                "--clear-groups",
-                "timeout",
-                "5",
-                "bash",
-                "-c",
-                &format!("exec 3<>/dev/tcp/{ip}/{port} && cat <&3"),
-            ])
-            .output()
-            .expect("setpriv");
-        let answer = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() || Instant::now() > deadline {
-            return answer;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn sock(ip: &str, port: u16) -> SocketAddr {
     SocketAddr::new(ip.parse::<IpAddr>().expect("ip"), port)
@@ -110,8 +82,8 @@ async fn traffic(mode: &'static str, v6: bool) {
     assert_eq!(out_app.expect("pod → host"), "outbound-proxy");
     assert_eq!(out_lo.expect("pod → lo"), "loopback");
     // The proxy's uid goes out directly; another uid does not.
-    assert_eq!(ask_as(&net, 2102, &gateway, 9999), "host");
-    assert_eq!(ask_as(&net, 1000, &gateway, 9999), "outbound-proxy");
+    assert_eq!(ask_as(&net.ns, 2102, &gateway, 9999), "host");
+    assert_eq!(ask_as(&net.ns, 1000, &gateway, 9999), "outbound-proxy");
 
     // After linkerd-cni's DEL (the interface stays) nothing is redirected any more: proof the
     // answers above came through our rules, not through anything else.

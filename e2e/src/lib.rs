@@ -11,6 +11,12 @@
 //! up, [`client`] panics with the command that starts it: a test that needs the apiserver never
 //! passes without one.
 //!
+//! [`pod_network`]: a bridge + host-local pod network in a fresh netns with the built `linkerd-cni`
+//! chained after it, with [`traffic::ask_as`] to send real traffic from it as a given uid.
+//!
+//! [`stand_ins`]: other products' admission webhooks (Linkerd's injector, OpenShift's SCC uid check)
+//! as real HTTPS webhooks, for tests of this project's webhook beside them.
+//!
 //! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
 //! project's images).
 
@@ -22,7 +28,9 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod pod_network;
 mod port;
+pub mod stand_ins;
 mod testbed;
 pub mod traffic;
 mod wait;

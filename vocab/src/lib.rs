@@ -59,6 +59,8 @@ pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 /// Containers the CNI plugin looks for in a pod.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";
 pub const INIT_CONTAINER: &str = "linkerd-init";
+/// The init container Linkerd's injector adds in CNI mode to check that the rules are in place.
+pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
 pub const DEFAULT_PROXY_UID: i64 = 2102;
 pub const DEFAULT_INBOUND_PROXY_PORT: u16 = 4143;
@@ -93,13 +95,52 @@ pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
 
 /// True when `labels` carry Linkerd's control-plane label with a value. Linkerd's own CNI plugin and
 /// injector read presence; an empty value is treated as absent so a stray `key=` does not widen the rule.
-/// Where the namespace matters too (the webhook attaches control-plane pods of the Linkerd namespace
-/// only), the caller checks it beside this.
+/// The plugin asks only this (it does not know Linkerd's namespace); what the webhook and `check` do for
+/// the control plane asks [`is_linkerd_control_plane`].
 pub fn is_control_plane_pod(labels: Option<&BTreeMap<String, String>>) -> bool {
     labels
         .and_then(|l| l.get(CONTROL_PLANE_COMPONENT_LABEL))
         .is_some_and(|v| !v.is_empty())
 }
+
+/// A control-plane pod ([`is_control_plane_pod`]) in Linkerd's own namespace: the webhook attaches it
+/// whatever its annotations and leaves its uids alone; a pod elsewhere with the label is not Linkerd's.
+pub fn is_linkerd_control_plane(
+    namespace: &str,
+    linkerd_namespace: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    namespace == linkerd_namespace && is_control_plane_pod(labels)
+}
+
+/// True when a container named `name` is Linkerd's proxy: a container, or an init container that keeps
+/// running (`restartPolicy: Always`, a native sidecar). The webhook, the plugin and `check` all ask this.
+pub fn is_proxy_container(name: &str, init_container: bool, restart_policy: Option<&str>) -> bool {
+    name == PROXY_CONTAINER && (!init_container || restart_policy == Some("Always"))
+}
+
+/// Where the uid the plugin's rules exempt comes from, as Linkerd's own plugin reads it (linkerd2#2812:
+/// the uid the proxy really runs as must be the one exempted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyUidSource {
+    /// `config.linkerd.io/proxy-uid` on the pod.
+    PodAnnotation,
+    /// The proxy container's `runAsUser` (else the pod's).
+    ProxyRunAsUser,
+    /// `config.linkerd.io/proxy-uid` on the namespace.
+    NamespaceAnnotation,
+    /// The plugin's configuration (the linkerd-cni ConfigMap).
+    Configured,
+}
+
+/// The order in which [`ProxyUidSource`]s are asked; the first that has a value wins. Written once:
+/// the plugin follows it to build its rules and `check` to predict them.
+pub const PROXY_UID_PRECEDENCE: [ProxyUidSource; 4] = [
+    ProxyUidSource::PodAnnotation,
+    ProxyUidSource::ProxyRunAsUser,
+    ProxyUidSource::NamespaceAnnotation,
+    ProxyUidSource::Configured,
+];
 
 /// True when `labels` mark an object as this project's (NADs, the webhook's Secret).
 pub fn is_managed_by_us(labels: Option<&BTreeMap<String, String>>) -> bool {
@@ -166,6 +207,18 @@ mod tests {
             );
         }
         assert!(!is_control_plane_pod(None));
+        let cp = labels(&[(CONTROL_PLANE_COMPONENT_LABEL, "destination")]);
+        assert!(is_linkerd_control_plane("linkerd", "linkerd", Some(&cp)));
+        assert!(!is_linkerd_control_plane("app", "linkerd", Some(&cp)));
+        assert!(!is_linkerd_control_plane("linkerd", "linkerd", None));
+    }
+
+    #[test]
+    fn proxy_containers() {
+        assert!(is_proxy_container(PROXY_CONTAINER, false, None));
+        assert!(is_proxy_container(PROXY_CONTAINER, true, Some("Always")));
+        assert!(!is_proxy_container(PROXY_CONTAINER, true, None));
+        assert!(!is_proxy_container("app", false, None));
     }
 
     #[test]

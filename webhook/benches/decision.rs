@@ -12,6 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::AdmissionReview;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{self, Parsed};
 use serde_json::Value;
@@ -24,9 +25,11 @@ fn body() -> Vec<u8> {
     REVIEW.as_bytes().to_vec()
 }
 
-fn pod_metadata() -> ObjectMeta {
+fn pod_metadata() -> (ObjectMeta, PodContainers) {
     let review: Value = serde_json::from_str(REVIEW).expect("pod-review.json is JSON");
-    serde_json::from_value(review["request"]["object"]["metadata"].clone()).expect("pod metadata")
+    let pod = &review["request"]["object"];
+    let meta = serde_json::from_value(pod["metadata"].clone()).expect("pod metadata");
+    (meta, PodContainers::from_spec(pod.get("spec")))
 }
 
 /// An OpenShift namespace enabled for Multus, with a uid range (the decision's longest path).
@@ -56,7 +59,7 @@ fn bench(c: &mut Criterion) {
     let body = body();
     let cfg = config();
     let ns = namespace_annotations();
-    let meta = pod_metadata();
+    let (meta, containers) = pod_metadata();
 
     // Sanity (not timing): the benchmarked path really attaches the pod, so we time real work.
     let Parsed::Pod(review) = review::parse(&body) else {
@@ -73,6 +76,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             decide(
                 black_box(&meta),
+                black_box(&containers),
                 black_box("shop"),
                 Some(black_box(&ns)),
                 &cfg,

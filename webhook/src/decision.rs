@@ -1,5 +1,7 @@
 //! The webhook's decision: a pure function of the pod, its namespace's annotations and the flags, giving
-//! the JSON patch to return and the warnings to show. No I/O here, so every rule is table-tested.
+//! the JSON patch to return and the warnings to show. No I/O here, so every rule is table-tested. The
+//! patch touches the pod's annotations and, on OpenShift, the securityContext of Linkerd's proxy and
+//! validator containers ([`containers`]), nothing else.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +10,7 @@ use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use crate::containers::{self, PodContainers};
 use crate::networks::{self, Attachment};
 use crate::uid_range::UidRange;
 
@@ -66,10 +69,11 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
-/// Decides what to change on the pod `meta` created in `namespace`, whose namespace carries
-/// `ns_annotations` (None when they could not be read).
+/// Decides what to change on the pod `meta` with `containers` created in `namespace`, whose namespace
+/// carries `ns_annotations` (None when they could not be read).
 pub fn decide(
     meta: &ObjectMeta,
+    containers: &PodContainers,
     namespace: &str,
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
@@ -93,7 +97,7 @@ pub fn decide(
     // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
     // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
     let control_plane =
-        namespace == cfg.linkerd_namespace && vocab::is_control_plane_pod(meta.labels.as_ref());
+        vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, meta.labels.as_ref());
     let selected = control_plane
         || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
             && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));
@@ -118,26 +122,65 @@ pub fn decide(
         }
     }
 
-    // 4. OpenShift: a proxy uid inside the namespace's range, unless someone already chose one.
-    if attached && !control_plane && effective(vocab::PROXY_UID_ANNOTATION).is_none() {
-        if let Some(range) = ns.get(&cfg.uid_range_annotation) {
-            match UidRange::parse(range).and_then(|r| r.proxy_uid(cfg.proxy_uid_offset)) {
-                Ok(uid) => {
-                    set.insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
+    // 4. OpenShift: a proxy uid inside the namespace's range, unless someone already chose one; then
+    // the injected proxy and validator made to run inside it (the pod is seen again after Linkerd's
+    // injector, as the webhook is reinvoked, so the containers are there in either webhook order).
+    let mut spec_ops = Vec::new();
+    if attached && !control_plane {
+        if let Some(range_text) = ns.get(&cfg.uid_range_annotation) {
+            let chosen = effective(vocab::PROXY_UID_ANNOTATION);
+            let range = UidRange::parse(range_text);
+            let proxy_uid = match (chosen, &range) {
+                (Some(user), Ok(range)) => {
+                    let inside = user
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|u| range.contains(u64::from(*u)));
+                    if inside.is_none() && containers.has_proxy() {
+                        warnings.push(format!(
+                            "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \
+                             {range_text:?}: container {} left as it is, and a restricted SCC rejects \
+                             it; set {} to a uid of the range other than its first, or remove it",
+                            vocab::PROXY_UID_ANNOTATION,
+                            cfg.uid_range_annotation,
+                            vocab::PROXY_CONTAINER,
+                            vocab::PROXY_UID_ANNOTATION
+                        ));
+                    }
+                    inside
                 }
-                Err(e) => warnings.push(format!(
-                    "linkerd-multus: {} not set: namespace annotation {}: {e}; set {} on the pod or \
-                     namespace to a uid inside the namespace's range other than its first, or fix \
-                     the range or the operator's --proxy-uid-offset",
-                    vocab::PROXY_UID_ANNOTATION,
-                    cfg.uid_range_annotation,
-                    vocab::PROXY_UID_ANNOTATION
-                )),
+                (Some(_), Err(_)) => None,
+                (None, _) => match range
+                    .clone()
+                    .and_then(|r| r.proxy_uid(cfg.proxy_uid_offset))
+                {
+                    Ok(uid) => {
+                        set.insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
+                        Some(uid)
+                    }
+                    Err(e) => {
+                        warnings.push(format!(
+                            "linkerd-multus: {} not set: namespace annotation {}: {e}; set {} on the pod or \
+                             namespace to a uid inside the namespace's range other than its first, or fix \
+                             the range or the operator's --proxy-uid-offset",
+                            vocab::PROXY_UID_ANNOTATION,
+                            cfg.uid_range_annotation,
+                            vocab::PROXY_UID_ANNOTATION
+                        ));
+                        None
+                    }
+                },
+            };
+            if let Ok(range) = range {
+                let aligned = containers::align(containers, range, proxy_uid);
+                spec_ops = aligned.ops;
+                warnings.extend(aligned.warnings);
             }
         }
     }
 
-    let patch = annotation_patch(meta.annotations.is_some(), set);
+    let mut patch = annotation_patch(meta.annotations.is_some(), set);
+    patch.0.extend(spec_ops);
     let outcome = match (attached, patch.0.is_empty()) {
         (false, _) => Outcome::Skipped,
         (true, true) => Outcome::Unchanged,

@@ -1,19 +1,21 @@
 //! The mutating admission webhook: attaches the `linkerd-cni` NetworkAttachmentDefinition to pods through
 //! Multus' networks annotation, copies the namespace's Linkerd annotations onto the pod and, on OpenShift,
-//! picks a proxy uid inside the namespace's uid range.
+//! picks a proxy uid inside the namespace's uid range, then makes Linkerd's injected proxy and validator run
+//! inside it (it is reinvoked after the injector, so in either webhook order).
 //!
 //! The operator binary hosts it: it flattens [`WebhookArgs`] into its CLI, builds a [`Webhook`] with
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 //!
-//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`] and
-//! [`uid_range`]; [`review`] (pure: request body → reply); `server` (axum, served by [`TlsListener`],
-//! which needs no cluster, with the bounds of [`connections`]); [`namespaces`] (the namespace cache, sharing the operator controller's
+//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`],
+//! [`uid_range`] and [`containers`]; [`review`] (pure: request body → reply); `server` (axum, served by
+//! [`TlsListener`], which needs no cluster, with the bounds of [`connections`]); [`namespaces`] (the namespace cache, sharing the operator controller's
 //! watch through [`Webhook::share_namespaces`]); [`tls`] (certificate files reloaded on change);
 //! [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
 
 mod args;
 pub mod cert_authority;
 pub mod connections;
+pub mod containers;
 pub mod decision;
 mod error;
 pub mod metrics;

@@ -7,7 +7,8 @@
 //!
 //! The review is read in one pass (see `wire`) into types that borrow from the body, the pod kept as
 //! text; of the pod only its metadata is then read, into an `ObjectMeta` for the decision and, for the
-//! patch check, its annotations into a `Value`.
+//! patch check, its annotations into a `Value`, and of its spec the containers' names and
+//! securityContexts.
 
 mod wire;
 
@@ -22,6 +23,7 @@ use kube::core::admission::Operation;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::containers::{Container, PodContainers};
 use crate::decision::{decide, DecisionConfig, Outcome};
 use crate::metrics::outcome;
 
@@ -83,6 +85,8 @@ pub struct PodReview<'a> {
     meta: ObjectMeta,
     /// The pod's metadata exactly as received, to check the patch against.
     metadata: &'a RawValue,
+    /// The pod's containers' names and securityContexts, as received.
+    containers: PodContainers,
 }
 
 fn bad(message: String) -> Parsed<'static> {
@@ -152,7 +156,8 @@ pub fn parse(body: &[u8]) -> Parsed<'_> {
             outcome::WARNING,
         ))
     };
-    let Some(metadata) = request.object.and_then(|pod| wire::member(pod, "metadata")) else {
+    let object = request.object;
+    let Some(metadata) = object.and_then(|pod| wire::member(pod, "metadata")) else {
         return broken("the review carries no pod metadata".to_string());
     };
     let meta = match serde_json::from_str::<ObjectMeta>(metadata.get()) {
@@ -177,6 +182,7 @@ pub fn parse(body: &[u8]) -> Parsed<'_> {
         namespace,
         meta,
         metadata,
+        containers: wire::containers(object),
     }))
 }
 
@@ -205,7 +211,13 @@ impl PodReview<'_> {
                 vocab::MULTUS_ANNOTATION
             )
         });
-        let decision = decide(&self.meta, &self.namespace, ns_annotations.ok(), cfg);
+        let decision = decide(
+            &self.meta,
+            &self.containers,
+            &self.namespace,
+            ns_annotations.ok(),
+            cfg,
+        );
         let mut warnings: Vec<String> = lookup_warning.into_iter().collect();
         warnings.extend(decision.warnings);
         let mut label = match decision.outcome {
@@ -217,7 +229,7 @@ impl PodReview<'_> {
         let mut patch = decision.patch;
         if !patch.0.is_empty() {
             // Never hand the apiserver a patch that does not apply: it would fail the pod's creation.
-            if let Err(e) = check_applies(&patch, self.metadata) {
+            if let Err(e) = check_applies(&patch, self.metadata, &self.containers) {
                 warnings.push(format!(
                     "linkerd-multus: pod left unchanged: the patch does not apply to it ({e})"
                 ));
@@ -271,33 +283,74 @@ fn without_position(e: &serde_json::Error) -> String {
     }
 }
 
-/// Applies `patch` to the pod's annotations alone, as `{"metadata": {"annotations": ...}}` (or
-/// `{"metadata": {}}` without them). When every operation stays under /metadata/annotations that is
-/// exactly applying it to the whole pod, so any other operation is refused.
-fn check_applies(patch: &Patch, metadata: &RawValue) -> Result<(), String> {
-    const PREFIX: &Pointer = Pointer::from_static("/metadata/annotations");
+/// Applies `patch` to the parts of the pod it may touch: its annotations, as
+/// `{"metadata": {"annotations": ...}}` (or `{"metadata": {}}` without them), and each container's
+/// securityContext at its place in `spec`. When every operation stays under /metadata/annotations or a
+/// container's securityContext that is exactly applying it to the whole pod, so any other is refused.
+fn check_applies(
+    patch: &Patch,
+    metadata: &RawValue,
+    containers: &PodContainers,
+) -> Result<(), String> {
     let outside = patch.0.iter().find(|op| {
-        !op.path().starts_with(PREFIX)
+        !allowed(op.path())
             || match op {
-                PatchOperation::Move(m) => !m.from.starts_with(PREFIX),
-                PatchOperation::Copy(c) => !c.from.starts_with(PREFIX),
+                PatchOperation::Move(m) => !allowed(&m.from),
+                PatchOperation::Copy(c) => !allowed(&c.from),
                 _ => false,
             }
     });
     if let Some(op) = outside {
-        return Err(format!("{op} reaches outside /metadata/annotations"));
+        return Err(format!(
+            "{op} reaches outside /metadata/annotations and the containers' securityContext"
+        ));
     }
     let annotations = wire::member(metadata, "annotations")
         .map(|a| serde_json::from_str::<Value>(a.get()))
         .transpose()
         .map_err(|e| e.to_string())?;
     let metadata = serde_json::Map::from_iter(annotations.map(|a| ("annotations".to_string(), a)));
-    let mut pod = Value::Object(serde_json::Map::from_iter([(
-        "metadata".to_string(),
-        Value::Object(metadata),
-    )]));
+    let list = |items: &[Container]| {
+        Value::Array(
+            items
+                .iter()
+                .map(|c| {
+                    Value::Object(serde_json::Map::from_iter(
+                        c.security_context
+                            .clone()
+                            .map(|sc| ("securityContext".to_string(), sc)),
+                    ))
+                })
+                .collect(),
+        )
+    };
+    let mut pod = serde_json::json!({
+        "metadata": Value::Object(metadata),
+        "spec": {
+            "containers": list(&containers.containers),
+            "initContainers": list(&containers.init_containers),
+        },
+    });
     // `patch_unsafe`: no undo log, as this copy is thrown away either way.
     json_patch::patch_unsafe(&mut pod, patch).map_err(|e| e.to_string())
+}
+
+/// True for a path under /metadata/annotations or /spec/{containers,initContainers}/N/securityContext.
+fn allowed(path: &Pointer) -> bool {
+    const PREFIX: &Pointer = Pointer::from_static("/metadata/annotations");
+    if path.starts_with(PREFIX) {
+        return true;
+    }
+    let mut tokens = path.tokens().map(|t| t.decoded().into_owned());
+    let spec = tokens.next().is_some_and(|t| t == "spec");
+    let list = tokens
+        .next()
+        .is_some_and(|t| t == "containers" || t == "initContainers");
+    let index = tokens
+        .next()
+        .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
+    let field = tokens.next().is_some_and(|t| t == "securityContext");
+    spec && list && index && field
 }
 
 #[cfg(test)]
@@ -311,7 +364,11 @@ mod tests {
     }
 
     fn check(patch: &Patch, metadata: Value) -> Result<(), String> {
-        check_applies(patch, &RawValue::from_string(metadata.to_string()).unwrap())
+        check_applies(
+            patch,
+            &RawValue::from_string(metadata.to_string()).unwrap(),
+            &PodContainers::default(),
+        )
     }
 
     /// The check is the real `json_patch` on the received annotations, and refuses what it could not
@@ -341,22 +398,75 @@ mod tests {
         let repeated =
             RawValue::from_string(r#"{"annotations":{},"annotations":1}"#.into()).unwrap();
         assert_eq!(
-            check_applies(&add("/metadata/annotations/x"), &repeated),
+            check_applies(
+                &add("/metadata/annotations/x"),
+                &repeated,
+                &PodContainers::default()
+            ),
             Err(invalid("/metadata/annotations/x"))
         );
         assert_eq!(
             check(&add("/metadata/labels/x"), meta()),
-            Err(r#"{"op":"add","path":"/metadata/labels/x","value":"v"} reaches outside /metadata/annotations"#.into())
+            Err(r#"{"op":"add","path":"/metadata/labels/x","value":"v"} reaches outside /metadata/annotations and the containers' securityContext"#.into())
         );
         assert_eq!(
             check(&add("/metadata/annotationsX"), meta()),
-            Err(r#"{"op":"add","path":"/metadata/annotationsX","value":"v"} reaches outside /metadata/annotations"#.into())
+            Err(r#"{"op":"add","path":"/metadata/annotationsX","value":"v"} reaches outside /metadata/annotations and the containers' securityContext"#.into())
         );
         let copy =
             patch(json!([{ "op": "copy", "from": "/spec", "path": "/metadata/annotations/x" }]));
         assert_eq!(
             check(&copy, meta()),
-            Err(r#"{"op":"copy","from":"/spec","path":"/metadata/annotations/x"} reaches outside /metadata/annotations"#.into())
+            Err(r#"{"op":"copy","from":"/spec","path":"/metadata/annotations/x"} reaches outside /metadata/annotations and the containers' securityContext"#.into())
         );
+    }
+
+    /// A container's securityContext may be patched, at its place in the received spec; nothing else
+    /// of the spec may.
+    #[test]
+    fn the_patch_check_on_containers() {
+        let containers = PodContainers::from_spec(Some(&json!({
+            "containers": [{ "name": "app" }, { "name": "p", "securityContext": { "runAsUser": 1 } }],
+            "initContainers": [{ "name": "v", "securityContext": null }],
+        })));
+        let check = |ops: Value| {
+            let metadata = RawValue::from_string("{}".into()).unwrap();
+            check_applies(&patch(ops), &metadata, &containers)
+        };
+        let add = |path: &str, value: Value| json!([{ "op": "add", "path": path, "value": value }]);
+        assert_eq!(
+            check(add(
+                "/spec/containers/1/securityContext/runAsUser",
+                json!(7)
+            )),
+            Ok(())
+        );
+        assert_eq!(
+            check(add("/spec/containers/0/securityContext", json!({}))),
+            Ok(())
+        );
+        assert_eq!(
+            check(add("/spec/initContainers/0/securityContext", json!({}))),
+            Ok(())
+        );
+        // The app has no securityContext, so a field under it does not apply.
+        assert!(check(add(
+            "/spec/containers/0/securityContext/runAsUser",
+            json!(7)
+        ))
+        .is_err());
+        assert!(check(add("/spec/containers/2/securityContext", json!({}))).is_err());
+        for outside in [
+            "/spec/containers/1/image",
+            "/spec/containers/-",
+            "/spec/securityContext",
+        ] {
+            assert!(
+                check(add(outside, json!("x")))
+                    .unwrap_err()
+                    .contains("reaches outside"),
+                "{outside}"
+            );
+        }
     }
 }

@@ -70,6 +70,21 @@ impl UidRange {
         })
     }
 
+    /// True when `uid` lies inside the range.
+    pub fn contains(&self, uid: u64) -> bool {
+        uid >= u64::from(self.first) && uid - u64::from(self.first) < u64::from(self.size)
+    }
+
+    /// A uid of the range other than `taken`: the first, else the second; None if there is none.
+    pub fn other_than(&self, taken: Option<u32>) -> Option<u32> {
+        [0u64, 1]
+            .into_iter()
+            .map(|i| u64::from(self.first) + i)
+            .filter(|u| self.contains(*u) && *u < u64::from(u32::MAX))
+            .filter_map(|u| u32::try_from(u).ok())
+            .find(|u| Some(*u) != taken)
+    }
+
     /// The proxy uid `first + offset`, if the offset lies inside the range and the result is a uid.
     pub fn proxy_uid(&self, offset: u64) -> Result<u32, UidRangeError> {
         if offset == 0 {
@@ -117,6 +132,13 @@ mod tests {
             })
         );
         assert_eq!(r.proxy_uid(0), Err(UidRangeError::OffsetIsFirstUid));
+        assert!(r.contains(1000650000) && r.contains(1000659999));
+        assert!(!r.contains(1000649999) && !r.contains(1000660000));
+        assert_eq!(r.other_than(Some(1000652102)), Some(1000650000));
+        assert_eq!(r.other_than(Some(1000650000)), Some(1000650001));
+        let one = UidRange { first: 7, size: 1 };
+        assert_eq!(one.other_than(Some(7)), None);
+        assert_eq!(one.other_than(None), Some(7));
     }
 
     #[test]

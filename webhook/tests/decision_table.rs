@@ -1,10 +1,11 @@
 //! The decision table: every rule of the webhook's decision, each networks format, pointer escaping,
-//! every uid-range failure. Each case asserts the whole output (patch, warnings, outcome), then applies
+//! every uid-range failure, the injected proxy and validator on OpenShift. Each case asserts the whole output (patch, warnings, outcome), then applies
 //! the patch to the pod and decides again: the second patch must be empty (reinvocation idempotence).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
 use serde_json::{json, Value};
 
@@ -69,6 +70,43 @@ const W_BAD_NETWORKS_PREFIX: &str = "linkerd-multus: pod not attached to linkerd
 const W_BAD_NETWORKS_SUFFIX: &str = "); fix it or add linkerd-cni to it yourself";
 const W_UID_PREFIX: &str = "linkerd-multus: config.linkerd.io/proxy-uid not set: namespace annotation openshift.io/sa.scc.uid-range: ";
 const W_UID_SUFFIX: &str = "; set config.linkerd.io/proxy-uid on the pod or namespace to a uid inside the namespace's range other than its first, or fix the range or the operator's --proxy-uid-offset";
+
+/// A pod as Linkerd's injector leaves it: `app` and the proxy in `containers`, the validator in
+/// `initContainers`, each with the securityContext given (None: the member is absent).
+fn injected(annotations: &[(&str, &str)], proxy: Option<Value>, validator: Option<Value>) -> Value {
+    let with = |name: &str, sc: Option<Value>| {
+        let mut c = json!({ "name": name, "image": "x" });
+        if let Some(sc) = sc {
+            c["securityContext"] = sc;
+        }
+        c
+    };
+    let mut p = pod(Some(annotations), &[]);
+    p["spec"] = json!({
+        "containers": [with("app", Some(json!({ "runAsUser": 65534 }))), with(PROXY, proxy)],
+        "initContainers": [with(VALIDATOR, validator)],
+    });
+    p
+}
+
+const PROXY: &str = vocab::PROXY_CONTAINER;
+const VALIDATOR: &str = vocab::VALIDATOR_CONTAINER;
+const P_PROXY: &str = "/spec/containers/1/securityContext";
+const P_VALIDATOR: &str = "/spec/initContainers/0/securityContext";
+const W_OUTSIDE_PREFIX: &str = "linkerd-multus: config.linkerd.io/proxy-uid ";
+const W_OUTSIDE_SUFFIX: &str = " is not a uid inside namespace annotation openshift.io/sa.scc.uid-range \"1000650000/10000\": container linkerd-proxy left as it is, and a restricted SCC rejects it; set config.linkerd.io/proxy-uid to a uid of the range other than its first, or remove it";
+
+fn w_outside(value: &str) -> &'static str {
+    leak(format!("{W_OUTSIDE_PREFIX}{value:?}{W_OUTSIDE_SUFFIX}"))
+}
+
+/// Linkerd's templates: the proxy as 2102, the validator as 65534 (user and group).
+fn proxy_sc(uid: u64) -> Option<Value> {
+    Some(json!({ "runAsUser": uid, "runAsNonRoot": true, "readOnlyRootFilesystem": true }))
+}
+fn validator_sc() -> Option<Value> {
+    Some(json!({ "runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": true }))
+}
 
 fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
@@ -233,6 +271,120 @@ fn cases() -> Vec<Case> {
         c("uid range overflowing the largest uid: warning", NS, pod(Some(&[(M, "enabled")]), &[]),
           Some(map(&[(R, "4294966000/10000")])), vec![add(P_NETWORKS, json!("linkerd-cni"))],
           vec![w_uid("4294966000 + offset 2102 is larger than the largest uid")], Attached),
+        // --- rule 4 on the injected pod: the proxy and the validator inside the range ---
+        c("injector ran first: annotation set, proxy and validator moved into the range", NS,
+          injected(&[], proxy_sc(2102), validator_sc()), Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled")),
+               add(&format!("{P_PROXY}/runAsUser"), json!(1000652102)),
+               add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![], Attached),
+        c("reinvoked after the injector (this webhook ran first): only the validator moves", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], proxy_sc(1000652102), validator_sc()),
+          Some(map(&range)),
+          vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![], Attached),
+        c("proxy without securityContext: the whole object added", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], None, None), Some(map(&range)),
+          vec![add(P_PROXY, json!({ "runAsUser": 1000652102 }))], vec![], Attached),
+        c("proxy with a null securityContext: replaced by an object", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], Some(Value::Null), None),
+          Some(map(&range)), vec![add(P_PROXY, json!({ "runAsUser": 1000652102 }))], vec![], Attached),
+        c("proxy with an empty securityContext: the field added", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], Some(json!({})), Some(json!({}))),
+          Some(map(&range)), vec![add(&format!("{P_PROXY}/runAsUser"), json!(1000652102))], vec![], Attached),
+        c("proxy runAsUser of the wrong type: replaced", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], Some(json!({ "runAsUser": "2102" })), None),
+          Some(map(&range)), vec![add(&format!("{P_PROXY}/runAsUser"), json!(1000652102))], vec![], Attached),
+        c("proxy securityContext not an object: untouched, warning", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], Some(json!("x")), None),
+          Some(map(&range)), vec![],
+          vec!["linkerd-multus: container linkerd-proxy left unchanged: its securityContext is not an object"],
+          Unchanged),
+        c("native-sidecar proxy (an init container) moved", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], None, validator_sc());
+            p["spec"]["containers"] = json!([{ "name": "app", "image": "x" }]);
+            p["spec"]["initContainers"].as_array_mut().unwrap().push(json!({
+                "name": PROXY, "image": "x", "restartPolicy": "Always", "securityContext": { "runAsUser": 2102 } }));
+            p },
+          Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")),
+               add("/spec/initContainers/1/securityContext/runAsUser", json!(1000652102)),
+               add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![], Attached),
+        c("an init container named linkerd-proxy that does not keep running is not the proxy", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], None, None);
+            p["spec"]["containers"] = json!([{ "name": "app", "image": "x" }]);
+            p["spec"]["initContainers"] = json!([{ "name": PROXY, "securityContext": { "runAsUser": 2102 } }]);
+            p },
+          Some(map(&range)), vec![], vec![], Unchanged),
+        c("user proxy uid inside the range: kept, the proxy made to match", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650007")], proxy_sc(2102), validator_sc()),
+          Some(map(&range)),
+          vec![add(&format!("{P_PROXY}/runAsUser"), json!(1000650007)),
+               add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![], Attached),
+        c("user proxy uid is the range's first: the validator takes the second", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650000")], proxy_sc(1000650000), validator_sc()),
+          Some(map(&range)),
+          vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650001)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650001))],
+          vec![], Attached),
+        c("user proxy uid outside the range: kept, proxy untouched, warning; validator moved", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1234")], proxy_sc(1234), validator_sc()),
+          Some(map(&range)),
+          vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![w_outside("1234")], Attached),
+        c("user proxy uid not a number: kept, proxy untouched, warning", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "abc")], proxy_sc(2102), None),
+          Some(map(&range)), vec![], vec![w_outside("abc")], Unchanged),
+        c("namespace's proxy uid inside the range: the proxy made to match, no pod annotation", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None),
+          Some(map(&[(R, "1000650000/10000"), (U, "1000650009")])),
+          vec![add(&format!("{P_PROXY}/runAsUser"), json!(1000650009))], vec![], Attached),
+        c("validator inside the range and not the proxy's: untouched", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], proxy_sc(1000652102),
+                   Some(json!({ "runAsUser": 1000650003, "runAsGroup": 1000650003 }))),
+          Some(map(&range)), vec![], vec![], Unchanged),
+        c("validator as the proxy's uid: moved (its test connection must be redirected)", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], proxy_sc(1000652102),
+                   Some(json!({ "runAsUser": 1000652102 }))),
+          Some(map(&range)), vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000))], vec![], Attached),
+        c("validator without runAsUser: left to the platform; a group outside the range moved", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], proxy_sc(1000652102),
+                   Some(json!({ "runAsGroup": 65534 }))),
+          Some(map(&range)), vec![add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))], vec![], Attached),
+        c("containers not Linkerd's are never touched", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000652102")], None, None);
+            p["spec"]["containers"] = json!([{ "name": "linkerd-proxy-x", "securityContext": { "runAsUser": 2102 } }]);
+            p["spec"]["initContainers"] = json!([{ "name": "linkerd-init", "securityContext": { "runAsUser": 65534 } }]);
+            p },
+          Some(map(&range)), vec![], vec![], Unchanged),
+        c("control-plane pod with a proxy in a range: no securityContext change", "linkerd",
+          { let mut p = injected(&[(N, "linkerd-cni")], proxy_sc(2102), validator_sc());
+            p["metadata"]["labels"] = json!({ CP: "destination" });
+            p },
+          Some(map(&range)), vec![add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("namespace without a range: no securityContext change", NS,
+          injected(&[], proxy_sc(2102), validator_sc()), Some(map(&on)),
+          vec![add(P_NETWORKS, json!("linkerd-cni")), add(P_MULTUS, json!("enabled"))], vec![], Attached),
+        c("pod not attached in a range: no securityContext change", NS,
+          injected(&[(M, "disabled")], proxy_sc(2102), validator_sc()), Some(map(&range)),
+          vec![], vec![], Skipped),
+        c("malformed range: warning, no securityContext change", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), validator_sc()),
+          Some(map(&[(R, "1000650000")])), vec![],
+          vec![w_uid("\"1000650000\" is not \"<first uid>/<size>\" (no '/')")], Unchanged),
+        c("range too small for the offset: warning; the validator still moved", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), validator_sc()),
+          Some(map(&[(R, "1000650000/100")])),
+          vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          vec![w_uid("the proxy uid offset 2102 is not smaller than the range size 100")], Attached),
         // --- escaping and odd keys ---
         c("existing keys with ~ and / are left alone, ours escaped", NS,
           pod(Some(&[("a~b/c", "x"), (M, "enabled")]), &[]), Some(map(&[])),
@@ -244,6 +396,10 @@ fn meta_of(pod: &Value) -> ObjectMeta {
     serde_json::from_value(pod["metadata"].clone()).expect("test pod metadata")
 }
 
+fn containers_of(pod: &Value) -> PodContainers {
+    PodContainers::from_spec(pod.get("spec"))
+}
+
 #[test]
 fn decision_table() {
     let cases = cases();
@@ -251,7 +407,13 @@ fn decision_table() {
     let cfg = cfg();
     let mut failures = Vec::new();
     for case in &cases {
-        let d = decide(&meta_of(&case.pod), case.namespace, case.ns.as_ref(), &cfg);
+        let d = decide(
+            &meta_of(&case.pod),
+            &containers_of(&case.pod),
+            case.namespace,
+            case.ns.as_ref(),
+            &cfg,
+        );
         let got_patch = serde_json::to_value(&d.patch).expect("patch serializes");
         let got_warnings: Vec<&str> = d.warnings.iter().map(String::as_str).collect();
         if got_patch != Value::Array(case.patch.clone())
@@ -272,7 +434,13 @@ fn decision_table() {
         let mut patched = case.pod.clone();
         json_patch::patch(&mut patched, &d.patch)
             .unwrap_or_else(|e| panic!("{}: patch does not apply: {e}", case.name));
-        let again = decide(&meta_of(&patched), case.namespace, case.ns.as_ref(), &cfg);
+        let again = decide(
+            &meta_of(&patched),
+            &containers_of(&patched),
+            case.namespace,
+            case.ns.as_ref(),
+            &cfg,
+        );
         let expected_again = match case.outcome {
             Outcome::Skipped => Outcome::Skipped,
             _ => Outcome::Unchanged,

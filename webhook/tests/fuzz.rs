@@ -11,8 +11,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionReview, Operation};
 use linkerd_multus_e2e::admission::review;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
+use linkerd_multus_webhook::uid_range::UidRange;
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -127,6 +129,65 @@ fn metadata() -> impl Strategy<Value = Value> {
     prop_oneof![4 => good, 1 => any_json()]
 }
 
+/// A securityContext of any shape: absent (None), null, empty, Linkerd's, partial, or junk.
+fn security_context() -> impl Strategy<Value = Option<Value>> {
+    let uid = prop_oneof![
+        Just(json!(2102)),
+        Just(json!(65534)),
+        (1000650000u64..1000660000).prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any_json(),
+    ];
+    prop_oneof![
+        Just(None),
+        Just(Some(Value::Null)),
+        Just(Some(json!({}))),
+        (
+            prop::option::of(uid.clone()),
+            prop::option::of(uid),
+            any::<bool>()
+        )
+            .prop_map(|(u, g, nr)| {
+                let mut sc = json!({ "runAsNonRoot": nr });
+                if let Some(u) = u {
+                    sc["runAsUser"] = u;
+                }
+                if let Some(g) = g {
+                    sc["runAsGroup"] = g;
+                }
+                Some(sc)
+            }),
+        any_json().prop_map(Some),
+    ]
+}
+
+/// A container list of Linkerd's and other names, each with any securityContext.
+fn container_list() -> impl Strategy<Value = Value> {
+    let name = prop_oneof![
+        Just(vocab::PROXY_CONTAINER.to_string()),
+        Just(vocab::VALIDATOR_CONTAINER.to_string()),
+        Just(vocab::INIT_CONTAINER.to_string()),
+        "[a-z-]{1,8}",
+    ];
+    prop::collection::vec((name, security_context(), any::<bool>()), 0..4).prop_map(|items| {
+        Value::Array(
+            items
+                .into_iter()
+                .map(|(name, sc, always)| {
+                    let mut c = json!({ "name": name, "image": "x" });
+                    if always {
+                        c["restartPolicy"] = json!("Always");
+                    }
+                    if let Some(sc) = sc {
+                        c["securityContext"] = sc;
+                    }
+                    c
+                })
+                .collect(),
+        )
+    })
+}
+
 /// What matters of an answer: refused (400), or allowed echoing a uid, with the patch (as JSON) if any.
 #[derive(Debug, PartialEq)]
 enum Answer {
@@ -235,7 +296,10 @@ fn kube_answer(body: &[u8], ns: &BTreeMap<String, String>) -> Option<Answer> {
         .or_else(|| meta.as_ref()?.namespace.clone())
         .unwrap_or_default();
     let patch = match meta {
-        Some(meta) if !namespace.is_empty() => decide(&meta, &namespace, Some(ns), &cfg()).patch,
+        Some(meta) if !namespace.is_empty() => {
+            let containers = PodContainers::from_spec(object.get("spec"));
+            decide(&meta, &containers, &namespace, Some(ns), &cfg()).patch
+        }
         _ => json_patch::Patch(Vec::new()),
     };
     let applies = json_patch::patch(&mut object.clone(), &patch).is_ok();
@@ -387,6 +451,68 @@ proptest! {
             let again = serde_json::to_vec(&review("uid-y", "Pod", op, &namespace, patched)).unwrap();
             let second = check(&handle(&again, &ns), Some("uid-y"));
             prop_assert!(second.is_none(), "second patch {:?}", second);
+        }
+    }
+
+    /// Any securityContext shapes on Linkerd's containers in a namespace with a range: the patch
+    /// applies, touches only the proxy's and the validator's securityContext, is idempotent, and leaves
+    /// the proxy as the annotated uid and the validator inside the range but not as the proxy.
+    #[test]
+    fn arbitrary_security_contexts(
+        containers in container_list(),
+        init_containers in container_list(),
+        user_uid in prop::option::of(prop_oneof![
+            Just("1234".to_string()),
+            (1000650000u32..1000660000).prop_map(|u| u.to_string()),
+            "[0-9a-z]{0,6}",
+        ]),
+        range in prop_oneof![Just("1000650000/10000".to_string()), "[0-9]{1,10}/[0-9]{1,5}"],
+    ) {
+        let mut annotations = json!({ (vocab::MULTUS_ANNOTATION): "enabled" });
+        if let Some(u) = &user_uid {
+            annotations[vocab::PROXY_UID_ANNOTATION] = json!(u);
+        }
+        let object = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "p", "annotations": annotations },
+            "spec": { "containers": containers, "initContainers": init_containers },
+        });
+        let ns = BTreeMap::from([(vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(), range.clone())]);
+        let body = serde_json::to_vec(&review("u", "Pod", "CREATE", "app", object.clone())).unwrap();
+        agrees_with_kube(&body, &ns)?;
+        let mut patched = object.clone();
+        if let Some(patch) = check(&handle(&body, &ns), Some("u")) {
+            for op in &patch.0 {
+                let path = op.path().to_string();
+                let allowed = path.starts_with("/metadata/annotations")
+                    || path.split('/').nth(4) == Some("securityContext")
+                        && [vocab::PROXY_CONTAINER, vocab::VALIDATOR_CONTAINER].contains(
+                            &patched.pointer(&path.split('/').take(4).collect::<Vec<_>>().join("/"))
+                                .and_then(|c| c["name"].as_str()).unwrap_or_default(),
+                        );
+                prop_assert!(allowed, "{path}");
+            }
+            json_patch::patch(&mut patched, &patch).expect("the patch applies to the pod");
+            let again = serde_json::to_vec(&review("v", "Pod", "CREATE", "app", patched.clone())).unwrap();
+            let second = check(&handle(&again, &ns), Some("v"));
+            prop_assert!(second.is_none(), "second patch {:?}", second);
+        }
+        // Where the webhook chose a uid inside the range, the containers agree with it.
+        let Ok(range) = UidRange::parse(&range) else { return Ok(()) };
+        let uid = patched["metadata"]["annotations"][vocab::PROXY_UID_ANNOTATION].as_str()
+            .and_then(|u| u.parse::<u64>().ok()).filter(|u| range.contains(*u));
+        let Some(uid) = uid else { return Ok(()) };
+        let pod = PodContainers::from_spec(patched.get("spec"));
+        let sc_object = |list: &str, name: &str| patched["spec"][list].as_array().and_then(|l| {
+            l.iter().find(|c| c["name"] == name && (list != "initContainers" || name != vocab::PROXY_CONTAINER || c["restartPolicy"] == "Always"))
+        }).map(|c| c.get("securityContext").is_none_or(|sc| sc.is_object() || sc.is_null()));
+        if sc_object("containers", vocab::PROXY_CONTAINER).or(sc_object("initContainers", vocab::PROXY_CONTAINER)) == Some(true) {
+            prop_assert_eq!(pod.proxy_run_as_user(), Some(uid));
+        }
+        if let Some(v) = pod.validator_run_as_user() {
+            if sc_object("initContainers", vocab::VALIDATOR_CONTAINER) == Some(true) && range.size > 1 {
+                prop_assert!(range.contains(v) && v != uid, "validator {} proxy {}", v, uid);
+            }
         }
     }
 }

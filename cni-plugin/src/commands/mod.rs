@@ -146,6 +146,9 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
         tracing::info!(pod = %format!("{namespace}/{name}"), "skipping: {reason}");
         return Ok(None);
     }
+    if let Some(warning) = overrides::proxy_uid_disagreement(&facts) {
+        tracing::warn!(pod = %format!("{namespace}/{name}"), "{warning}");
+    }
     let settings = overrides::settings_for(&cfg.linkerd, &facts).map_err(|e| {
         CniError::new(
             codes::INVALID_ANNOTATION,

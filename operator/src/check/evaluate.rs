@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
+use super::uids;
 use crate::desired::{is_adoptable, uses_nad, want, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
@@ -76,6 +78,8 @@ pub struct Observed {
     pub webhooks: Vec<WebhookProbe>,
     /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
     pub pods: Vec<ObjectMeta>,
+    /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
+    pub containers: BTreeMap<String, PodContainers>,
 }
 
 /// The flags the verdicts depend on.
@@ -110,7 +114,41 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
         foreign_verdict(seen, s),
         webhook_verdict(&seen.webhooks),
         pods_verdict(seen, s),
+        uids_verdict(seen, s),
     ]
+}
+
+/// Pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose
+/// validator the range would reject.
+fn uids_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "proxy-uids";
+    let annotations = ns_annotations(seen);
+    let mut wrong = Vec::new();
+    for pod in &seen.pods {
+        let namespace = pod.namespace.as_deref().unwrap_or_default();
+        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
+        let Some(containers) = seen.containers.get(&key) else {
+            continue;
+        };
+        let ns_annotations = annotations.get(namespace).copied().flatten();
+        for problem in uids::uid_problems(pod, containers, ns_annotations, &s.decision) {
+            wrong.push(format!("{key}: {problem}"));
+        }
+    }
+    if wrong.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "every meshed pod in a namespace with a uid range runs its proxy and validator inside it, \
+             as the uids the rules expect",
+        );
+    }
+    Verdict::fail(
+        CHECK,
+        format!("{} uid disagreement(s) in meshed pods", wrong.len()),
+        "set config.linkerd.io/proxy-uid to a uid of the range other than its first (or remove it), \
+         then recreate the pods so the webhook sets the proxy's and the validator's uids again",
+    )
+    .with_items(wrong)
 }
 
 fn crd_verdict(crd: &Result<bool, String>) -> Verdict {
@@ -281,6 +319,14 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
     .with_items(failed)
 }
 
+/// Each namespace's annotations, by name.
+fn ns_annotations(seen: &Observed) -> BTreeMap<&str, Option<&BTreeMap<String, String>>> {
+    seen.namespaces
+        .iter()
+        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
+        .collect()
+}
+
 fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "pods";
     let namespaces: BTreeMap<&str, &Namespace> =
@@ -342,7 +388,13 @@ pub fn pod_problem(
 ) -> Option<String> {
     // The webhook's own decision: if it would add our attachment to the networks annotation now, the pod
     // was created without it (copying the namespace's annotations alone changes nothing at runtime).
-    let decision = decide(pod, namespace, ns_annotations, cfg);
+    let decision = decide(
+        pod,
+        &PodContainers::default(),
+        namespace,
+        ns_annotations,
+        cfg,
+    );
     if decision.outcome == Outcome::Attached
         && networks_after(pod, &decision.patch) != networks(pod)
     {

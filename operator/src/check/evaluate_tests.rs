@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
+use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::DecisionConfig;
 
 use super::*;
@@ -96,6 +97,13 @@ fn healthy() -> Observed {
                 ("config.linkerd.io/proxy-uid", "3102"),
             ],
         )],
+        containers: BTreeMap::from([(
+            "app/web".to_string(),
+            PodContainers::from_spec(Some(&serde_json::json!({
+                "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 3102 } }],
+                "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 1000 } }],
+            }))),
+        )]),
     }
 }
 
@@ -118,7 +126,8 @@ fn healthy_cluster_passes_every_check() {
             "nads",
             "foreign-nads",
             "webhook",
-            "pods"
+            "pods",
+            "proxy-uids"
         ]
     );
     for v in &all {
@@ -280,6 +289,30 @@ fn foreign_nad_in_an_enabled_namespace_is_reported_as_foreign_only() {
     let all = evaluate(&seen, &settings());
     assert!(verdict(&all, "nads").ok);
     assert_eq!(verdict(&all, "foreign-nads").items, ["app"]);
+}
+
+/// If this breaks, `check` stays silent about a proxy the rules do not exempt or a validator the SCC
+/// rejects.
+#[test]
+fn uid_disagreements_are_listed() {
+    let mut seen = healthy();
+    seen.containers.insert(
+        "app/web".into(),
+        PodContainers::from_spec(Some(&serde_json::json!({
+            "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 2102 } }],
+            "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 65534 } }],
+        }))),
+    );
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "proxy-uids");
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        [
+            "app/web: linkerd-proxy runs as 2102 but config.linkerd.io/proxy-uid is 3102: the rules exempt 3102",
+            "app/web: linkerd-network-validator runs as 65534, outside the namespace's uid range 1000/10000",
+        ]
+    );
 }
 
 /// Pods the webhook would leave alone are not flagged: restarting them would change nothing.

@@ -8,11 +8,12 @@
 mod evaluate;
 mod probe;
 mod report;
+mod uids;
 
 pub use evaluate::{evaluate, pod_problem, Observed, Settings, Verdict, WebhookProbe};
 pub use report::{render_human, render_json, OutputFormat};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_webhook::containers::PodContainers;
 
 use crate::desired::{want, Want};
 
@@ -136,6 +138,36 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
                 .is_some_and(|ns| enabled.contains(ns))
         })
         .collect();
+    // Containers only where the uid check applies: enabled namespaces with a uid range.
+    let mut containers = BTreeMap::new();
+    let ranged = namespaces.iter().filter(|ns| {
+        ns.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| enabled.contains(n))
+            && ns
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(&s.decision.uid_range_annotation))
+    });
+    for ns in ranged {
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        let list = Api::<Pod>::namespaced(client.clone(), name)
+            .list(&ListParams::default())
+            .await
+            .map_err(read("list pods"))?;
+        for pod in list.items {
+            let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
+            containers.insert(
+                format!(
+                    "{name}/{}",
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                ),
+                PodContainers::from_spec(Some(&spec)),
+            );
+        }
+    }
     let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -167,6 +199,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         nads,
         webhooks,
         pods,
+        containers,
     })
 }
 

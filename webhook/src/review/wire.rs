@@ -1,6 +1,6 @@
 //! The AdmissionReview on the wire, as derived types borrowing from the body: kube's review shape (so
 //! what kube's typed review refuses is still refused), minus what the webhook never reads. The pod is
-//! kept as unread text, from which [`member`] takes its metadata; oldObject and options are skipped.
+//! kept as unread text, from which [`member`] takes its metadata and [`containers`] its containers; oldObject and options are skipped.
 //! The answer is serialised directly.
 
 use std::borrow::{Borrow, Cow};
@@ -10,6 +10,8 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::{AdmissionResponse, Operation};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+use crate::containers::{Container, PodContainers};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,6 +107,35 @@ impl Borrow<str> for Text<'_> {
 pub(super) fn member<'a>(value: &'a RawValue, name: &str) -> Option<&'a RawValue> {
     let mut members: BTreeMap<Text<'a>, &'a RawValue> = serde_json::from_str(value.get()).ok()?;
     members.remove(name)
+}
+
+/// The containers of `pod` (its `spec.containers` and `spec.initContainers`): each one's name and
+/// securityContext, read as [`PodContainers::from_spec`] reads them from a `Value`.
+pub(super) fn containers(pod: Option<&RawValue>) -> PodContainers {
+    let spec = pod.and_then(|p| member(p, "spec"));
+    let list = |key: &str| -> Vec<Container> {
+        let Some(items) = spec.and_then(|s| member(s, key)) else {
+            return Vec::new();
+        };
+        let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(items.get()) else {
+            return Vec::new();
+        };
+        items
+            .into_iter()
+            .map(|item| Container {
+                name: member(item, "name")
+                    .and_then(|n| serde_json::from_str::<String>(n.get()).ok()),
+                security_context: member(item, "securityContext")
+                    .and_then(|sc| serde_json::from_str(sc.get()).ok()),
+                restart_policy: member(item, "restartPolicy")
+                    .and_then(|r| serde_json::from_str::<String>(r.get()).ok()),
+            })
+            .collect()
+    };
+    PodContainers {
+        containers: list("containers"),
+        init_containers: list("initContainers"),
+    }
 }
 
 /// The answer: an allowed review. Field order as kube's `AdmissionResponse` went through a `Value`

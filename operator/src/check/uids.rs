@@ -1,0 +1,148 @@
+//! PURE: the `proxy-uids` check. In a namespace with an OpenShift uid range, an attached pod's proxy
+//! must run as the uid its `config.linkerd.io/proxy-uid` names (the uid the plugin's rules exempt,
+//! [`vocab::PROXY_UID_PRECEDENCE`]), inside the range, and Linkerd's validator inside the range as
+//! another uid (its test connection must be redirected).
+
+use std::collections::BTreeMap;
+
+use kube::api::ObjectMeta;
+use linkerd_multus_webhook::containers::PodContainers;
+use linkerd_multus_webhook::decision::DecisionConfig;
+use linkerd_multus_webhook::uid_range::UidRange;
+
+/// What is wrong with the pod's uids, one line each; empty when nothing is (or there is no range, or
+/// it is Linkerd's control plane, whose uids the webhook leaves to Linkerd's installation).
+pub fn uid_problems(
+    pod: &ObjectMeta,
+    containers: &PodContainers,
+    ns_annotations: Option<&BTreeMap<String, String>>,
+    cfg: &DecisionConfig,
+) -> Vec<String> {
+    let namespace = pod.namespace.as_deref().unwrap_or_default();
+    if vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, pod.labels.as_ref()) {
+        return Vec::new();
+    }
+    let Some(range) = ns_annotations
+        .and_then(|a| a.get(&cfg.uid_range_annotation))
+        .and_then(|r| UidRange::parse(r).ok())
+    else {
+        return Vec::new();
+    };
+    let annotation = |on: Option<&BTreeMap<String, String>>| {
+        on.and_then(|a| a.get(vocab::PROXY_UID_ANNOTATION))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let pod_annotation = annotation(pod.annotations.as_ref());
+    let ns_annotation = annotation(ns_annotations);
+    let run_as = containers.proxy_run_as_user();
+    // The uid the rules exempt; the configured default is not known here.
+    let rules = vocab::PROXY_UID_PRECEDENCE
+        .iter()
+        .find_map(|source| match source {
+            vocab::ProxyUidSource::PodAnnotation => pod_annotation,
+            vocab::ProxyUidSource::ProxyRunAsUser => run_as,
+            vocab::ProxyUidSource::NamespaceAnnotation => ns_annotation,
+            vocab::ProxyUidSource::Configured => None,
+        });
+    let mut problems = Vec::new();
+    if let Some(uid) = run_as {
+        if let Some(named) = pod_annotation.or(ns_annotation).filter(|n| *n != uid) {
+            problems.push(format!(
+                "{} runs as {uid} but {} is {named}: the rules exempt {}",
+                vocab::PROXY_CONTAINER,
+                vocab::PROXY_UID_ANNOTATION,
+                rules.unwrap_or(named)
+            ));
+        }
+        if !range.contains(uid) {
+            problems.push(format!(
+                "{} runs as {uid}, outside the namespace's uid range {}/{}",
+                vocab::PROXY_CONTAINER,
+                range.first,
+                range.size
+            ));
+        }
+    }
+    if let Some(uid) = containers.validator_run_as_user() {
+        if !range.contains(uid) {
+            problems.push(format!(
+                "{} runs as {uid}, outside the namespace's uid range {}/{}",
+                vocab::VALIDATOR_CONTAINER,
+                range.first,
+                range.size
+            ));
+        } else if Some(uid) == rules {
+            problems.push(format!(
+                "{} runs as the proxy's uid {uid}, which the rules do not redirect",
+                vocab::VALIDATOR_CONTAINER
+            ));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn problems(annotations: serde_json::Value, spec: serde_json::Value) -> Vec<String> {
+        let meta: ObjectMeta =
+            serde_json::from_value(json!({ "annotations": annotations })).unwrap();
+        let ns = BTreeMap::from([(
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "1000/10000".to_string(),
+        )]);
+        let containers = PodContainers::from_spec(Some(&spec));
+        uid_problems(&meta, &containers, Some(&ns), &DecisionConfig::default())
+    }
+
+    fn spec(proxy: u64, validator: u64) -> serde_json::Value {
+        json!({
+            "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": proxy } }],
+            "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": validator } }],
+        })
+    }
+
+    #[test]
+    fn uids_that_agree_pass_and_each_disagreement_is_named() {
+        let uid = json!({ "config.linkerd.io/proxy-uid": "3102" });
+        assert!(problems(uid.clone(), spec(3102, 1000)).is_empty());
+        assert_eq!(
+            problems(uid.clone(), spec(2102, 1000)),
+            ["linkerd-proxy runs as 2102 but config.linkerd.io/proxy-uid is 3102: the rules exempt 3102"]
+        );
+        assert_eq!(
+            problems(json!({}), spec(50000, 1000)),
+            ["linkerd-proxy runs as 50000, outside the namespace's uid range 1000/10000"]
+        );
+        assert_eq!(
+            problems(uid.clone(), spec(3102, 65534)),
+            ["linkerd-network-validator runs as 65534, outside the namespace's uid range 1000/10000"]
+        );
+        assert_eq!(
+            problems(uid, spec(3102, 3102)),
+            ["linkerd-network-validator runs as the proxy's uid 3102, which the rules do not redirect"]
+        );
+        // Without an annotation the rules follow the container.
+        assert_eq!(
+            problems(json!({}), spec(3102, 3102)),
+            ["linkerd-network-validator runs as the proxy's uid 3102, which the rules do not redirect"]
+        );
+        assert!(problems(json!({}), json!({})).is_empty());
+        // Linkerd's control plane is not the webhook's to fix.
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "namespace": "linkerd",
+            "labels": { (vocab::CONTROL_PLANE_COMPONENT_LABEL): "destination" },
+        }))
+        .unwrap();
+        let ns = BTreeMap::from([(
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "1000/10000".to_string(),
+        )]);
+        let containers = PodContainers::from_spec(Some(&spec(2102, 65534)));
+        let cfg = DecisionConfig::default();
+        assert!(uid_problems(&meta, &containers, Some(&ns), &cfg).is_empty());
+    }
+}
