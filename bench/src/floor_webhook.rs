@@ -17,16 +17,40 @@ use linkerd_multus_webhook::tls::{server_config, FileResolver};
 /// The constant answer (a v1 review, allowed, no patch).
 const ALLOWED: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#;
 
-/// Serves on `addr` until the process is killed.
-pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Result<()> {
+/// The constant answer with the request's uid, which a real apiserver checks: found by a byte
+/// search for the first `"uid":"` (the request's comes first), no JSON parsing.
+fn echo_uid(body: &[u8]) -> String {
+    const KEY: &[u8] = br#""uid":""#;
+    let uid = body
+        .windows(KEY.len())
+        .position(|w| w == KEY)
+        .map(|i| &body[i + KEY.len()..])
+        .and_then(|rest| rest.split(|&b| b == b'"').next())
+        .and_then(|uid| std::str::from_utf8(uid).ok())
+        .unwrap_or_default();
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":"{uid}","allowed":true}}}}"#
+    )
+}
+
+/// Serves on `addr` until the process is killed; `echo` answers with the request's uid (for a
+/// real apiserver) instead of the constant.
+pub async fn serve(
+    addr: SocketAddr,
+    cert: PathBuf,
+    key: PathBuf,
+    echo: bool,
+) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let resolver = Arc::new(FileResolver::load(&cert, &key)?);
     let tls = server_config(resolver)?;
+    let route = if echo {
+        post(|body: Bytes| async move { ([(CONTENT_TYPE, "application/json")], echo_uid(&body)) })
+    } else {
+        post(|_body: Bytes| async { ([(CONTENT_TYPE, "application/json")], ALLOWED.to_string()) })
+    };
     let router = Router::new()
-        .route(
-            vocab::WEBHOOK_PATH,
-            post(|_body: Bytes| async { ([(CONTENT_TYPE, "application/json")], ALLOWED) }),
-        )
+        .route(vocab::WEBHOOK_PATH, route)
         .layer(DefaultBodyLimit::max(
             linkerd_multus_webhook::MAX_BODY_BYTES,
         ));
