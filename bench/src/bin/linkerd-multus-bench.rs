@@ -49,6 +49,9 @@ struct FloorServe {
     /// Answer with the request's uid (needed behind a real apiserver).
     #[arg(long)]
     echo_uid: bool,
+    /// With --echo-uid: also a constant patch adding the Multus networks annotation.
+    #[arg(long, requires = "echo_uid")]
+    patch: bool,
 }
 
 #[tokio::main]
@@ -70,8 +73,18 @@ async fn main() -> anyhow::Result<()> {
         Part::Webhook(s) => {
             linkerd_multus_bench::webhook_serve::serve(s.addr, s.cert, s.key).await?
         }
-        Part::FloorWebhook(FloorServe { serve: s, echo_uid }) => {
-            linkerd_multus_bench::floor_webhook::serve(s.addr, s.cert, s.key, echo_uid).await?
+        Part::FloorWebhook(FloorServe {
+            serve: s,
+            echo_uid,
+            patch,
+        }) => {
+            use linkerd_multus_bench::floor_webhook::{serve, Answer};
+            let answer = match (echo_uid, patch) {
+                (false, _) => Answer::Constant,
+                (true, false) => Answer::EchoUid,
+                (true, true) => Answer::EchoUidPatch,
+            };
+            serve(s.addr, s.cert, s.key, answer).await?
         }
         Part::Fanout(args) => linkerd_multus_bench::fanout::run(args).await?,
         Part::Admission(args) => linkerd_multus_bench::admission::run(args).await?,
