@@ -413,7 +413,13 @@ impl Operator {
     }
 
     /// Sum of the operator's NAD write counters (every op) from its /metrics.
-    async fn writes(&self) -> anyhow::Result<f64> {
+    pub(crate) async fn writes(&self) -> anyhow::Result<f64> {
+        self.metric_sum("linkerd_multus_controller_nad_writes_total")
+            .await
+    }
+
+    /// Sum of every sample of the operator's /metrics whose line starts with `prefix`.
+    pub(crate) async fn metric_sum(&self, prefix: &str) -> anyhow::Result<f64> {
         let mut stream = tokio::net::TcpStream::connect(self.admin).await?;
         stream
             .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
@@ -422,7 +428,7 @@ impl Operator {
         stream.read_to_string(&mut text).await?;
         let total = text
             .lines()
-            .filter(|l| l.starts_with("linkerd_multus_controller_nad_writes_total"))
+            .filter(|l| l.starts_with(prefix))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         Ok(total)
