@@ -193,7 +193,7 @@ async fn main() {
     );
     // One line per mode, `|`-separated; bench/run reads the columns by position.
     println!(
-        "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule"
+        "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule | 1 iptables-save"
     );
     for &(mode, restore_bin) in MODES {
         let config = json!({
@@ -217,6 +217,16 @@ async fn main() {
                 .unwrap_or_else(|e| panic!("ADD: {e}"));
         });
         let get_alone = median((0..ROUNDS).map(|_| get.once()).collect());
+        // What the plugin runs before its restore (to make it idempotent): one `-save` of nat.
+        let save = restore_bin.map(|restore_bin| {
+            let save_bin = restore_bin.replace("-restore", "-save");
+            time_in_fresh_netns(|ns| {
+                ns.run(|| {
+                    let ok = Command::new(&save_bin).args(["-t", "nat"]).output();
+                    assert!(ok.expect("iptables-save").status.success());
+                })
+            })
+        });
         let (restore_get, restore_alone, per_rule) = match restore_bin {
             Some(restore_bin) => {
                 // Per round: the restore's wall time (exec'd in a fresh netns), and that plus one
@@ -255,7 +265,7 @@ async fn main() {
         };
         let opt = |d: Option<Duration>| d.map(ms).unwrap_or_else(|| "-".to_string());
         println!(
-            "{mode} | {} | {} | {} | {} | {} | {} | {} | {}",
+            "{mode} | {} | {} | {} | {} | {} | {} | {} | {} | {}",
             ms(add),
             ms(lookup),
             ms(check),
@@ -264,6 +274,7 @@ async fn main() {
             opt(restore_get),
             opt(restore_alone),
             opt(per_rule),
+            opt(save),
         );
     }
 }
