@@ -27,11 +27,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::row;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
-const LABEL: &str = "linkerd-multus-bench/fanout";
+pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";
 const PREFIX: &str = "bench-fan-";
-const FLOOR_NAD: &str = "bench-floor";
-const FLOOR_MANAGER: &str = "linkerd-multus-bench-floor";
-const CNI_NAMESPACE: &str = "bench-cni";
+pub(crate) const FLOOR_NAD: &str = "bench-floor";
+pub(crate) const FLOOR_MANAGER: &str = "linkerd-multus-bench-floor";
+pub(crate) const CNI_NAMESPACE: &str = "bench-cni";
 const POLL: Duration = Duration::from_millis(200);
 const PATIENCE: Duration = Duration::from_secs(1800);
 
@@ -58,7 +58,7 @@ pub struct FanoutArgs {
 }
 
 /// The linkerd2-cni chart's `cni_network_config` (the repository's one copy), with one knob to edit.
-fn template(log_level: &str) -> String {
+pub(crate) fn template(log_level: &str) -> String {
     let mut v: serde_json::Value = serde_json::from_str(include_str!(
         "../../fixtures/linkerd2-cni-network-config.json"
     ))
@@ -83,7 +83,8 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut operator = Operator::start(&args, &dir)?;
+    let mut operator =
+        Operator::start(&args.kubeconfig, &args.operator, args.resync_seconds, &dir)?;
     let result = measure(&args, &client, &names, &mut operator).await;
     operator.stop();
     let _ = std::fs::remove_dir_all(&dir);
@@ -283,7 +284,11 @@ async fn create_enabled(
     Ok(names)
 }
 
-async fn apply_namespace(client: &Client, name: &str, enabled: bool) -> anyhow::Result<()> {
+pub(crate) async fn apply_namespace(
+    client: &Client,
+    name: &str,
+    enabled: bool,
+) -> anyhow::Result<()> {
     let mut meta = json!({ "name": name, "labels": { LABEL: "1" } });
     if enabled {
         meta["annotations"] = json!({ (vocab::MULTUS_ANNOTATION): vocab::MULTUS_ENABLED });
@@ -299,7 +304,7 @@ async fn apply_namespace(client: &Client, name: &str, enabled: bool) -> anyhow::
     Ok(())
 }
 
-async fn put_config(client: &Client, log_level: &str) -> anyhow::Result<()> {
+pub(crate) async fn put_config(client: &Client, log_level: &str) -> anyhow::Result<()> {
     Api::<ConfigMap>::namespaced(client.clone(), CNI_NAMESPACE)
         .patch(
             vocab::DEFAULT_CNI_CONFIGMAP,
@@ -315,7 +320,7 @@ async fn put_config(client: &Client, log_level: &str) -> anyhow::Result<()> {
 }
 
 /// Installs Multus' NAD CRD unless present and waits until it is served.
-async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
+pub(crate) async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     let crd = linkerd_multus_crds::crd();
     match api.create(&PostParams::default(), &crd).await {
@@ -338,8 +343,8 @@ async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
 }
 
 /// The operator process under test.
-struct Operator {
-    child: Child,
+pub(crate) struct Operator {
+    pub(crate) child: Child,
     admin: SocketAddr,
     started: Instant,
 }
@@ -350,7 +355,12 @@ fn log_path() -> PathBuf {
 }
 
 impl Operator {
-    fn start(args: &FanoutArgs, dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn start(
+        kubeconfig: &Path,
+        bin: &Path,
+        resync_seconds: u64,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
         let bundle = linkerd_multus_webhook::cert_authority::issue(
             &["localhost".to_string()],
             std::time::SystemTime::now(),
@@ -365,8 +375,8 @@ impl Operator {
         let log =
             std::fs::File::create(std::env::temp_dir().join("linkerd-multus-bench-operator.log"))?;
         let started = Instant::now();
-        let child = Command::new(&args.operator)
-            .env("KUBECONFIG", &args.kubeconfig)
+        let child = Command::new(bin)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .args(["--cni-namespace", CNI_NAMESPACE])
             .args(["--linkerd-namespace", "bench-linkerd"])
@@ -378,11 +388,11 @@ impl Operator {
             .arg("--tls-key-file")
             .arg(&key)
             .args(["--namespace-selector", &format!("{LABEL}=1")])
-            .args(["--resync-seconds", &args.resync_seconds.to_string()])
+            .args(["--resync-seconds", &resync_seconds.to_string()])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .with_context(|| format!("starting {}", args.operator.display()))?;
+            .with_context(|| format!("starting {}", bin.display()))?;
         Ok(Self {
             child,
             admin,
@@ -403,7 +413,13 @@ impl Operator {
     }
 
     /// Sum of the operator's NAD write counters (every op) from its /metrics.
-    async fn writes(&self) -> anyhow::Result<f64> {
+    pub(crate) async fn writes(&self) -> anyhow::Result<f64> {
+        self.metric_sum("linkerd_multus_controller_nad_writes_total")
+            .await
+    }
+
+    /// Sum of every sample of the operator's /metrics whose line starts with `prefix`.
+    pub(crate) async fn metric_sum(&self, prefix: &str) -> anyhow::Result<f64> {
         let mut stream = tokio::net::TcpStream::connect(self.admin).await?;
         stream
             .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
@@ -412,14 +428,14 @@ impl Operator {
         stream.read_to_string(&mut text).await?;
         let total = text
             .lines()
-            .filter(|l| l.starts_with("linkerd_multus_controller_nad_writes_total"))
+            .filter(|l| l.starts_with(prefix))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         Ok(total)
     }
 
     /// SIGTERM (it drains and exits), then reap.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),

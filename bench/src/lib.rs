@@ -2,12 +2,16 @@
 //! every part's rows as one table. Each subcommand of the `linkerd-multus-bench` binary prints rows
 //! (see [`row`]); it asserts nothing about time.
 //!
-//! Parts: [`fixture`] (the pod review every webhook measurement sends), [`floor_webhook`] (the same
+//! Parts: [`admission`] (pod creation through the apiserver with the real, the floor and no
+//! webhook), [`fixture`] (the pod review every webhook measurement sends), [`floor_webhook`] (the same
 //! axum + rustls stack answering a constant review), [`webhook_serve`] (the real webhook, alone),
-//! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client).
+//! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
+//! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client).
 
+pub mod admission;
 pub mod fanout;
 pub mod fixture;
 pub mod floor_webhook;
+pub mod optin;
 pub mod row;
 pub mod webhook_serve;

@@ -27,3 +27,11 @@ fn fmt(value: f64, unit: &str) -> String {
         format!("{value:.2} {unit}")
     }
 }
+
+/// The `p`th percentile (nearest rank) of `v`.
+pub fn pct(v: &[f64], p: usize) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = (p * v.len()).div_ceil(100).clamp(1, v.len());
+    v[rank - 1]
+}

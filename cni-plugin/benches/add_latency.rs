@@ -1,7 +1,9 @@
-//! ADD wall time of the built `linkerd-cni` in a fresh netns, against two references for the same
-//! rules in the same kind of netns: the floor of one bare `iptables-restore` (what the plugin
-//! spends on iptables), and one `iptables` exec per rule (what Linkerd's own plugin does). Legacy
-//! and nft. A benchmark, not a test: it prints a table and asserts nothing about time.
+//! ADD, CHECK and DEL wall time of the built `linkerd-cni` in a fresh netns, against the floors
+//! for the same work: one pod GET over a fresh TLS connection with the same kubeconfig (timed
+//! inside curl, `time_total`, so curl's own process start is not counted), and that GET plus one
+//! bare `iptables-restore` of the same rules; and one `iptables` exec per rule (what Linkerd's
+//! own plugin does) against the restore. A benchmark, not a test: it prints a table and asserts
+//! nothing about time.
 //!
 //! Run: `e2e/testbed up && cargo bench -p linkerd-cni --bench add_latency` (as root). The ADD
 //! includes the pod lookup against the local apiserver (TLS), as on a node.
@@ -61,11 +63,13 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Times `f` in a fresh netns per round (creating and deleting the netns is not timed).
-fn time_in_fresh_netns(mut f: impl FnMut(&NetNs)) -> Duration {
+/// Times `f` in a fresh netns per round after an untimed `setup` there (creating and deleting
+/// the netns is not timed either).
+fn time_in_fresh_netns_after(mut setup: impl FnMut(&NetNs), mut f: impl FnMut(&NetNs)) -> Duration {
     let samples = (0..ROUNDS)
         .map(|_| {
             let ns = NetNs::create("lcni-bench");
+            setup(&ns);
             let start = Instant::now();
             f(&ns);
             start.elapsed()
@@ -73,6 +77,89 @@ fn time_in_fresh_netns(mut f: impl FnMut(&NetNs)) -> Duration {
         .collect();
     median(samples)
 }
+
+fn time_in_fresh_netns(f: impl FnMut(&NetNs)) -> Duration {
+    time_in_fresh_netns_after(|_| {}, f)
+}
+
+/// The floor of the pod lookup: one GET of the pod over a fresh TLS connection, with the server,
+/// CA and token of the plugin's kubeconfig, timed by curl itself (`time_total`: connect, TLS,
+/// request, response; not curl's process start).
+struct TlsGet {
+    url: String,
+    ca: tempfile::NamedTempFile,
+    token: String,
+}
+
+impl TlsGet {
+    fn new(kubeconfig: &std::path::Path, namespace: &str, pod: &str) -> Self {
+        use base64::Engine;
+        let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+        let kc: serde_json::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig YAML");
+        let cluster = &kc["clusters"][0]["cluster"];
+        let server = cluster["server"].as_str().expect("server");
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(
+                cluster["certificate-authority-data"]
+                    .as_str()
+                    .expect("CA data"),
+            )
+            .expect("CA base64");
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        std::io::Write::write_all(&mut file, &ca).expect("write CA");
+        let token = kc["users"][0]["user"]["token"].as_str().expect("token");
+        Self {
+            url: format!("{server}/api/v1/namespaces/{namespace}/pods/{pod}"),
+            ca: file,
+            token: token.to_string(),
+        }
+    }
+
+    fn once(&self) -> Duration {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", "-o", "/dev/null", "-w", "%{time_total}"])
+            .arg("--cacert")
+            .arg(self.ca.path())
+            .args(["-H", &format!("Authorization: Bearer {}", self.token)])
+            .arg(&self.url)
+            .output()
+            .expect("curl");
+        assert!(
+            out.status.success(),
+            "curl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let secs: f64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("time_total");
+        Duration::from_secs_f64(secs)
+    }
+}
+
+fn restore(bin: &str, input: &str) {
+    let mut child = Command::new(bin)
+        .arg("--noflush")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("iptables-restore");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    assert!(child.wait().expect("wait").success());
+}
+
+/// The plugin's iptables modes measured here, with the restore binary that is their iptables floor.
+/// A mode without a restore binary (e.g. `nftables`, one netlink batch) has the TLS GET alone as
+/// its floor: add it here as `("nftables", None)`.
+const MODES: &[(&str, Option<&str>)] = &[
+    ("legacy", Some("iptables-legacy-restore")),
+    ("nft", Some("iptables-nft-restore")),
+];
 
 #[tokio::main]
 async fn main() {
@@ -98,85 +185,96 @@ async fn main() {
         .filter(|l| l.starts_with("-A "))
         .map(str::to_string)
         .collect();
+    let get = TlsGet::new(&linkerd_multus_e2e::kubeconfig_path(), &tns.name, "web");
 
     println!(
-        "linkerd-cni ADD vs. references, {} rules, median of {ROUNDS} rounds, fresh netns each",
+        "linkerd-cni vs. floors, {} rules, median of {ROUNDS} rounds, fresh netns each",
         rule_lines.len()
     );
+    // One line per mode, `|`-separated; bench/run reads the columns by position.
     println!(
-        "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
-        "mode",
-        "ADD",
-        "ADD simulate (lookup)",
-        "1 iptables-restore",
-        "1 exec per rule",
-        "ADD/restore",
-        "execs/restore"
+        "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule | 1 iptables-save"
     );
-    for mode in ["legacy", "nft"] {
+    for &(mode, restore_bin) in MODES {
         let config = json!({
             "cniVersion": "1.0.0", "name": "linkerd-cni", "type": "linkerd-cni", "log_level": "warn",
             "kubernetes": {"kubeconfig": linkerd_multus_e2e::kubeconfig_path()},
             "linkerd": {"iptables-mode": mode, "inbound-ports-to-ignore": ["4190", "4191"],
                         "outbound-ports-to-ignore": ["443", "6443"]}
         });
-        let add = time_in_fresh_netns(|ns| {
-            let rt = Runtime::new(&ns.path()).with_pod(&tns.name, "web");
-            exec_plugin(&dirs, "ADD", &config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
-        });
+        let rt = |ns: &NetNs| Runtime::new(&ns.path()).with_pod(&tns.name, "web");
+        let run = |cmd: &str, ns: &NetNs| {
+            exec_plugin(&dirs, cmd, &config, &rt(ns)).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        };
+        let add = time_in_fresh_netns(|ns| run("ADD", ns));
+        let check = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("CHECK", ns));
+        let del = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("DEL", ns));
         // The same ADD with `simulate`: process start, config, pod lookup, no netns or iptables.
         let mut simulate_config = config.clone();
         simulate_config["linkerd"]["simulate"] = json!(true);
         let lookup = time_in_fresh_netns(|ns| {
-            let rt = Runtime::new(&ns.path()).with_pod(&tns.name, "web");
-            exec_plugin(&dirs, "ADD", &simulate_config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+            exec_plugin(&dirs, "ADD", &simulate_config, &rt(ns))
+                .unwrap_or_else(|e| panic!("ADD: {e}"));
         });
-        let restore_bin = format!("iptables-{mode}-restore");
-        let restore = time_in_fresh_netns(|ns| {
-            ns.run(|| {
-                let mut child = Command::new(&restore_bin)
-                    .arg("--noflush")
-                    .stdin(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("iptables-restore");
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .expect("stdin")
-                    .write_all(restore_input.as_bytes())
-                    .expect("write");
-                assert!(child.wait().expect("wait").success());
+        let get_alone = median((0..ROUNDS).map(|_| get.once()).collect());
+        // What the plugin runs before its restore (to make it idempotent): one `-save` of nat.
+        let save = restore_bin.map(|restore_bin| {
+            let save_bin = restore_bin.replace("-restore", "-save");
+            time_in_fresh_netns(|ns| {
+                ns.run(|| {
+                    let ok = Command::new(&save_bin).args(["-t", "nat"]).output();
+                    assert!(ok.expect("iptables-save").status.success());
+                })
             })
         });
-        let iptables_bin = format!("iptables-{mode}");
-        let per_rule = time_in_fresh_netns(|ns| {
-            ns.run(|| {
-                for chain in [plan::REDIRECT_CHAIN, plan::OUTPUT_CHAIN] {
-                    let ok = Command::new(&iptables_bin)
-                        .args(["-t", "nat", "-N", chain])
-                        .status();
-                    assert!(ok.expect("iptables").success());
+        let (restore_get, restore_alone, per_rule) = match restore_bin {
+            Some(restore_bin) => {
+                // Per round: the restore's wall time (exec'd in a fresh netns), and that plus one
+                // GET timed inside curl.
+                let (mut alone, mut with_get) = (Vec::new(), Vec::new());
+                for _ in 0..ROUNDS {
+                    let ns = NetNs::create("lcni-bench");
+                    let start = Instant::now();
+                    ns.run(|| restore(restore_bin, &restore_input));
+                    let r = start.elapsed();
+                    alone.push(r);
+                    with_get.push(r + get.once());
                 }
-                for line in &rule_lines {
-                    let ok = Command::new(&iptables_bin)
-                        .args(["-t", "nat"])
-                        .args(split(line))
-                        .status();
-                    assert!(ok.expect("iptables").success(), "{line}");
-                }
-            })
-        });
-        let ratio = |a: Duration, b: Duration| format!("{:.1}x", a.as_secs_f64() / b.as_secs_f64());
+                let (restore_alone, restore_get) = (median(alone), median(with_get));
+                let iptables_bin = restore_bin.trim_end_matches("-restore");
+                let per_rule = time_in_fresh_netns(|ns| {
+                    ns.run(|| {
+                        for chain in [plan::REDIRECT_CHAIN, plan::OUTPUT_CHAIN] {
+                            let ok = Command::new(iptables_bin)
+                                .args(["-t", "nat", "-N", chain])
+                                .status();
+                            assert!(ok.expect("iptables").success());
+                        }
+                        for line in &rule_lines {
+                            let ok = Command::new(iptables_bin)
+                                .args(["-t", "nat"])
+                                .args(split(line))
+                                .status();
+                            assert!(ok.expect("iptables").success(), "{line}");
+                        }
+                    })
+                });
+                (Some(restore_get), Some(restore_alone), Some(per_rule))
+            }
+            None => (None, None, None),
+        };
+        let opt = |d: Option<Duration>| d.map(ms).unwrap_or_else(|| "-".to_string());
         println!(
-            "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
-            mode,
+            "{mode} | {} | {} | {} | {} | {} | {} | {} | {} | {}",
             ms(add),
             ms(lookup),
-            ms(restore),
-            ms(per_rule),
-            ratio(add, restore),
-            ratio(per_rule, restore)
+            ms(check),
+            ms(del),
+            ms(get_alone),
+            opt(restore_get),
+            opt(restore_alone),
+            opt(per_rule),
+            opt(save),
         );
     }
 }

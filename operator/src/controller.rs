@@ -175,11 +175,9 @@ impl NadController {
         let controller = namespaces
             // kube-runtime's default is unbounded: 2,000 namespaces at once opened ~2,900 apiserver
             // connections and 160 MB of TLS buffers (heaptrack, bench/RESULTS.md).
-            .with_config(
-                controller::Config::default()
-                    .debounce(Duration::from_millis(50))
-                    .concurrency(settings.concurrency),
-            )
+            // No debounce: it held every trigger, an opt-in included, 50 ms (bench/run's opt-in row);
+            // a trigger from our own NAD write finds the cache current and writes nothing.
+            .with_config(controller::Config::default().concurrency(settings.concurrency))
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)

@@ -23,9 +23,13 @@ enum Part {
     /// Serves the real webhook alone (namespace cache on $KUBECONFIG's apiserver).
     Webhook(Serve),
     /// Serves the floor: the same axum + rustls stack answering a constant allowed review.
-    FloorWebhook(Serve),
+    FloorWebhook(FloorServe),
     /// Controller fan-out, idle writes and memory: the operator process against a minimal client.
     Fanout(linkerd_multus_bench::fanout::FanoutArgs),
+    /// Opt-in latency: annotate -> NAD visible, disable -> NAD gone, against a minimal client.
+    Optin(linkerd_multus_bench::optin::OptinArgs),
+    /// Pod admission through the apiserver: real webhook, floor webhook, none.
+    Admission(linkerd_multus_bench::admission::AdmissionArgs),
 }
 
 #[derive(clap::Args)]
@@ -36,6 +40,18 @@ struct Serve {
     cert: PathBuf,
     #[arg(long)]
     key: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct FloorServe {
+    #[command(flatten)]
+    serve: Serve,
+    /// Answer with the request's uid (needed behind a real apiserver).
+    #[arg(long)]
+    echo_uid: bool,
+    /// With --echo-uid: also a constant patch adding the Multus networks annotation.
+    #[arg(long, requires = "echo_uid")]
+    patch: bool,
 }
 
 #[tokio::main]
@@ -57,10 +73,22 @@ async fn main() -> anyhow::Result<()> {
         Part::Webhook(s) => {
             linkerd_multus_bench::webhook_serve::serve(s.addr, s.cert, s.key).await?
         }
-        Part::FloorWebhook(s) => {
-            linkerd_multus_bench::floor_webhook::serve(s.addr, s.cert, s.key).await?
+        Part::FloorWebhook(FloorServe {
+            serve: s,
+            echo_uid,
+            patch,
+        }) => {
+            use linkerd_multus_bench::floor_webhook::{serve, Answer};
+            let answer = match (echo_uid, patch) {
+                (false, _) => Answer::Constant,
+                (true, false) => Answer::EchoUid,
+                (true, true) => Answer::EchoUidPatch,
+            };
+            serve(s.addr, s.cert, s.key, answer).await?
         }
         Part::Fanout(args) => linkerd_multus_bench::fanout::run(args).await?,
+        Part::Admission(args) => linkerd_multus_bench::admission::run(args).await?,
+        Part::Optin(args) => linkerd_multus_bench::optin::run(args).await?,
     }
     Ok(())
 }
