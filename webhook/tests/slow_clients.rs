@@ -226,3 +226,140 @@ async fn drill4_reviews_are_answered_while_2000_idle_connections_are_held() {
         (wh.metrics.open_connections().get() == 0).then_some(())
     });
 }
+
+/// Drill 4, second half: a loop of AdmissionReviews while the webhook's own kube-apiserver is
+/// SIGKILLed and started again 3 s later (a testbed of its own). The namespace cache keeps
+/// answering: every review is 200, each attaches the pod (the namespace is read from the cache, not
+/// the dead apiserver), none takes as long as the apiserver's 10 s timeout, and the watch resumes.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the testbed's cached kube-apiserver (a dedicated one, killed and restarted): run by e2e/test-all"]
+async fn drill4_reviews_are_answered_from_the_cache_while_the_apiserver_restarts() {
+    let bed = linkerd_multus_e2e::DedicatedTestbed::up("wh-restart");
+    let kube = bed.client().await;
+    let ns = TestNamespace::create_with(
+        &kube,
+        "wh-restart",
+        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
+    )
+    .await;
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::start(
+        args(dir.path()),
+        settings("linkerd", "default"),
+        kube.clone(),
+    )
+    .await;
+    let http = https_client(&bundle.ca_pem);
+    let body = serde_json::to_vec(&review(
+        "uid-drill4-restart",
+        "Pod",
+        "CREATE",
+        &ns.name,
+        pod(json!({}), json!({})),
+    ))
+    .expect("review");
+    // One answer: its status, whether it attached the pod, how long it took.
+    let ask = |http: reqwest::Client, body: Vec<u8>, url: String| async move {
+        let start = Instant::now();
+        let answer = http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        let outcome = match answer {
+            Ok(r) if r.status() == 200 => {
+                let v: serde_json::Value = r.json().await.unwrap_or_default();
+                let patch = patch_of(&v).to_string();
+                if patch.contains("linkerd-cni") {
+                    Ok(())
+                } else {
+                    Err(format!("200 without the attachment: {v}"))
+                }
+            }
+            Ok(r) => Err(format!("HTTP {}", r.status())),
+            Err(e) => Err(format!("{e:?}")),
+        };
+        (outcome, start.elapsed())
+    };
+    wait_for("the namespace is in the webhook's cache", || {
+        let outcome = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(ask(http.clone(), body.clone(), wh.url()))
+        });
+        outcome.0.ok()
+    });
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looping = {
+        let (stop, http, body, url) = (stop.clone(), http.clone(), body.clone(), wh.url());
+        tokio::spawn(async move {
+            let mut results = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                results.push(ask(http.clone(), body.clone(), url.clone()).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            results
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let argv = tokio::task::block_in_place(|| bed.kill_apiserver());
+    let killed = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::task::block_in_place(|| bed.start_apiserver(&argv));
+    let down_for = killed.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let results = looping.await.expect("review loop");
+    let failures: Vec<&String> = results
+        .iter()
+        .filter_map(|(r, _)| r.as_ref().err())
+        .collect();
+    let slowest = results.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    eprintln!(
+        "drill 4 (apiserver restart): {}/{} reviews answered 200 with the attachment while the \
+         apiserver was down for {down_for:?}; slowest {slowest:?}; failures {failures:?}",
+        results.len() - failures.len(),
+        results.len()
+    );
+    assert!(
+        results.len() >= 20,
+        "the loop ran: {} reviews",
+        results.len()
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(
+        slowest < Duration::from_secs(10),
+        "no review as slow as the apiserver's timeout: {slowest:?}"
+    );
+    // The watch resumes after the restart: a namespace enabled now is attached too.
+    let late = TestNamespace::create_with(
+        &kube,
+        "wh-restart-late",
+        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
+    )
+    .await;
+    let late_body = serde_json::to_vec(&review(
+        "uid-drill4-late",
+        "Pod",
+        "CREATE",
+        &late.name,
+        pod(json!({}), json!({})),
+    ))
+    .expect("review");
+    wait_for(
+        "a namespace created after the restart reaches the cache",
+        || {
+            let outcome = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(ask(
+                    http.clone(),
+                    late_body.clone(),
+                    wh.url(),
+                ))
+            });
+            outcome.0.ok()
+        },
+    );
+    wh.stop().await;
+}
