@@ -12,6 +12,7 @@ pub mod config;
 pub mod iptables;
 pub mod logging;
 pub mod netns;
+pub mod nftables;
 pub mod overrides;
 pub mod plan;
 pub mod pod;

@@ -4,6 +4,7 @@
 mod add;
 mod check;
 mod del;
+mod native;
 
 use std::path::Path;
 
@@ -33,7 +34,7 @@ Config keys: cniVersion (0.3.0 to 1.1.0), kubernetes.kubeconfig, log_level, log_
 `linkerd` block: incoming-proxy-port (4143), outgoing-proxy-port (4140), proxy-uid (2102),
 proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-ports-to-ignore
 (\"80\" or \"9000-9100\"), subnets-to-ignore, simulate, use-wait-flag, iptables-mode (legacy,
-nft, plain), ipv6. Pods override them with config.linkerd.io/* annotations.
+nft, plain; or nftables: nf_tables over netlink, no iptables or nft binary needed), ipv6. Pods override them with config.linkerd.io/* annotations.
 
 Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
 ";
