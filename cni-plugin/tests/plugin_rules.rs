@@ -169,6 +169,9 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
     create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
     let mut settings = PluginSettings::new(version, "nftables");
     settings.ipv6 = v6;
+    if v6 {
+        settings.linkerd = json!({"subnets-to-ignore": ["10.9.0.0/16", "fd00:9::/64"]});
+    }
     let mut net = PodNetwork::new(&settings, &ns.name, "web");
     // A bystander table the plugin must never touch.
     net.nft(&["add table inet bystander { chain c { type filter hook output priority 0; }; }"]);
@@ -176,9 +179,20 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
     assert_bridge_result(&net, &result, version);
 
     // Exactly our table as nft itself reads it back, written out independently of the plugin.
+    // With IPv6 on, each family also skips its own ignored subnet.
+    let expected = |family: &str, subnet: &str| {
+        let line = if v6 {
+            format!("\t\t{family} saddr {subnet} return comment \"proxy-init/ignore-subnet-{subnet}\"\n")
+        } else {
+            String::new()
+        };
+        NFT_EXPECTED
+            .replace("FAMILY", family)
+            .replace("SUBNET\n", &line)
+    };
     assert_eq!(
         net.nft(&["list", "table", "ip", "linkerd-cni"]),
-        NFT_EXPECTED.replace("FAMILY", "ip")
+        expected("ip", "10.9.0.0/16")
     );
     let v6_table = net.ns.exec(&["nft", "list", "table", "ip6", "linkerd-cni"]);
     assert_eq!(
@@ -189,7 +203,7 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
     if v6 {
         assert_eq!(
             String::from_utf8_lossy(&v6_table.stdout),
-            NFT_EXPECTED.replace("FAMILY", "ip6")
+            expected("ip6", "fd00:9::/64")
         );
     }
     // iptables sees nothing of ours.
@@ -263,12 +277,14 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
         .unwrap_or_else(|e| panic!("DEL without netns: {e}"));
 }
 
-/// The harness' default settings as `nft list table` prints them (FAMILY: ip or ip6).
+/// The harness' default settings as `nft list table` prints them (FAMILY: ip or ip6; SUBNET: the
+/// line of an ignored subnet, if any).
 const NFT_EXPECTED: &str = r#"table FAMILY linkerd-cni {
 	chain PROXY_INIT_REDIRECT {
 		type nat hook prerouting priority dstnat; policy accept;
 		tcp dport 4191 return comment "proxy-init/ignore-port-4191"
 		tcp dport 4190 return comment "proxy-init/ignore-port-4190"
+SUBNET
 		meta l4proto tcp redirect to :4143 comment "proxy-init/redirect-all-incoming-to-proxy-port"
 	}
 

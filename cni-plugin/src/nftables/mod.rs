@@ -5,9 +5,9 @@
 //! [`expr`] the kernel's expressions both ways, [`attr`] netlink attributes, and [`netlink`] the
 //! socket: one atomic batch per ADD or DEL, a listing of our table for CHECK.
 //!
-//! Why our own netlink code: the crates that exist either wrap the C libnftnl (a static C library
-//! for our crt-static build), shell out to `nft` (what this mode exists to avoid), or are GPL with
-//! a bindgen build step and lack the `redir` expression; what we need is ~20 message kinds.
+//! Why our own netlink code: `nftnl` binds the C libnftnl (a static C library for our crt-static
+//! build), `nftables` runs `nft` (what this mode exists to avoid), and `rustables` is GPL-3.0 with a
+//! bindgen build step and no `redir` expression; we need seven expression kinds and six messages.
 
 pub mod attr;
 pub mod expr;
