@@ -1,7 +1,9 @@
 //! ADD wall time of the built `linkerd-cni` in a fresh netns, against two references for the same
 //! rules in the same kind of netns: the floor of one bare `iptables-restore` (what the plugin
 //! spends on iptables), and one `iptables` exec per rule (what Linkerd's own plugin does). Legacy
-//! and nft. A benchmark, not a test: it prints a table and asserts nothing about time.
+//! and nft; and nftables (the plugin's own netlink batch, no binary), whose floor is one `nft -f` of
+//! the same table (no per-rule reference). A benchmark, not a test: it prints a table and asserts
+//! nothing about time.
 //!
 //! Run: `e2e/testbed up && cargo bench -p linkerd-cni --bench add_latency` (as root). The ADD
 //! includes the pod lookup against the local apiserver (TLS), as on a node.
@@ -74,6 +76,23 @@ fn time_in_fresh_netns(mut f: impl FnMut(&NetNs)) -> Duration {
     median(samples)
 }
 
+/// Runs `bin args` with `input` on stdin; it must succeed.
+fn feed(bin: &str, args: &[&str], input: &str) {
+    use std::io::Write;
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    assert!(child.wait().expect("wait").success(), "{bin} failed");
+}
+
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; any other argument (a filter) is ignored.
@@ -104,16 +123,17 @@ async fn main() {
         rule_lines.len()
     );
     println!(
-        "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
+        "{:<8} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
         "mode",
         "ADD",
         "ADD simulate (lookup)",
-        "1 iptables-restore",
+        "1 restore or nft -f",
         "1 exec per rule",
         "ADD/restore",
         "execs/restore"
     );
-    for mode in ["legacy", "nft"] {
+    let nft_input = linkerd_cni::nftables::table(&settings(), Family::V4).render();
+    for mode in ["legacy", "nft", "nftables"] {
         let config = json!({
             "cniVersion": "1.0.0", "name": "linkerd-cni", "type": "linkerd-cni", "log_level": "warn",
             "kubernetes": {"kubeconfig": linkerd_multus_e2e::kubeconfig_path()},
@@ -131,52 +151,46 @@ async fn main() {
             let rt = Runtime::new(&ns.path()).with_pod(&tns.name, "web");
             exec_plugin(&dirs, "ADD", &simulate_config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
         });
-        let restore_bin = format!("iptables-{mode}-restore");
-        let restore = time_in_fresh_netns(|ns| {
-            ns.run(|| {
-                let mut child = Command::new(&restore_bin)
-                    .arg("--noflush")
-                    .stdin(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("iptables-restore");
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .expect("stdin")
-                    .write_all(restore_input.as_bytes())
-                    .expect("write");
-                assert!(child.wait().expect("wait").success());
-            })
-        });
-        let iptables_bin = format!("iptables-{mode}");
-        let per_rule = time_in_fresh_netns(|ns| {
-            ns.run(|| {
-                for chain in [plan::REDIRECT_CHAIN, plan::OUTPUT_CHAIN] {
-                    let ok = Command::new(&iptables_bin)
-                        .args(["-t", "nat", "-N", chain])
-                        .status();
-                    assert!(ok.expect("iptables").success());
-                }
-                for line in &rule_lines {
-                    let ok = Command::new(&iptables_bin)
-                        .args(["-t", "nat"])
-                        .args(split(line))
-                        .status();
-                    assert!(ok.expect("iptables").success(), "{line}");
-                }
-            })
-        });
+        // The floor: one restore of the same rules (nftables: one `nft -f`); Linkerd's way: one
+        // iptables exec per rule (none for nftables).
+        let (restore, per_rule) = if mode == "nftables" {
+            let nft = time_in_fresh_netns(|ns| ns.run(|| feed("nft", &["-f", "-"], &nft_input)));
+            (nft, None)
+        } else {
+            let restore_bin = format!("iptables-{mode}-restore");
+            let restore = time_in_fresh_netns(|ns| {
+                ns.run(|| feed(&restore_bin, &["--noflush"], &restore_input))
+            });
+            let iptables_bin = format!("iptables-{mode}");
+            let per_rule = time_in_fresh_netns(|ns| {
+                ns.run(|| {
+                    for chain in [plan::REDIRECT_CHAIN, plan::OUTPUT_CHAIN] {
+                        let ok = Command::new(&iptables_bin)
+                            .args(["-t", "nat", "-N", chain])
+                            .status();
+                        assert!(ok.expect("iptables").success());
+                    }
+                    for line in &rule_lines {
+                        let ok = Command::new(&iptables_bin)
+                            .args(["-t", "nat"])
+                            .args(split(line))
+                            .status();
+                        assert!(ok.expect("iptables").success(), "{line}");
+                    }
+                })
+            });
+            (restore, Some(per_rule))
+        };
         let ratio = |a: Duration, b: Duration| format!("{:.1}x", a.as_secs_f64() / b.as_secs_f64());
         println!(
-            "{:<7} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
+            "{:<8} | {:>9} | {:>22} | {:>19} | {:>16} | {:>11} | {:>13}",
             mode,
             ms(add),
             ms(lookup),
             ms(restore),
-            ms(per_rule),
+            per_rule.map_or("-".to_string(), ms),
             ratio(add, restore),
-            ratio(per_rule, restore)
+            per_rule.map_or("-".to_string(), |p| ratio(p, restore))
         );
     }
 }

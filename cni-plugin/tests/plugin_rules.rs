@@ -35,6 +35,32 @@ fn assert_bridge_result(net: &PodNetwork, result: &serde_json::Value, version: &
     );
 }
 
+/// After the loopback exemption was removed: CHECK fails (code 101) saying rule 2 of
+/// PROXY_INIT_OUTPUT is now `found…` where `expected…` was planned; ADD repairs it.
+fn check_names_then_add_repairs(
+    net: &PodNetwork,
+    result: &serde_json::Value,
+    found: &str,
+    expected: &str,
+) {
+    let err = net
+        .network
+        .check(&net.runtime, result)
+        .expect_err("CHECK on a tampered ruleset");
+    assert_eq!(err.code(), Some(101), "{err}");
+    let msg = err.msg().unwrap_or_default();
+    assert!(
+        msg.contains(&format!("rule 2 of PROXY_INIT_OUTPUT is {found}"))
+            && msg.contains(&format!("expected {expected}")),
+        "{msg}"
+    );
+    net.linkerd_only("ADD", Some(result))
+        .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
+    net.network
+        .check(&net.runtime, result)
+        .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
+}
+
 /// The whole lifecycle for one version and flavour. If it regresses, pods on that kind of node get
 /// wrong, duplicated or leftover rules.
 async fn lifecycle(version: &'static str, mode: &'static str) {
@@ -91,23 +117,12 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
             "{}",
             String::from_utf8_lossy(&del.stderr)
         );
-        let err = net
-            .network
-            .check(&net.runtime, &result)
-            .expect_err("CHECK on a tampered ruleset");
-        assert_eq!(err.code(), Some(101), "{err}");
-        let msg = err.msg().unwrap_or_default();
-        assert!(
-            msg.contains("rule 2 of PROXY_INIT_OUTPUT is `-A PROXY_INIT_OUTPUT -p tcp")
-                && msg.contains("expected `-A PROXY_INIT_OUTPUT -o lo"),
-            "{msg}"
+        check_names_then_add_repairs(
+            &net,
+            &result,
+            "`-A PROXY_INIT_OUTPUT -p tcp",
+            "`-A PROXY_INIT_OUTPUT -o lo",
         );
-        // ADD repairs it.
-        net.linkerd_only("ADD", Some(&result))
-            .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
-        net.network
-            .check(&net.runtime, &result)
-            .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
     }
 
     // DEL removes our chains and hooks and leaves the rest of the nat table alone.
@@ -244,23 +259,12 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
             "handle",
             &handle,
         ]);
-        let err = net
-            .network
-            .check(&net.runtime, &result)
-            .expect_err("CHECK on a tampered ruleset");
-        assert_eq!(err.code(), Some(101), "{err}");
-        let msg = err.msg().unwrap_or_default();
-        assert!(
-            msg.contains("rule 2 of PROXY_INIT_OUTPUT is `meta l4proto tcp redirect to :4140")
-                && msg.contains("expected `oifname \"lo\" return"),
-            "{msg}"
+        check_names_then_add_repairs(
+            &net,
+            &result,
+            "`meta l4proto tcp redirect to :4140",
+            "`oifname \"lo\" return",
         );
-        // ADD repairs it.
-        net.linkerd_only("ADD", Some(&result))
-            .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
-        net.network
-            .check(&net.runtime, &result)
-            .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
         assert_eq!(net.nft(&["list", "ruleset"]), before);
     }
 

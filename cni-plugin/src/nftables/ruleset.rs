@@ -182,11 +182,7 @@ fn nat_base(hook: u32) -> Option<Base> {
 pub fn table(s: &RuleSettings, family: Family) -> Table {
     let mut redirect_rules: Vec<Rule> = ignore_ports(&s.inbound_ports_to_ignore).collect();
     for net in &s.subnets_to_ignore {
-        let same_family = matches!(
-            (net, family),
-            (IpNet::V4(_), Family::V4) | (IpNet::V6(_), Family::V6)
-        );
-        if same_family {
+        if family.holds(net) {
             let net = net.trunc();
             redirect_rules.push(rule(saddr(&net), ret(), &format!("ignore-subnet-{net}")));
         }

@@ -1,23 +1,7 @@
 //! Table tests of the nftables plan: each case asserts the whole table as `nft list table` text.
 
 use super::*;
-
-fn base() -> RuleSettings {
-    RuleSettings {
-        incoming_proxy_port: 4143,
-        outgoing_proxy_port: 4140,
-        proxy_uid: Some(2102),
-        proxy_gid: None,
-        ports_to_redirect: vec![],
-        inbound_ports_to_ignore: vec![],
-        outbound_ports_to_ignore: vec![],
-        subnets_to_ignore: vec![],
-    }
-}
-
-fn ports(list: &str) -> Vec<PortRange> {
-    PortRange::parse_list(list).unwrap()
-}
+use crate::plan::tests::{base, ports};
 
 /// If this regresses, the rules a pod gets in nftables mode change: every case spells them out.
 #[test]
