@@ -34,12 +34,10 @@ pub(super) fn add(
         }
         return Ok(());
     }
-    let mut batch = Batch::default();
     for t in &tables {
         tracing::debug!("applying\n{}", t.render());
-        batch.replace_table(t);
     }
-    netns::run_in(netns_path(env), || netlink::apply(&batch))
+    netns::run_in(netns_path(env), || netlink::replace(&tables))
         .map_err(|e| netns_error(&e))?
         .map_err(|e| nft_error(&e))
 }
