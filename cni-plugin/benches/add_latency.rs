@@ -159,6 +159,8 @@ fn restore(bin: &str, input: &str) {
 const MODES: &[(&str, Option<&str>)] = &[
     ("legacy", Some("iptables-legacy-restore")),
     ("nft", Some("iptables-nft-restore")),
+    // The plugin's own netlink batch: no binary, so the floor is the TLS GET alone.
+    ("nftables", None),
 ];
 
 #[tokio::main]

@@ -259,10 +259,11 @@ impl LinkerdConfig {
             None | Some("") | Some("legacy") => IptablesMode::Legacy,
             Some("nft") => IptablesMode::Nft,
             Some("plain") => IptablesMode::Plain,
+            Some("nftables") => IptablesMode::Nftables,
             Some(other) => {
                 return Err(bad(
                     &key("iptables-mode"),
-                    format!("`{other}` is not one of legacy, nft, plain"),
+                    format!("`{other}` is not one of legacy, nft, plain, nftables"),
                 ))
             }
         };
@@ -435,7 +436,7 @@ mod tests {
                 "linkerd.use-wait-flag",
             ),
             (
-                json!({"linkerd": {"iptables-mode": "nftables"}}),
+                json!({"linkerd": {"iptables-mode": "bpf"}}),
                 "linkerd.iptables-mode",
             ),
             (json!({"linkerd": {"ipv6": "true"}}), "linkerd.ipv6"),

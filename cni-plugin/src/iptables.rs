@@ -20,6 +20,8 @@ pub enum IptablesMode {
     Nft,
     /// Whatever `iptables-restore` is on the node (its alternatives choice).
     Plain,
+    /// No binary at all: the plugin programs nf_tables itself over netlink ([`crate::nftables`]).
+    Nftables,
 }
 
 impl IptablesMode {
@@ -28,6 +30,7 @@ impl IptablesMode {
             IptablesMode::Legacy => "legacy",
             IptablesMode::Nft => "nft",
             IptablesMode::Plain => "plain",
+            IptablesMode::Nftables => "nftables",
         }
     }
 
@@ -37,6 +40,8 @@ impl IptablesMode {
             IptablesMode::Nft => &[IptablesMode::Nft, IptablesMode::Plain, IptablesMode::Legacy],
             IptablesMode::Plain => &[IptablesMode::Plain, IptablesMode::Legacy],
             IptablesMode::Legacy => &[IptablesMode::Legacy, IptablesMode::Plain],
+            // Never falls back to binaries: the point of the mode is a node without them.
+            IptablesMode::Nftables => &[],
         }
     }
 
@@ -49,7 +54,8 @@ impl IptablesMode {
         let infix = match self {
             IptablesMode::Legacy => "-legacy",
             IptablesMode::Nft => "-nft",
-            IptablesMode::Plain => "",
+            // Nftables has no fallbacks, so it never gets here.
+            IptablesMode::Plain | IptablesMode::Nftables => "",
         };
         (
             format!("{base}{infix}-restore"),

@@ -4,7 +4,8 @@
 //! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, [`pod`] the pod
 //! through the apiserver, [`overrides`] applies its annotations, [`plan`] turns the settings into
 //! rules (pure), and [`iptables`] applies them inside the pod's netns ([`netns`]) with one
-//! `iptables-restore` per family. [`commands::run`] ties it together for the binary.
+//! `iptables-restore` per family — or, in `iptables-mode: nftables`, [`nftables`] writes the same
+//! rules as one netlink batch, with no binary. [`commands::run`] ties it together for the binary.
 
 pub mod cni;
 pub mod commands;
@@ -12,6 +13,7 @@ pub mod config;
 pub mod iptables;
 pub mod logging;
 pub mod netns;
+pub mod nftables;
 pub mod overrides;
 pub mod plan;
 pub mod pod;

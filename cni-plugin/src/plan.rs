@@ -42,6 +42,14 @@ pub enum Family {
 }
 
 impl Family {
+    /// Whether `net` is of this family: each family's rules skip only their own subnets.
+    pub fn holds(self, net: &IpNet) -> bool {
+        matches!(
+            (net, self),
+            (IpNet::V4(_), Family::V4) | (IpNet::V6(_), Family::V6)
+        )
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Family::V4 => "ipv4",
@@ -117,11 +125,7 @@ fn ignore_ports(chain: &str, ports: &[PortRange]) -> Vec<String> {
 pub fn plan(s: &RuleSettings, family: Family) -> Plan {
     let mut redirect = ignore_ports(REDIRECT_CHAIN, &s.inbound_ports_to_ignore);
     for net in &s.subnets_to_ignore {
-        let same_family = matches!(
-            (net, family),
-            (IpNet::V4(_), Family::V4) | (IpNet::V6(_), Family::V6)
-        );
-        if same_family {
+        if family.holds(net) {
             // iptables stores the network address: 10.1.2.3/8 is saved as 10.0.0.0/8.
             let net = net.trunc();
             redirect.push(rule(
@@ -332,4 +336,4 @@ pub fn delete_input(current: &NatTable) -> Option<String> {
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

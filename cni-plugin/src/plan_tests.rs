@@ -2,7 +2,8 @@
 
 use super::*;
 
-fn base() -> RuleSettings {
+/// Linkerd's default settings (shared with the nftables plan's tests).
+pub(crate) fn base() -> RuleSettings {
     RuleSettings {
         incoming_proxy_port: 4143,
         outgoing_proxy_port: 4140,
@@ -15,7 +16,7 @@ fn base() -> RuleSettings {
     }
 }
 
-fn ports(list: &str) -> Vec<PortRange> {
+pub(crate) fn ports(list: &str) -> Vec<PortRange> {
     PortRange::parse_list(list).unwrap()
 }
 

@@ -1,6 +1,7 @@
 //! linkerd-cni chained after Debian's bridge + host-local on real network namespaces, for each
-//! config version and iptables flavour: the rules iptables-save shows, idempotent ADD, CHECK (also
-//! on a tampered ruleset), DEL, and DEL after the netns is gone. Pods live in the real apiserver.
+//! config version and iptables flavour: the rules iptables-save shows (or `nft list` in nftables
+//! mode, where the plugin runs with no iptables or nft binary reachable), idempotent ADD, CHECK
+//! (also on a tampered ruleset), DEL, and DEL after the netns is gone. Pods live in the real apiserver.
 //! Needs root and the testbed (`e2e/testbed up`), except the pure counter test.
 
 mod support;
@@ -9,20 +10,8 @@ use linkerd_multus_e2e::{client, TestNamespace};
 use serde_json::json;
 use support::*;
 
-/// The whole lifecycle for one version and flavour. If it regresses, pods on that kind of node get
-/// wrong, duplicated or leftover rules.
-async fn lifecycle(version: &'static str, mode: &'static str) {
-    let client = client().await;
-    let ns = TestNamespace::create(&client, &format!("cni-rules-{mode}")).await;
-    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
-    let (save, other) = match mode {
-        "legacy" => ("iptables-legacy-save", "iptables-nft-save"),
-        _ => ("iptables-nft-save", "iptables-legacy-save"),
-    };
-
-    let mut net = PodNetwork::new(&PluginSettings::new(version, mode), &ns.name, "web");
-    let result = net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
-
+/// The bridge's result, passed through by linkerd-cni in the config's version.
+fn assert_bridge_result(net: &PodNetwork, result: &serde_json::Value, version: &str) {
     // The bridge's result comes back in the config's version.
     assert_eq!(result["cniVersion"], version, "{result}");
     let ip = &result["ips"][0];
@@ -44,6 +33,49 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
             .is_some_and(|i| i.len() >= 2),
         "{result}"
     );
+}
+
+/// After the loopback exemption was removed: CHECK fails (code 101) saying rule 2 of
+/// PROXY_INIT_OUTPUT is now `found…` where `expected…` was planned; ADD repairs it.
+fn check_names_then_add_repairs(
+    net: &PodNetwork,
+    result: &serde_json::Value,
+    found: &str,
+    expected: &str,
+) {
+    let err = net
+        .network
+        .check(&net.runtime, result)
+        .expect_err("CHECK on a tampered ruleset");
+    assert_eq!(err.code(), Some(101), "{err}");
+    let msg = err.msg().unwrap_or_default();
+    assert!(
+        msg.contains(&format!("rule 2 of PROXY_INIT_OUTPUT is {found}"))
+            && msg.contains(&format!("expected {expected}")),
+        "{msg}"
+    );
+    net.linkerd_only("ADD", Some(result))
+        .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
+    net.network
+        .check(&net.runtime, result)
+        .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
+}
+
+/// The whole lifecycle for one version and flavour. If it regresses, pods on that kind of node get
+/// wrong, duplicated or leftover rules.
+async fn lifecycle(version: &'static str, mode: &'static str) {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, &format!("cni-rules-{mode}")).await;
+    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
+    let (save, other) = match mode {
+        "legacy" => ("iptables-legacy-save", "iptables-nft-save"),
+        _ => ("iptables-nft-save", "iptables-legacy-save"),
+    };
+
+    let mut net = PodNetwork::new(&PluginSettings::new(version, mode), &ns.name, "web");
+    let result = net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
+
+    assert_bridge_result(&net, &result, version);
 
     // Exactly our rules, in the flavour we asked for; the other flavour sees nothing of ours.
     assert_eq!(net.our_rules(save), default_expected_rules(2102));
@@ -85,23 +117,12 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
             "{}",
             String::from_utf8_lossy(&del.stderr)
         );
-        let err = net
-            .network
-            .check(&net.runtime, &result)
-            .expect_err("CHECK on a tampered ruleset");
-        assert_eq!(err.code(), Some(101), "{err}");
-        let msg = err.msg().unwrap_or_default();
-        assert!(
-            msg.contains("rule 2 of PROXY_INIT_OUTPUT is `-A PROXY_INIT_OUTPUT -p tcp")
-                && msg.contains("expected `-A PROXY_INIT_OUTPUT -o lo"),
-            "{msg}"
+        check_names_then_add_repairs(
+            &net,
+            &result,
+            "`-A PROXY_INIT_OUTPUT -p tcp",
+            "`-A PROXY_INIT_OUTPUT -o lo",
         );
-        // ADD repairs it.
-        net.linkerd_only("ADD", Some(&result))
-            .unwrap_or_else(|e| panic!("repairing ADD: {e}"));
-        net.network
-            .check(&net.runtime, &result)
-            .unwrap_or_else(|e| panic!("CHECK after repair: {e}"));
     }
 
     // DEL removes our chains and hooks and leaves the rest of the nat table alone.
@@ -152,6 +173,168 @@ async fn v0_4_0_nft() {
 #[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn v1_0_0_nft() {
     lifecycle("1.0.0", "nft").await;
+}
+
+/// The nftables mode's lifecycle, read back with `nft` from the test side while the plugin has no
+/// iptables or nft binary reachable. If it regresses, pods on nodes without iptables get wrong,
+/// duplicated or leftover rules, or other tables get touched.
+async fn lifecycle_nftables(version: &'static str, v6: bool) {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "cni-rules-nftables").await;
+    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
+    let mut settings = PluginSettings::new(version, "nftables");
+    settings.ipv6 = v6;
+    if v6 {
+        settings.linkerd = json!({"subnets-to-ignore": ["10.9.0.0/16", "fd00:9::/64"]});
+    }
+    let mut net = PodNetwork::new(&settings, &ns.name, "web");
+    // A bystander table the plugin must never touch.
+    net.nft(&["add table inet bystander { chain c { type filter hook output priority 0; }; }"]);
+    let result = net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
+    assert_bridge_result(&net, &result, version);
+
+    // Exactly our table as nft itself reads it back, written out independently of the plugin.
+    // With IPv6 on, each family also skips its own ignored subnet.
+    let expected = |family: &str, subnet: &str| {
+        let line = if v6 {
+            format!("\t\t{family} saddr {subnet} return comment \"proxy-init/ignore-subnet-{subnet}\"\n")
+        } else {
+            String::new()
+        };
+        NFT_EXPECTED
+            .replace("FAMILY", family)
+            .replace("SUBNET\n", &line)
+    };
+    assert_eq!(
+        net.nft(&["list", "table", "ip", "linkerd-cni"]),
+        expected("ip", "10.9.0.0/16")
+    );
+    let v6_table = net.ns.exec(&["nft", "list", "table", "ip6", "linkerd-cni"]);
+    assert_eq!(
+        v6_table.status.success(),
+        v6,
+        "an ip6 table exactly when ipv6 is on"
+    );
+    if v6 {
+        assert_eq!(
+            String::from_utf8_lossy(&v6_table.stdout),
+            expected("ip6", "fd00:9::/64")
+        );
+    }
+    // iptables sees nothing of ours.
+    assert_eq!(net.our_rules("iptables-nft-save"), Vec::<String>::new());
+
+    // Repeated ADD leaves the identical ruleset.
+    let before = net.nft(&["list", "ruleset"]);
+    net.linkerd_only("ADD", Some(&result))
+        .unwrap_or_else(|e| panic!("second ADD: {e}"));
+    assert_eq!(net.nft(&["list", "ruleset"]), before);
+
+    if version != "0.3.1" {
+        net.network
+            .check(&net.runtime, &result)
+            .unwrap_or_else(|e| panic!("CHECK: {e}"));
+        // Someone removes the loopback exemption: CHECK names the rule.
+        let listing = net.nft(&[
+            "-a",
+            "list",
+            "chain",
+            "ip",
+            "linkerd-cni",
+            "PROXY_INIT_OUTPUT",
+        ]);
+        let handle = listing
+            .lines()
+            .find(|l| l.contains("oifname \"lo\""))
+            .and_then(|l| l.rsplit("# handle ").next())
+            .unwrap_or_else(|| panic!("no loopback rule with a handle in\n{listing}"))
+            .trim()
+            .to_string();
+        net.nft(&[
+            "delete",
+            "rule",
+            "ip",
+            "linkerd-cni",
+            "PROXY_INIT_OUTPUT",
+            "handle",
+            &handle,
+        ]);
+        check_names_then_add_repairs(
+            &net,
+            &result,
+            "`meta l4proto tcp redirect to :4140",
+            "`oifname \"lo\" return",
+        );
+        assert_eq!(net.nft(&["list", "ruleset"]), before);
+    }
+
+    // DEL removes our tables and nothing else.
+    net.network
+        .del(&net.runtime, Some(&result))
+        .unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(net.nft(&["list", "tables"]), "table inet bystander\n");
+
+    // DEL again after the netns is gone succeeds.
+    net.ns.delete();
+    net.network
+        .del(&net.runtime, Some(&result))
+        .unwrap_or_else(|e| panic!("DEL without netns: {e}"));
+}
+
+/// The harness' default settings as `nft list table` prints them (FAMILY: ip or ip6; SUBNET: the
+/// line of an ignored subnet, if any).
+const NFT_EXPECTED: &str = r#"table FAMILY linkerd-cni {
+	chain PROXY_INIT_REDIRECT {
+		type nat hook prerouting priority dstnat; policy accept;
+		tcp dport 4191 return comment "proxy-init/ignore-port-4191"
+		tcp dport 4190 return comment "proxy-init/ignore-port-4190"
+SUBNET
+		meta l4proto tcp redirect to :4143 comment "proxy-init/redirect-all-incoming-to-proxy-port"
+	}
+
+	chain PROXY_INIT_OUTPUT {
+		type nat hook output priority -100; policy accept;
+		meta skuid 2102 return comment "proxy-init/ignore-proxy-user-id"
+		oifname "lo" return comment "proxy-init/ignore-loopback"
+		meta l4proto tcp redirect to :4140 comment "proxy-init/redirect-all-outgoing-to-proxy-port"
+	}
+}
+"#;
+
+#[tokio::test]
+#[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn v0_3_1_nftables() {
+    lifecycle_nftables("0.3.1", false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn v0_4_0_nftables() {
+    lifecycle_nftables("0.4.0", false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn v1_0_0_nftables_ipv6() {
+    lifecycle_nftables("1.0.0", true).await;
+}
+
+/// The hiding wrapper really hides: the legacy mode through it finds no binary.
+#[tokio::test]
+#[ignore = "needs root (netns, mount namespace) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn the_nftables_harness_leaves_the_plugin_no_iptables() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "cni-rules-hidden").await;
+    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
+    let mut settings = PluginSettings::new("1.0.0", "legacy");
+    settings.hide_binaries = true;
+    let mut net = PodNetwork::new(&settings, &ns.name, "web");
+    let err = net.add().expect_err("legacy ADD without binaries");
+    let msg = err.msg().unwrap_or_default();
+    assert!(
+        msg.contains("no ipv4 iptables binaries for mode legacy"),
+        "{err}"
+    );
 }
 
 /// Chain counters go, everything else of the `iptables-save` text stays exact.

@@ -1,7 +1,7 @@
 //! Real traffic through the rules linkerd-cni installs on a bridge + host-local pod network:
 //! host → pod:8080 lands on the inbound proxy port 4143; pod → elsewhere lands on 4140; the proxy
 //! uid 2102 bypasses; loopback and skipped ports are untouched; after DEL everything is direct
-//! again. Legacy, nft and an IPv6 case. Needs root and `e2e/testbed up`.
+//! again. Legacy, nft, nftables (no iptables or nft binary reachable by the plugin) and IPv6 cases. Needs root and `e2e/testbed up`.
 
 mod support;
 
@@ -114,4 +114,16 @@ async fn nft_ipv4() {
 #[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn legacy_ipv6() {
     traffic("legacy", true).await;
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn nftables_ipv4() {
+    traffic("nftables", false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn nftables_ipv6() {
+    traffic("nftables", true).await;
 }

@@ -24,6 +24,52 @@ pub fn plugin_dirs() -> Vec<PathBuf> {
     ]
 }
 
+/// The wrapper that runs the built `linkerd-cni` with no `iptables*`, `ip6tables*`, `xtables*` or
+/// `nft` binary reachable: in a private mount namespace an empty read-only tmpfs covers every
+/// directory of `$PATH` and the plugin's fallbacks (/usr/sbin, /sbin, /usr/bin, /bin) that holds one
+/// (a directory the shell itself runs from gets `/dev/null` bound over just those files), and the
+/// plugin only starts once none of them is left as a regular or executable file (exit 97).
+const HIDING_WRAPPER: &str = r#"#!/bin/sh
+exec unshare --mount --propagation private /bin/sh -ec '
+real="$1"; shift
+dirs="$(echo "$PATH" | tr : " ") /usr/local/sbin /usr/local/bin /usr/sbin /sbin /usr/bin /bin"
+tools() { for f in "$1"/iptables* "$1"/ip6tables* "$1"/xtables* "$1"/nft; do [ -e "$f" ] && echo "$f"; done; true; }
+for d in $dirs; do
+  [ -d "$d" ] || continue
+  hits="$(tools "$d")"
+  [ -n "$hits" ] || continue
+  if [ -e "$d/sh" ] || [ -e "$d/mount" ]; then
+    for f in $hits; do mount --bind /dev/null "$f"; done
+  else
+    mount -t tmpfs -o ro nobinaries "$d"
+  fi
+done
+for d in $dirs; do
+  for f in "$d"/iptables* "$d"/ip6tables* "$d"/xtables* "$d"/nft; do
+    if [ -f "$f" ] || [ -x "$f" ]; then echo "still reachable: $f" >&2; exit 97; fi
+  done
+done
+exec "$real" "$@"
+' linkerd-cni-hiding REAL "$@"
+"#;
+
+/// A directory holding the hiding `linkerd-cni` wrapper, then Debian's plugins (one per process).
+pub fn hiding_plugin_dirs() -> Vec<PathBuf> {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("linkerd-cni-no-iptables-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("wrapper dir");
+        let real = crate::binary("linkerd-cni");
+        let script = HIDING_WRAPPER.replace("REAL", real.to_str().expect("UTF-8 path"));
+        let path = dir.join("linkerd-cni");
+        std::fs::write(&path, script).expect("write wrapper");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        dir
+    });
+    vec![dir.clone(), PathBuf::from(DEBIAN_CNI_DIR)]
+}
+
 /// Fails with the install command when the reference plugins or iptables are missing.
 pub fn require_tools() {
     for p in [
@@ -31,6 +77,8 @@ pub fn require_tools() {
         "/usr/lib/cni/host-local",
         "/usr/sbin/iptables-legacy-restore",
         "/usr/sbin/iptables-nft-restore",
+        "/usr/sbin/nft",
+        "/usr/bin/unshare",
     ] {
         assert!(
             Path::new(p).exists(),
@@ -91,6 +139,9 @@ pub struct PluginSettings {
     pub mode: &'static str,
     pub ipv6: bool,
     pub kubeconfig: PathBuf,
+    /// Run the plugin through the wrapper that hides every iptables and nft binary
+    /// ([`hiding_plugin_dirs`]); on for `nftables`.
+    pub hide_binaries: bool,
     /// Extra keys merged into the `linkerd` block.
     pub linkerd: Value,
 }
@@ -102,6 +153,7 @@ impl PluginSettings {
             mode,
             ipv6: false,
             kubeconfig: crate::kubeconfig_path(),
+            hide_binaries: mode == "nftables",
             linkerd: json!({}),
         }
     }
@@ -173,7 +225,14 @@ impl PodNetwork {
         Self {
             ns,
             addr,
-            network: Network::new(conflist, plugin_dirs()),
+            network: Network::new(
+                conflist,
+                if settings.hide_binaries {
+                    hiding_plugin_dirs()
+                } else {
+                    plugin_dirs()
+                },
+            ),
             runtime,
             _ipam_dir: ipam_dir,
             result: None,
@@ -226,6 +285,19 @@ impl PodNetwork {
             String::from_utf8_lossy(&out.stderr)
         );
         without_counters(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// `nft <args>` inside the pod netns (the test side has the binary; the plugin does not).
+    pub fn nft(&self, args: &[&str]) -> String {
+        let mut cmd = vec!["nft"];
+        cmd.extend_from_slice(args);
+        let out = self.ns.exec(&cmd);
+        assert!(
+            out.status.success(),
+            "nft {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Just the lines that mention our chains, in `iptables-save` order.

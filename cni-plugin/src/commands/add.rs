@@ -8,6 +8,7 @@ use crate::cni::{convert_result, empty_result, CniEnv, CniError};
 use crate::config::PluginConfig;
 use crate::netns;
 use crate::plan::NatTable;
+use crate::IptablesMode;
 
 pub(super) fn add(env: &CniEnv, cfg: &PluginConfig) -> Result<Value, CniError> {
     let result = match &cfg.prev_result {
@@ -17,6 +18,13 @@ pub(super) fn add(env: &CniEnv, cfg: &PluginConfig) -> Result<Value, CniError> {
     let Some(settings) = pod_settings(env, cfg)? else {
         return Ok(result);
     };
+    if cfg.linkerd.iptables_mode == IptablesMode::Nftables {
+        super::native::add(env, cfg, &settings)?;
+        if !cfg.linkerd.simulate {
+            tracing::info!(container = %env.container_id, netns = %env.netns, "nftables rules installed");
+        }
+        return Ok(result);
+    }
     let plans = plans(&settings, cfg);
     if cfg.linkerd.simulate {
         for p in &plans {

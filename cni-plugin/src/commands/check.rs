@@ -5,6 +5,7 @@ use crate::cni::{codes, CniEnv, CniError};
 use crate::config::PluginConfig;
 use crate::netns;
 use crate::plan::NatTable;
+use crate::IptablesMode;
 
 pub(super) fn check(env: &CniEnv, cfg: &PluginConfig) -> Result<(), CniError> {
     if !cfg.cni_version.supports_check() {
@@ -19,6 +20,9 @@ pub(super) fn check(env: &CniEnv, cfg: &PluginConfig) -> Result<(), CniError> {
     };
     if cfg.linkerd.simulate {
         return Ok(());
+    }
+    if cfg.linkerd.iptables_mode == IptablesMode::Nftables {
+        return super::native::check(env, cfg, &settings);
     }
     let plans = plans(&settings, cfg);
     let tools = tools(cfg)?;

@@ -4,6 +4,7 @@
 mod add;
 mod check;
 mod del;
+mod native;
 
 use std::path::Path;
 
@@ -21,8 +22,8 @@ use crate::{logging, IptablesError};
 /// `linkerd-cni --help`.
 pub const HELP: &str = "\
 linkerd-cni: the Linkerd CNI plugin. It redirects a meshed pod's TCP traffic to its linkerd-proxy
-with iptables rules in the pod's network namespace (what Linkerd's linkerd-init container does
-otherwise, without giving pods NET_ADMIN).
+with iptables (or nftables) rules in the pod's network namespace (what Linkerd's linkerd-init
+container does otherwise, without giving pods NET_ADMIN).
 
 A container runtime or Multus runs it, not a person: it reads CNI_COMMAND (ADD, DEL, CHECK,
 VERSION, STATUS, GC), CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS (K8S_POD_NAMESPACE,
@@ -33,7 +34,8 @@ Config keys: cniVersion (0.3.0 to 1.1.0), kubernetes.kubeconfig, log_level, log_
 `linkerd` block: incoming-proxy-port (4143), outgoing-proxy-port (4140), proxy-uid (2102),
 proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-ports-to-ignore
 (\"80\" or \"9000-9100\"), subnets-to-ignore, simulate, use-wait-flag, iptables-mode (legacy,
-nft, plain), ipv6. Pods override them with config.linkerd.io/* annotations.
+nft, plain: that iptables-restore; nftables: nf_tables over netlink, no iptables or nft binary),
+ipv6. Pods override them with config.linkerd.io/* annotations.
 
 Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
 ";
