@@ -57,7 +57,8 @@ exec "$real" "$@"
 pub fn hiding_plugin_dirs() -> Vec<PathBuf> {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("linkerd-cni-no-iptables-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("linkerd-cni-no-iptables-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("wrapper dir");
         let real = crate::binary("linkerd-cni");
         let script = HIDING_WRAPPER.replace("REAL", real.to_str().expect("UTF-8 path"));
