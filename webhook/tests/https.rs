@@ -5,11 +5,10 @@
 mod support;
 
 use linkerd_multus_e2e::admission::review;
-use linkerd_multus_e2e::{client, TestNamespace};
+use linkerd_multus_e2e::client;
 use linkerd_multus_webhook::metrics::outcome;
 use linkerd_multus_webhook::TlsListener;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use support::*;
 
 async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, String) {
@@ -31,20 +30,12 @@ async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, Strin
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn serves_reviews_and_refuses_bad_input_without_500() {
     let kube = client().await;
-    let ns = TestNamespace::create_with(
-        &kube,
-        "wh-https",
-        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
-    )
-    .await;
-    let dir = temp_dir();
-    let bundle = write_cert(dir.path());
-    let wh = Running::start(
-        args(dir.path()),
-        settings("linkerd", "default"),
-        kube.clone(),
-    )
-    .await;
+    let Served {
+        wh,
+        ns,
+        bundle,
+        dir: _dir,
+    } = serve_with_enabled_namespace(&kube, "wh-https").await;
     let http = https_client(&bundle.ca_pem);
 
     // Good review.

@@ -6,10 +6,9 @@
 mod support;
 
 use linkerd_multus_e2e::admission::review;
-use linkerd_multus_e2e::{client, wait_for, TestNamespace};
+use linkerd_multus_e2e::{client, wait_for};
 use linkerd_multus_webhook::connections::{HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use support::*;
@@ -23,8 +22,17 @@ const WITHIN: Duration = Duration::from_secs(5);
 /// Reads until the server closes the connection (EOF or reset); what it sent meanwhile. `None` when
 /// it is still open [`WITHIN`] after `opened`.
 async fn until_closed<S: AsyncRead + Unpin>(stream: &mut S, opened: Instant) -> Option<String> {
+    until_closed_within(stream, opened, WITHIN).await
+}
+
+/// [`until_closed`] with a bound of its own.
+async fn until_closed_within<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    opened: Instant,
+    within: Duration,
+) -> Option<String> {
     let mut got = Vec::new();
-    let deadline = tokio::time::Instant::from_std(opened + WITHIN);
+    let deadline = tokio::time::Instant::from_std(opened + within);
     // An already closed connection reads its end at once, however late this runs.
     let read = tokio::time::timeout_at(deadline, async {
         let mut buf = [0u8; 4096];
@@ -119,20 +127,12 @@ async fn drill4_reviews_are_answered_while_2000_idle_connections_are_held() {
     const IDLE: usize = 2000;
     const REVIEWS: usize = 300;
     let kube = client().await;
-    let ns = TestNamespace::create_with(
-        &kube,
-        "wh-slow",
-        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
-    )
-    .await;
-    let dir = temp_dir();
-    let bundle = write_cert(dir.path());
-    let wh = Running::start(
-        args(dir.path()),
-        settings("linkerd", "default"),
-        kube.clone(),
-    )
-    .await;
+    let Served {
+        wh,
+        ns,
+        bundle,
+        dir: _dir,
+    } = serve_with_enabled_namespace(&kube, "wh-slow").await;
 
     let idle = idle_tcp(wh.addr, IDLE).await;
     let half_headers_opened = Instant::now();
@@ -195,7 +195,14 @@ async fn drill4_reviews_are_answered_while_2000_idle_connections_are_held() {
     took.sort();
     let pct = |p: usize| took[(took.len() - 1) * p / 100];
 
-    let slow_body = until_closed(&mut half_body, half_body_opened).await;
+    // The request timeout starts once the headers are in, after the TLS handshake: allow it 2 s on
+    // top, still under the apiserver's 10 s.
+    let slow_body = until_closed_within(
+        &mut half_body,
+        half_body_opened,
+        REQUEST_TIMEOUT + Duration::from_secs(2),
+    )
+    .await;
     let half_headers_closed = until_closed(&mut half_headers, half_headers_opened)
         .await
         .is_some();
@@ -236,20 +243,12 @@ async fn drill4_reviews_are_answered_while_2000_idle_connections_are_held() {
 async fn drill4_reviews_are_answered_from_the_cache_while_the_apiserver_restarts() {
     let bed = linkerd_multus_e2e::DedicatedTestbed::up("wh-restart");
     let kube = bed.client().await;
-    let ns = TestNamespace::create_with(
-        &kube,
-        "wh-restart",
-        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
-    )
-    .await;
-    let dir = temp_dir();
-    let bundle = write_cert(dir.path());
-    let wh = Running::start(
-        args(dir.path()),
-        settings("linkerd", "default"),
-        kube.clone(),
-    )
-    .await;
+    let Served {
+        wh,
+        ns,
+        bundle,
+        dir: _dir,
+    } = serve_with_enabled_namespace(&kube, "wh-restart").await;
     let http = https_client(&bundle.ca_pem);
     let body = serde_json::to_vec(&review(
         "uid-drill4-restart",
@@ -334,12 +333,7 @@ async fn drill4_reviews_are_answered_from_the_cache_while_the_apiserver_restarts
         "no review as slow as the apiserver's timeout: {slowest:?}"
     );
     // The watch resumes after the restart: a namespace enabled now is attached too.
-    let late = TestNamespace::create_with(
-        &kube,
-        "wh-restart-late",
-        BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string())]),
-    )
-    .await;
+    let late = enabled_namespace(&kube, "wh-restart-late").await;
     let late_body = serde_json::to_vec(&review(
         "uid-drill4-late",
         "Pod",

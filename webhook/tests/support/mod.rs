@@ -194,3 +194,47 @@ pub async fn tls_connect(
 pub fn der(pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
 }
+
+/// A namespace annotated `linkerd.io/multus=enabled`, made (and deleted) through `kube`.
+pub async fn enabled_namespace(
+    kube: &kube::Client,
+    prefix: &str,
+) -> linkerd_multus_e2e::TestNamespace {
+    linkerd_multus_e2e::TestNamespace::create_with(
+        kube,
+        prefix,
+        std::collections::BTreeMap::from([(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )]),
+    )
+    .await
+}
+
+/// The webhook serving a fresh certificate on `kube`'s cluster, next to an enabled namespace.
+pub struct Served {
+    // Field order is drop order: the server stops before its certificate directory goes.
+    pub wh: Running,
+    pub ns: linkerd_multus_e2e::TestNamespace,
+    pub bundle: Bundle,
+    /// Bind it (`dir: _dir`) for as long as the server runs.
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn serve_with_enabled_namespace(kube: &kube::Client, prefix: &str) -> Served {
+    let ns = enabled_namespace(kube, prefix).await;
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::start(
+        args(dir.path()),
+        settings("linkerd", "default"),
+        kube.clone(),
+    )
+    .await;
+    Served {
+        wh,
+        ns,
+        bundle,
+        dir,
+    }
+}
