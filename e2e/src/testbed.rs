@@ -256,3 +256,32 @@ impl Drop for DedicatedTestbed {
         }
     }
 }
+
+/// Multus' CRD is cluster-wide and shared: created if absent, never removed. Once per process: a
+/// file's tests run in parallel, and two concurrent `kubectl apply` of an absent object both try to
+/// create it, the second failing with AlreadyExists.
+pub fn ensure_nad_crd() {
+    static CRD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    CRD.get_or_init(apply_nad_crd);
+}
+
+fn apply_nad_crd() {
+    let crd = workspace_root().join("crds/network-attachment-definition.yaml");
+    let out = kubectl(&["apply", "-f", crd.to_str().expect("UTF-8 path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/network-attachment-definitions.k8s.cni.cncf.io",
+        "--timeout=30s",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -568,6 +568,8 @@ async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
     else {
         unreachable!("no subcommand")
     };
+    // Multus' CRD, as a Multus cluster has it (tests on this testbed may run in any order).
+    linkerd_multus_e2e::ensure_nad_crd();
     let as_operator = client_as_service_account(&ns, &fullname).await;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();

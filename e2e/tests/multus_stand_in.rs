@@ -10,37 +10,8 @@ use kube::{Api, Client};
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 use linkerd_multus_e2e::cni::{exec_plugin_logged, PluginFailure, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
-use linkerd_multus_e2e::{binary, client, kubeconfig_path, kubectl, workspace_root, TestNamespace};
+use linkerd_multus_e2e::{binary, client, ensure_nad_crd, kubeconfig_path, TestNamespace};
 use serde_json::{json, Value};
-
-/// Multus' CRD is cluster-wide and shared: created if absent, never removed. Once per process: this
-/// file's tests run in parallel, and two concurrent `kubectl apply` of an absent object both try to
-/// create it, the second failing with AlreadyExists.
-fn ensure_nad_crd() {
-    static CRD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    CRD.get_or_init(apply_nad_crd);
-}
-
-fn apply_nad_crd() {
-    let crd = workspace_root().join("crds/network-attachment-definition.yaml");
-    let out = kubectl(&["apply", "-f", crd.to_str().expect("UTF-8 path")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/network-attachment-definitions.k8s.cni.cncf.io",
-        "--timeout=30s",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 async fn create_pod(client: &Client, namespace: &str, name: &str, networks: &str) -> Pod {
     let pod: Pod = serde_json::from_value(json!({
