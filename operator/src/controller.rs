@@ -175,9 +175,15 @@ impl NadController {
         let controller = namespaces
             // kube-runtime's default is unbounded: 2,000 namespaces at once opened ~2,900 apiserver
             // connections and 160 MB of TLS buffers (heaptrack, bench/RESULTS.md).
-            // No debounce: it held every trigger, an opt-in included, 50 ms (bench/run's opt-in row);
-            // a trigger from our own NAD write finds the cache current and writes nothing.
-            .with_config(controller::Config::default().concurrency(settings.concurrency))
+            // The 50 ms debounce costs an opt-in 50 ms (bench/run's opt-in row), but without it the
+            // start-up burst of triggers (namespace list, ConfigMap, NAD list) reconciled a namespace
+            // again before its new NAD reached the cache: two writes per NAD (a fresh-clone CI run of
+            // nad_controller::idle_resync_sends_no_writes).
+            .with_config(
+                controller::Config::default()
+                    .debounce(Duration::from_millis(50))
+                    .concurrency(settings.concurrency),
+            )
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
