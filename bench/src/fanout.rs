@@ -70,7 +70,7 @@ pub(crate) fn template(log_level: &str) -> String {
 pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
     ensure_crd(&client).await?;
-    apply_namespace(&client, CNI_NAMESPACE, false).await?;
+    apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     put_config(&client, "info").await?;
 
     let started = Instant::now();
@@ -278,18 +278,20 @@ async fn create_enabled(
     let names: Vec<String> = range.map(|i| format!("{PREFIX}{i}")).collect();
     for_each(&names, concurrency, |ns| {
         let client = client.clone();
-        async move { apply_namespace(&client, &ns, true).await }
+        async move { apply_namespace(&client, &ns, LABEL, true).await }
     })
     .await?;
     Ok(names)
 }
 
+/// Applies the namespace with `label=1` and the opt-in annotation set or absent.
 pub(crate) async fn apply_namespace(
     client: &Client,
     name: &str,
+    label: &str,
     enabled: bool,
 ) -> anyhow::Result<()> {
-    let mut meta = json!({ "name": name, "labels": { LABEL: "1" } });
+    let mut meta = json!({ "name": name, "labels": { label: "1" } });
     if enabled {
         meta["annotations"] = json!({ (vocab::MULTUS_ANNOTATION): vocab::MULTUS_ENABLED });
     }

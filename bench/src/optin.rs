@@ -9,15 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{
-    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use serde_json::json;
 
-use crate::fanout::{self, Operator, CNI_NAMESPACE, FLOOR_MANAGER, FLOOR_NAD, LABEL};
+use crate::fanout::{self, Operator, CNI_NAMESPACE, FLOOR_NAD, LABEL};
 use crate::row::{self, pct};
 
 /// Label of the floor client's namespaces (the operator selects `LABEL=1` only).
@@ -40,7 +38,7 @@ pub struct OptinArgs {
 pub async fn run(args: OptinArgs) -> anyhow::Result<()> {
     let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
     fanout::ensure_crd(&client).await?;
-    fanout::apply_namespace(&client, CNI_NAMESPACE, false).await?;
+    fanout::apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     fanout::put_config(&client, "info").await?;
     let floor = tokio::spawn(floor_client(client.clone()));
 
@@ -58,13 +56,13 @@ async fn measure(client: &Client, args: &OptinArgs, operator: &mut Operator) -> 
     let tag = std::process::id();
     // Warm-up (not counted): the operator has synced once a namespace it manages gets its NAD.
     let warm = format!("bench-optin-warm-{tag}");
-    put_namespace(client, &warm, LABEL, true).await?;
+    fanout::apply_namespace(client, &warm, LABEL, true).await?;
     wait_for(client, &warm, vocab::NAD_NAME, true, Instant::now()).await?;
     if operator.child.try_wait()?.is_some() {
         bail!("the operator exited during warm-up");
     }
     let warm_floor = format!("bench-optin-warmf-{tag}");
-    put_namespace(client, &warm_floor, FLOOR_LABEL, true).await?;
+    fanout::apply_namespace(client, &warm_floor, FLOOR_LABEL, true).await?;
     wait_for(client, &warm_floor, FLOOR_NAD, true, Instant::now()).await?;
     const DURATION_SUM: &str = "linkerd_multus_controller_reconcile_duration_seconds_sum";
     let (writes_before, spent_before) = (
@@ -81,7 +79,7 @@ async fn measure(client: &Client, args: &OptinArgs, operator: &mut Operator) -> 
                 "bench-optin-{}-{tag}-{i}",
                 if nad == FLOOR_NAD { "f" } else { "o" }
             );
-            put_namespace(client, &ns, label, false).await?;
+            fanout::apply_namespace(client, &ns, label, false).await?;
             on.push(flip(client, &ns, label, nad, true).await?);
             off.push(flip(client, &ns, label, nad, false).await?);
         }
@@ -129,7 +127,7 @@ async fn flip(client: &Client, ns: &str, label: &str, nad: &str, on: bool) -> an
         .await?
         .boxed();
     let started = Instant::now();
-    put_namespace(client, ns, label, on).await?;
+    fanout::apply_namespace(client, ns, label, on).await?;
     let deadline = started + PATIENCE;
     loop {
         let next = tokio::time::timeout_at(deadline.into(), events.try_next())
@@ -165,28 +163,6 @@ async fn wait_for(
         "{nad} in {ns}: not {} after {PATIENCE:?}",
         if present { "created" } else { "deleted" }
     )
-}
-
-/// Applies the namespace with `label=1` and the opt-in annotation set or absent.
-async fn put_namespace(
-    client: &Client,
-    name: &str,
-    label: &str,
-    enabled: bool,
-) -> anyhow::Result<()> {
-    let mut meta = json!({ "name": name, "labels": { label: "1" } });
-    if enabled {
-        meta["annotations"] = json!({ (vocab::MULTUS_ANNOTATION): vocab::MULTUS_ENABLED });
-    }
-    Api::<Namespace>::all(client.clone())
-        .patch(
-            name,
-            &PatchParams::apply(FLOOR_MANAGER),
-            &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": meta })),
-        )
-        .await
-        .with_context(|| format!("applying namespace {name}"))?;
-    Ok(())
 }
 
 /// The floor: watch namespaces with [`FLOOR_LABEL`]; enabled -> create the NAD, else delete it.

@@ -28,13 +28,7 @@ async fn annotation_creates_and_removes_the_nad() {
     eprintln!("MEASURE annotate -> NAD visible: {:?}", started.elapsed());
 
     let nad = h.nad(&ns.name).await.expect("NAD");
-    let managers: Vec<_> = nad
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.clone())
-        .collect();
+    let managers = field_managers(&nad.metadata);
     assert_eq!(managers, vec![vocab::FIELD_MANAGER.to_string()]);
 
     h.annotate(&ns.name, Some("disabled")).await;

@@ -326,13 +326,7 @@ async fn create_never_lands_on_a_nad_that_appeared_meanwhile() {
         "not written into"
     );
     assert!(!vocab::is_managed_by_us(now.metadata.labels.as_ref()));
-    let managers: Vec<_> = now
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.clone())
-        .collect();
+    let managers = field_managers(&now.metadata);
     assert!(
         !managers.iter().any(|m| m == vocab::FIELD_MANAGER),
         "{managers:?}"

@@ -400,3 +400,12 @@ pub fn crd_in_group(group: &str) -> CustomResourceDefinition {
 pub fn at<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a Value> {
     obj.data.pointer(pointer)
 }
+
+/// The field managers that have written `meta`'s object, in the order the apiserver lists them.
+pub fn field_managers(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
