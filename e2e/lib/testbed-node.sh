@@ -278,7 +278,7 @@ start_containerd() {
 
 start_relay() {
     local port
-    port=$(free_port)
+    port=$(free_ports 1)
     echo "https://127.0.0.1:$port" >"$STATE/server"
     # Started on the host, it joins the node's netns itself after binding the host's loopback port.
     setsid python3 "$ROOT/e2e/lib/relay.py" "$port" "/proc/$(holder_pid)/ns/net" "$NODE_IP" "$API_PORT" \
