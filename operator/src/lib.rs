@@ -175,16 +175,20 @@ async fn build_controller_tasks(
         &mut registry,
     );
     let namespaces = controller.namespace_store();
-    let repairer = config.repair.map(|settings| {
-        Repairer::new(
+    let repairer = match config.repair {
+        Some(settings) => Some(Repairer::new(
             repair_client,
+            repair::evict::eviction_client()
+                .await
+                .map_err(RunError::Client)?,
             settings,
             namespaces.clone(),
             leadership.subscribe(),
             config.identity,
             &mut registry,
-        )
-    });
+        )),
+        None => None,
+    };
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
     let admin_addr = admin.local_addr().unwrap_or(config.admin_addr);
 

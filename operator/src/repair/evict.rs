@@ -45,6 +45,17 @@ pub fn classify(result: Result<Status, kube::Error>) -> Evicted {
     }
 }
 
+/// A client that takes a 429 as the answer it is: kube 5's default client retries a 429 up to 15
+/// times, its backoff growing towards minutes (an eviction a PodDisruptionBudget refused held the
+/// repairer for over a minute on the testbed). Configured like `Client::try_default` otherwise.
+pub async fn eviction_client() -> Result<Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
 /// Asks the apiserver to evict pod `namespace/name`, only if it is still the pod of `uid`.
 pub async fn evict(client: &Client, namespace: &str, name: &str, uid: &str) -> Evicted {
     let url = format!("{}/{name}/eviction", Pod::url_path(&(), Some(namespace)));

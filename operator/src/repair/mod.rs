@@ -56,6 +56,8 @@ pub struct Settings {
 /// The pod repairer, ready to run.
 pub struct Repairer {
     client: Client,
+    /// Sends the evictions ([`evict::eviction_client`]).
+    evictions: Client,
     settings: Settings,
     /// The controller's namespace store: the same view of which namespaces are enabled.
     namespaces: Store<Namespace>,
@@ -72,6 +74,7 @@ enum Scan {
 impl Repairer {
     pub fn new(
         client: Client,
+        evictions: Client,
         settings: Settings,
         namespaces: Store<Namespace>,
         is_leader: watch::Receiver<bool>,
@@ -81,6 +84,7 @@ impl Repairer {
         Self {
             events: Events::new(client.clone(), identity),
             client,
+            evictions,
             settings,
             namespaces,
             is_leader,
@@ -147,9 +151,12 @@ impl Repairer {
             return;
         };
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
-        let Verdict::Repair { why, owner } = decide(pod, ns.as_deref(), &self.settings.decision)
-        else {
-            return;
+        let (why, owner) = match decide(pod, ns.as_deref(), &self.settings.decision) {
+            Verdict::Repair { why, owner } => (why, owner),
+            Verdict::Skip(skip) => {
+                tracing::trace!(namespace, pod = name, ?skip, "no repair");
+                return;
+            }
         };
         match limiter.admit(uid, Instant::now()) {
             Admit::CoolingDown => return,
@@ -174,7 +181,7 @@ impl Repairer {
             tracing::info!(namespace, pod = name, %owner, "dry run: would evict: {}", why.describe());
             return;
         }
-        let outcome = evict(&self.client, namespace, name, uid).await;
+        let outcome = evict(&self.evictions, namespace, name, uid).await;
         self.metrics.count(outcome.label());
         self.report(&owner_ref, name, why, outcome).await;
     }
