@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use linkerd_multus_e2e::{unique_name, TestNamespace};
 use serde_json::json;
 use support::*;
 
@@ -125,16 +127,22 @@ async fn set_running(client: &Client, ns: &str, name: &str) {
         .expect("pod status");
 }
 
-/// A PodDisruptionBudget `maxUnavailable: 0` over pods labelled `app`, in the policy version the
-/// server serves, with the status the disruption controller would give it (one unready pod: no
-/// disruption allowed).
-async fn blocking_pdb(client: &Client, ns: &str, app: &str) {
+/// PodDisruptionBudgets of `ns`, in the policy version the server serves.
+async fn pdbs(client: &Client, ns: &str) -> (Api<DynamicObject>, kube::discovery::ApiResource) {
     let (resource, _) = kube::discovery::group(client, "policy")
         .await
         .expect("policy group")
         .recommended_kind("PodDisruptionBudget")
         .expect("PodDisruptionBudget served");
-    let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource);
+    let api = Api::namespaced_with(client.clone(), ns, &resource);
+    (api, resource)
+}
+
+/// A PodDisruptionBudget `maxUnavailable: 0` over pods labelled `app`, in the policy version the
+/// server serves, with the status the disruption controller would give it (one unready pod: no
+/// disruption allowed).
+async fn blocking_pdb(client: &Client, ns: &str, app: &str) {
+    let (api, resource) = pdbs(client, ns).await;
     let mut pdb = DynamicObject::new(app, &resource).within(ns);
     pdb.data = json!({"spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}}});
     let pdb = api
@@ -159,26 +167,14 @@ async fn uid_of(client: &Client, ns: &str, name: &str) -> Option<String> {
 }
 
 /// Events in `ns` about the object `kind/name` with `reason`.
-async fn events_about(
-    client: &Client,
-    ns: &str,
-    kind: &str,
-    name: &str,
-    reason: &str,
-) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&Default::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            let about = e.regarding.as_ref();
-            e.reason.as_deref() == Some(reason)
-                && about.and_then(|r| r.kind.as_deref()) == Some(kind)
-                && about.and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .collect()
+async fn events_about(h: &Harness, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Event> {
+    h.events(ns, |e| {
+        let about = e.regarding.as_ref();
+        e.reason.as_deref() == Some(reason)
+            && about.and_then(|r| r.kind.as_deref()) == Some(kind)
+            && about.and_then(|r| r.name.as_deref()) == Some(name)
+    })
+    .await
 }
 
 /// Pods created before their namespace was enabled: once it is, only the ReplicaSet's pod is evicted
@@ -211,7 +207,7 @@ async fn only_a_pod_its_controller_recreates_is_evicted() {
     })
     .await;
     op.wait_metric(EVICTED, 1.0).await;
-    let events = events_about(c, &ns.name, "ReplicaSet", "web", "PodEvictedForRepair").await;
+    let events = events_about(&h, &ns.name, "ReplicaSet", "web", "PodEvictedForRepair").await;
     assert_eq!(events.len(), 1, "one Event per eviction: {events:?}");
     assert_eq!(events[0].type_.as_deref(), Some("Normal"));
 
@@ -251,7 +247,7 @@ async fn a_pdb_blocks_the_eviction_and_it_is_reported() {
         (op.metric(BLOCKED).await >= 1.0).then_some(())
     })
     .await;
-    let events = events_about(c, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked").await;
+    let events = events_about(&h, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked").await;
     assert!(!events.is_empty(), "no PodRepairBlocked Event");
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     let note = events[0].note.as_deref().unwrap_or_default();
@@ -266,12 +262,9 @@ async fn a_pdb_blocks_the_eviction_and_it_is_reported() {
     );
     assert_eq!(op.metric(EVICTED).await, 0.0);
 
-    let (resource, _) = kube::discovery::group(c, "policy")
+    pdbs(c, &ns.name)
         .await
-        .expect("policy group")
-        .recommended_kind("PodDisruptionBudget")
-        .expect("PodDisruptionBudget served");
-    Api::<DynamicObject>::namespaced_with(c.clone(), &ns.name, &resource)
+        .0
         .delete("guarded", &Default::default())
         .await
         .expect("delete PDB");
@@ -343,17 +336,59 @@ async fn dry_run_writes_nothing() {
         after.metadata.resource_version,
         before.metadata.resource_version
     );
-    let events = Api::<Event>::namespaced(c.clone(), &ns.name)
-        .list(&Default::default())
-        .await
-        .expect("list events");
-    let ours: Vec<_> = events
-        .items
-        .iter()
-        .filter(|e| e.reporting_controller.as_deref() == Some(vocab::MANAGED_BY_VALUE))
-        .collect();
+    let ours = h
+        .events(&ns.name, |e| {
+            e.reporting_controller.as_deref() == Some(vocab::MANAGED_BY_VALUE)
+        })
+        .await;
     assert!(ours.is_empty(), "dry run filed Events: {ours:?}");
     assert_eq!(op.metric(EVICTED).await, 0.0);
     assert_eq!(op.metric(DRY_RUN).await, 1.0, "reported once per cooldown");
     op.stop().await;
+}
+
+/// Two replicas with `--leader-elect`: only the Lease holder repairs (here in dry run, so both could
+/// act on the same pod); when it stops, the other takes over and does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn only_the_leader_repairs() {
+    let h = Harness::new("rp-leader").await;
+    let ns = h.namespace("rp-leader", Some(vocab::MULTUS_ENABLED)).await;
+    let home = TestNamespace::create(&h.client, "rp-leader-home").await;
+    let c = &h.client;
+    let rs = replica_set(c, &ns.name, "led").await;
+    meshed_pod(c, &ns.name, "led-1", Some(&rs)).await;
+    let lease_name = unique_name("lease");
+    let replica = |who| {
+        [
+            "--leader-elect",
+            "--namespace",
+            &home.name,
+            "--lease-name",
+            &lease_name,
+            "--pod-name",
+            who,
+            "--repair-unattached-pods",
+            "--repair-dry-run",
+        ]
+    };
+    let a = h.start_operator(&replica("replica-a")).await;
+    let b = h.start_operator(&replica("replica-b")).await;
+    let leases = Api::<Lease>::namespaced(c.clone(), &home.name);
+    let holder = eventually("a replica holds the Lease", || async {
+        leases.get(&lease_name).await.ok()?.spec?.holder_identity
+    })
+    .await;
+    let (leader, follower) = match holder.as_str() {
+        "replica-a" => (a, b),
+        "replica-b" => (b, a),
+        other => panic!("unexpected holder {other}"),
+    };
+    leader.wait_metric(DRY_RUN, 1.0).await;
+    tokio::time::sleep(A_SCAN).await;
+    assert_eq!(follower.metric(DRY_RUN).await, 0.0, "the follower repaired");
+
+    leader.stop().await;
+    follower.wait_metric(DRY_RUN, 1.0).await;
+    follower.stop().await;
 }

@@ -39,7 +39,7 @@ pub struct RepairArgs {
 impl RepairArgs {
     /// The repairer's settings (it decides like the webhook, with `decision`); None when it is off.
     pub fn settings(&self, decision: DecisionConfig) -> Option<Settings> {
-        self.repair_unattached_pods.then(|| Settings {
+        self.repair_unattached_pods.then_some(Settings {
             decision,
             max_per_minute: self.repair_max_per_minute,
             cooldown: self.repair_cooldown,

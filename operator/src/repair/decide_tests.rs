@@ -18,10 +18,13 @@ fn owner(api_version: &str, kind: &str, controller: Option<bool>) -> OwnerRefere
     }
 }
 
+/// apiVersion, kind, `controller`.
+type Owner<'a> = (&'a str, &'a str, Option<bool>);
+
 /// Only a controller that recreates the pod; never a Job, a bare pod, or a lookalike kind.
 #[test]
 fn recreating_owners() {
-    let cases: &[(&[(&str, &str, Option<bool>)], bool)] = &[
+    let cases: &[(&[Owner], bool)] = &[
         (&[("apps/v1", "ReplicaSet", Some(true))], true),
         (&[("apps/v1", "StatefulSet", Some(true))], true),
         (&[("apps/v1", "DaemonSet", Some(true))], true),
