@@ -231,6 +231,27 @@ fn operator_parses_the_chart_settings_and_defaults_agree() {
     }
 }
 
+/// `operator.repair.enabled=true` turns the repairer on with the binary's own defaults for the rest.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn operator_repair_values_default_like_the_flags() {
+    use clap::{CommandFactory, Parser};
+    use linkerd_multus_operator::cli::Cli;
+    let docs = parse_docs(&helm_template(
+        "ld-controller",
+        "linkerd-multus",
+        &["--set", "operator.repair.enabled=true"],
+    ));
+    let argv = argv_from_env(&Cli::command(), &operator_env(&docs));
+    let chart = Cli::try_parse_from(&argv).expect("the operator accepts the repair settings");
+    let mut expected = Cli::try_parse_from(["linkerd-multus-operator"]).expect("defaults parse");
+    expected.repair.repair_unattached_pods = true;
+    assert_eq!(
+        format!("{:?}", chart.repair),
+        format!("{:?}", expected.repair)
+    );
+}
+
 /// The installer parses the DaemonSet's args; each equals the installer's default except the log level,
 /// which the chart always passes (the installer's own fallback is the same `info`).
 #[test]

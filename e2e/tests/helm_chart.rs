@@ -25,6 +25,7 @@ fn lint_is_clean_in_every_mode() {
         vec!["--set", "cni.enabled=true"],
         vec!["-f", path_str(&openshift), "--set", "cni.enabled=true"],
         vec!["--set", "installNADCRD=true"],
+        vec!["--set", "operator.repair.enabled=true"],
         vec![
             "--set",
             "cni.enabled=true",
@@ -263,6 +264,67 @@ fn operator_deployment_is_hardened() {
         find(&docs, "PodDisruptionBudget", None)["apiVersion"],
         "policy/v1"
     );
+}
+
+/// Pod repair is off by default; only `operator.repair.enabled` renders its RBAC (pods get/list/watch,
+/// pods/eviction create) and its flags, which follow the values.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn repair_rbac_and_flags_only_when_enabled() {
+    let pod_rules = |extra: &[&str]| -> Vec<(String, Value)> {
+        let docs = parse_docs(&helm_template(RELEASE, NAMESPACE, extra));
+        let mut rules = Vec::new();
+        for role in docs.iter().filter(|d| kind(d).ends_with("Role")) {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                for resource in rule["resources"].as_array().into_iter().flatten() {
+                    let resource = resource.as_str().unwrap_or_default();
+                    if resource.starts_with("pods") {
+                        rules.push((resource.to_string(), rule["verbs"].clone()));
+                    }
+                }
+            }
+        }
+        rules
+    };
+    let off = pod_rules(&[]);
+    assert_eq!(off, vec![("pods".into(), serde_json::json!(["list"]))]);
+    let docs = parse_docs(&helm_template(RELEASE, NAMESPACE, &[]));
+    assert!(!operator_env(&docs).keys().any(|k| k.starts_with("REPAIR_")));
+
+    let on = [
+        "--set",
+        "operator.repair.enabled=true",
+        "--set",
+        "operator.repair.maxPerMinute=2",
+        "--set",
+        "operator.repair.cooldown=90s",
+    ];
+    let rules = pod_rules(&on);
+    for want in [
+        (
+            "pods".to_string(),
+            serde_json::json!(["get", "list", "watch"]),
+        ),
+        ("pods/eviction".to_string(), serde_json::json!(["create"])),
+    ] {
+        assert!(rules.contains(&want), "{want:?} not in {rules:?}");
+    }
+    assert!(
+        !rules
+            .iter()
+            .any(|(r, v)| r == "pods" && v.to_string().contains("delete")),
+        "{rules:?}"
+    );
+    let env = operator_env(&parse_docs(&helm_template(RELEASE, NAMESPACE, &on)));
+    assert_eq!(env["REPAIR_UNATTACHED_PODS"], "true");
+    assert_eq!(env["REPAIR_MAX_PER_MINUTE"], "2");
+    assert_eq!(env["REPAIR_COOLDOWN"], "90s");
+    assert_eq!(env["REPAIR_DRY_RUN"], "false");
+    assert_rejected(
+        &["--set", "operator.repair.cooldown=10"],
+        "operator.repair.cooldown: Invalid type",
+    );
+    assert_rejected(&["--set", "operator.repair.maxPerMinute=0"], "maxPerMinute");
 }
 
 /// The CNI ConfigMap is Linkerd's format: key `cni_network_config`, a JSON object whose `linkerd` block
@@ -797,6 +859,8 @@ fn clap_flags(relative: &str) -> Vec<(String, Option<String>)> {
 fn every_binary_flag_is_a_chart_value() {
     let all = [
         "--set",
+        "operator.repair.enabled=true",
+        "--set",
         "cni.enabled=true",
         "--set",
         "cni.uninstallBinary=true",
@@ -815,6 +879,7 @@ fn every_binary_flag_is_a_chart_value() {
     let sources = [
         ("operator/src/cli.rs", true),
         ("webhook/src/args.rs", true),
+        ("operator/src/repair/args.rs", true),
         ("cni-installer/src/args.rs", false),
     ];
     let mut checked = 0;

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
 
 use crate::check::OutputFormat;
+use crate::repair::RepairArgs;
 
 /// linkerd-multus operator: keeps a `linkerd-cni` NetworkAttachmentDefinition in every namespace
 /// annotated `linkerd.io/multus: enabled` (and in Linkerd's control-plane namespace), and serves the
@@ -24,6 +25,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub webhook: WebhookArgs,
+
+    #[command(flatten)]
+    pub repair: RepairArgs,
 }
 
 /// Subcommands besides the default (run the operator).

@@ -10,6 +10,7 @@ use crate::check;
 use crate::cli::{Cli, Command, RunArgs};
 use crate::nad_config::ConfigSource;
 use crate::reconcile;
+use crate::repair;
 
 /// What the process does, and with what.
 #[derive(Debug)]
@@ -39,6 +40,8 @@ pub struct ControllerConfig {
     /// `--leader-elect`: the Lease to hold.
     pub lease: Option<LeaseConfig>,
     pub admin_addr: SocketAddr,
+    /// `--repair-unattached-pods`: the pod repairer's settings.
+    pub repair: Option<repair::Settings>,
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +56,7 @@ impl Config {
             command,
             run,
             webhook,
+            repair,
         } = cli;
         let decision = webhook.decision_config(&run.linkerd_namespace, &run.nad_name);
         match command {
@@ -69,7 +73,10 @@ impl Config {
                 // Read once: it may come from the service account's file.
                 let operator_namespace = run.operator_namespace();
                 Self::Run(Box::new(RunConfig {
-                    controller: controller(&run, &operator_namespace),
+                    controller: ControllerConfig {
+                        repair: repair.settings(decision.clone()),
+                        ..controller(&run, &operator_namespace)
+                    },
                     webhook_settings: WebhookSettings {
                         linkerd_namespace: decision.linkerd_namespace,
                         nad_name: decision.nad_name,
@@ -108,6 +115,7 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
             name: run.lease_name.clone(),
         }),
         admin_addr: run.admin_addr,
+        repair: None,
     }
 }
 

@@ -49,19 +49,34 @@ impl Events {
     }
 
     async fn publish(&self, type_: EventType, ns: &Namespace, reason: &str, note: String) {
+        self.about(&namespace_reference(ns), type_, reason, ACTION, note)
+            .await
+    }
+
+    /// Publishes an Event about the object of `reference` (in its namespace); logged if it fails.
+    pub async fn about(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_string(),
             note: Some(note),
-            action: ACTION.to_string(),
+            action: action.to_string(),
             secondary: None,
         };
-        if let Err(e) = self
-            .recorder
-            .publish(&event, &namespace_reference(ns))
-            .await
-        {
-            tracing::warn!(namespace = %ns.name_any(), reason, error = %e, "cannot publish Event");
+        if let Err(e) = self.recorder.publish(&event, reference).await {
+            tracing::warn!(
+                namespace = reference.namespace.as_deref().unwrap_or_default(),
+                object = reference.name.as_deref().unwrap_or_default(),
+                reason,
+                error = %e,
+                "cannot publish Event"
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 //! `linkerd-multus-webhook`) and the admin server, in one process sharing one shutdown token.
 
 pub mod admin;
+pub mod attachment;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;
 pub mod reconcile;
+pub mod repair;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -34,6 +36,7 @@ use crate::cli::LogFormat;
 use crate::config::{Config, ControllerConfig};
 use crate::controller::NadController;
 use crate::leader::{LeaderError, Leadership};
+use crate::repair::Repairer;
 
 /// After shutdown starts, tasks get this long to finish before the process gives up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
@@ -162,20 +165,35 @@ async fn build_controller_tasks(
         }
         None => Leadership::always(),
     };
+    let repair_client = client.clone();
     let controller = NadController::new(
         client,
         config.settings,
         config.namespace_selector.as_deref(),
         leadership.subscribe(),
-        config.identity,
+        config.identity.clone(),
         &mut registry,
     );
     let namespaces = controller.namespace_store();
+    let repairer = match config.repair {
+        Some(settings) => Some(Repairer::new(
+            repair_client,
+            repair::evict::eviction_client()
+                .await
+                .map_err(RunError::Client)?,
+            settings,
+            namespaces.clone(),
+            leadership.subscribe(),
+            config.identity,
+            &mut registry,
+        )),
+        None => None,
+    };
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
     let admin_addr = admin.local_addr().unwrap_or(config.admin_addr);
 
     let (t1, t2, t3) = (shutdown.clone(), shutdown.clone(), shutdown.clone());
-    let tasks: Vec<Task> = vec![
+    let mut tasks: Vec<Task> = vec![
         (
             "leader-election",
             async move {
@@ -197,6 +215,17 @@ async fn build_controller_tasks(
             async move { admin.run(t3).await.map_err(RunError::from) }.boxed(),
         ),
     ];
+    if let Some(repairer) = repairer {
+        let t4 = shutdown.clone();
+        tasks.push((
+            "pod-repair",
+            async move {
+                repairer.run(t4).await;
+                Ok(())
+            }
+            .boxed(),
+        ));
+    }
     Ok(ControllerTasks {
         tasks,
         admin_addr,

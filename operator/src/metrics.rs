@@ -103,6 +103,31 @@ impl Metrics {
     }
 }
 
+/// `pod_repairs_total{outcome}`: what the pod repairer did (`--repair-unattached-pods`).
+#[derive(Clone, Debug, Default)]
+pub struct RepairMetrics {
+    outcomes: Family<Labels, Counter>,
+}
+
+impl RepairMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "pod_repairs",
+            "Pods the repairer acted on, by outcome: evicted, blocked (a PodDisruptionBudget refused), \
+             gone, failed, dry_run, rate_limited (waits for the per-minute budget; counted at each try)",
+            m.outcomes.clone(),
+        );
+        m
+    }
+
+    pub fn count(&self, outcome: &'static str) {
+        self.outcomes
+            .get_or_create(&vec![("outcome", outcome)])
+            .inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kube::runtime::{reflector, watcher};
@@ -134,6 +159,7 @@ mod tests {
         m.failed("crd_missing");
         m.wrote("apply");
         m.foreign_seen();
+        RepairMetrics::register(&mut registry).count("blocked");
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         for line in [
@@ -143,6 +169,7 @@ mod tests {
             "linkerd_multus_controller_owned_nads 2",
             "linkerd_multus_controller_foreign_nads_total 1",
             "linkerd_multus_controller_reconcile_duration_seconds_count 1",
+            "linkerd_multus_pod_repairs_total{outcome=\"blocked\"} 1",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

@@ -79,6 +79,13 @@ pub const DEFAULT_TLS_KEY_FILE: &str = "/etc/webhook/certs/tls.key";
 pub const DEFAULT_LEASE_NAME: &str = "linkerd-multus-operator";
 /// Reconciles in flight at once (each holds an apiserver connection; see `bench/RESULTS.md`).
 pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
+/// Pod repair (`--repair-unattached-pods`): evictions sent per minute at most, and how long a pod
+/// evicted (or tried) is left alone before it may be tried again.
+pub const DEFAULT_REPAIR_MAX_PER_MINUTE: u32 = 5;
+pub const DEFAULT_REPAIR_COOLDOWN: &str = "10m";
+/// Exit code of Linkerd's `linkerd-network-validator` when the pod's traffic is not redirected (the
+/// CNI plugin did not run for it); Linkerd's own repair controller restarts such pods.
+pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
 
 // === The CNI node installer (linkerd-cni-install) ===
 

@@ -69,7 +69,7 @@ pub fn watch(
 }
 
 /// Annotations written by `kubectl apply` hold a copy of the whole object; never a decision input.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Keeps what the webhook's decision and the controller read (annotations, deletion timestamp,
 /// phase) and what a store keys on (name, uid, version): managedFields and labels made up most of

@@ -7,11 +7,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
+use linkerd_multus_webhook::decision::DecisionConfig;
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
 use super::uids;
+use crate::attachment::lacks_attachment;
 use crate::desired::{is_adoptable, uses_nad, want, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
@@ -386,18 +387,7 @@ pub fn pod_problem(
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
 ) -> Option<String> {
-    // The webhook's own decision: if it would add our attachment to the networks annotation now, the pod
-    // was created without it (copying the namespace's annotations alone changes nothing at runtime).
-    let decision = decide(
-        pod,
-        &PodContainers::default(),
-        namespace,
-        ns_annotations,
-        cfg,
-    );
-    if decision.outcome == Outcome::Attached
-        && networks_after(pod, &decision.patch) != networks(pod)
-    {
+    if lacks_attachment(pod, namespace, ns_annotations, cfg) {
         return Some(format!(
             "not attached to {} (no {} entry; created before its namespace was set up): restart it",
             cfg.nad_name,
@@ -424,21 +414,6 @@ pub fn pod_problem(
             vocab::PROXY_UID_ANNOTATION
         )
     })
-}
-
-fn networks(pod: &ObjectMeta) -> Option<String> {
-    pod.annotations
-        .as_ref()?
-        .get(vocab::NETWORKS_ANNOTATION)
-        .cloned()
-}
-
-/// The networks annotation once `patch` is applied to the pod (None if the patch does not apply).
-fn networks_after(pod: &ObjectMeta, patch: &json_patch::Patch) -> Option<String> {
-    let mut doc = serde_json::json!({ "metadata": pod });
-    json_patch::patch(&mut doc, patch).ok()?;
-    let patched: ObjectMeta = serde_json::from_value(doc["metadata"].take()).ok()?;
-    networks(&patched)
 }
 
 #[cfg(test)]

@@ -276,15 +276,21 @@ impl Harness {
 
     /// Warning Events with `reason` about namespace `ns` (filed inside `ns`).
     pub async fn warnings(&self, ns: &str, reason: &str) -> Vec<Event> {
+        self.events(ns, |e| {
+            e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
+        })
+        .await
+    }
+
+    /// The Events filed in `ns` that `keep` accepts.
+    pub async fn events(&self, ns: &str, keep: impl Fn(&Event) -> bool) -> Vec<Event> {
         Api::<Event>::namespaced(self.client.clone(), ns)
             .list(&Default::default())
             .await
             .expect("list events")
             .items
             .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
-            })
+            .filter(|e| keep(e))
             .collect()
     }
 }

@@ -1,0 +1,133 @@
+//! PURE: does this pod need a restart, and may the repairer restart it? A function of the pod, its
+//! namespace (as the controller's watch sees it) and the flags.
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use linkerd_multus_webhook::decision::DecisionConfig;
+
+use crate::attachment::lacks_attachment;
+use crate::desired::{want, Want};
+
+/// Why a pod is restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// Meshed in an enabled namespace (or the control plane) but not attached to linkerd-cni.
+    Unattached,
+    /// Its `linkerd-network-validator` exited with code 95: its traffic was not redirected.
+    ValidatorFailed,
+}
+
+impl Why {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Unattached => "it runs a Linkerd proxy but is not attached to linkerd-cni",
+            Self::ValidatorFailed => "its linkerd-network-validator exited with code 95",
+        }
+    }
+}
+
+/// Why a pod is left alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Being deleted, or finished (Succeeded/Failed): nothing to restart.
+    Gone,
+    /// No Linkerd proxy.
+    NotMeshed,
+    /// Its namespace is not enabled (or not seen by the controller).
+    NamespaceNotEnabled,
+    /// Attached, and its validator did not fail.
+    Healthy,
+    /// Needs a restart, but nothing would recreate it (a bare pod, a Job's pod, an unknown owner).
+    NoRecreatingOwner,
+}
+
+/// The verdict on one pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Evict it; `owner` recreates it (and gets the Event).
+    Repair {
+        why: Why,
+        owner: OwnerReference,
+    },
+    Skip(Skip),
+}
+
+/// Decides about `pod`; `namespace` is its Namespace as the controller sees it (None: unknown).
+pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) -> Verdict {
+    let meta = &pod.metadata;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if meta.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
+        return Verdict::Skip(Skip::Gone);
+    }
+    if !is_meshed(pod) {
+        return Verdict::Skip(Skip::NotMeshed);
+    }
+    let Some(ns) = namespace.filter(|ns| want(ns, &cfg.linkerd_namespace) == Want::Nad) else {
+        return Verdict::Skip(Skip::NamespaceNotEnabled);
+    };
+    let ns_name = ns.metadata.name.as_deref().unwrap_or_default();
+    let why = if lacks_attachment(meta, ns_name, ns.metadata.annotations.as_ref(), cfg) {
+        Why::Unattached
+    } else if validator_failed(pod) {
+        Why::ValidatorFailed
+    } else {
+        return Verdict::Skip(Skip::Healthy);
+    };
+    match recreating_owner(meta.owner_references.as_deref().unwrap_or_default()) {
+        Some(owner) => Verdict::Repair {
+            why,
+            owner: owner.clone(),
+        },
+        None => Verdict::Skip(Skip::NoRecreatingOwner),
+    }
+}
+
+/// True when the pod runs Linkerd's proxy (a container, or a native-sidecar init container).
+pub fn is_meshed(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else { return false };
+    let main = spec
+        .containers
+        .iter()
+        .any(|c| vocab::is_proxy_container(&c.name, false, None));
+    let sidecar = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .any(|c| vocab::is_proxy_container(&c.name, true, c.restart_policy.as_deref()));
+    main || sidecar
+}
+
+/// True when the validator's current or last run ended with exit code 95.
+pub fn validator_failed(pod: &Pod) -> bool {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_deref())
+        .unwrap_or_default();
+    statuses
+        .iter()
+        .filter(|s| s.name == vocab::VALIDATOR_CONTAINER)
+        .flat_map(|s| [&s.state, &s.last_state])
+        .filter_map(|state| state.as_ref()?.terminated.as_ref())
+        .any(|t| t.exit_code == vocab::VALIDATOR_FAILED_EXIT_CODE)
+}
+
+/// The controller that recreates an evicted pod: the ownerReference marked `controller` whose kind is
+/// a ReplicaSet, StatefulSet or DaemonSet (group `apps`) or a ReplicationController (core). A Job's pod
+/// is not recreated the same way (a failed or deleted pod may count against its backoff), a bare pod
+/// not at all.
+pub fn recreating_owner(owners: &[OwnerReference]) -> Option<&OwnerReference> {
+    owners.iter().find(|o| {
+        let group = o.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        o.controller == Some(true)
+            && matches!(
+                (group, o.kind.as_str()),
+                ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet")
+                    | ("", "ReplicationController")
+            )
+    })
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,274 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::*;
+
+fn owner(api_version: &str, kind: &str, controller: Option<bool>) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: "o".into(),
+        uid: "u".into(),
+        controller,
+        block_owner_deletion: None,
+    }
+}
+
+/// apiVersion, kind, `controller`.
+type Owner<'a> = (&'a str, &'a str, Option<bool>);
+
+/// Only a controller that recreates the pod; never a Job, a bare pod, or a lookalike kind.
+#[test]
+fn recreating_owners() {
+    let cases: &[(&[Owner], bool)] = &[
+        (&[("apps/v1", "ReplicaSet", Some(true))], true),
+        (&[("apps/v1", "StatefulSet", Some(true))], true),
+        (&[("apps/v1", "DaemonSet", Some(true))], true),
+        (&[("v1", "ReplicationController", Some(true))], true),
+        (&[("batch/v1", "Job", Some(true))], false),
+        (&[("apps/v1", "ReplicaSet", None)], false),
+        (&[("apps/v1", "ReplicaSet", Some(false))], false),
+        (&[("example.com/v1", "ReplicaSet", Some(true))], false),
+        (&[("v1", "Node", Some(true))], false),
+        (&[("apps/v1", "Deployment", Some(true))], false),
+        (&[], false),
+        (
+            &[
+                ("batch/v1", "Job", Some(false)),
+                ("apps/v1", "StatefulSet", Some(true)),
+            ],
+            true,
+        ),
+    ];
+    for (owners, want) in cases {
+        let refs: Vec<_> = owners.iter().map(|(a, k, c)| owner(a, k, *c)).collect();
+        assert_eq!(recreating_owner(&refs).is_some(), *want, "{owners:?}");
+    }
+}
+
+fn namespace(name: &str, enabled: bool) -> Namespace {
+    let annotations = enabled.then(|| {
+        BTreeMap::from([(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )])
+    });
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            annotations,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn container(name: &str) -> Container {
+    Container {
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// A meshed pod in `app`, owned by a ReplicaSet, with no networks annotation.
+fn pod() -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some("p".into()),
+            namespace: Some("app".into()),
+            owner_references: Some(vec![owner("apps/v1", "ReplicaSet", Some(true))]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![container("app"), container(vocab::PROXY_CONTAINER)],
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn with_networks(mut p: Pod, value: &str) -> Pod {
+    p.metadata.annotations = Some(BTreeMap::from([(
+        vocab::NETWORKS_ANNOTATION.to_string(),
+        value.to_string(),
+    )]));
+    p
+}
+
+fn validator_exit(mut p: Pod, code: i32, last: bool) -> Pod {
+    let terminated = Some(ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: code,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let (state, last_state) = if last {
+        (None, terminated)
+    } else {
+        (terminated, None)
+    };
+    p.status = Some(PodStatus {
+        init_container_statuses: Some(vec![ContainerStatus {
+            name: vocab::VALIDATOR_CONTAINER.into(),
+            state,
+            last_state,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    p
+}
+
+#[test]
+fn verdicts() {
+    let cfg = DecisionConfig::default();
+    let enabled = namespace("app", true);
+    let disabled = namespace("app", false);
+    let rs = owner("apps/v1", "ReplicaSet", Some(true));
+    let repair = |why| Verdict::Repair {
+        why,
+        owner: rs.clone(),
+    };
+
+    let mut bare = pod();
+    bare.metadata.owner_references = None;
+    let mut job = pod();
+    job.metadata.owner_references = Some(vec![owner("batch/v1", "Job", Some(true))]);
+    let mut unmeshed = pod();
+    unmeshed.spec.as_mut().unwrap().containers = vec![container("app")];
+    let mut sidecar = pod();
+    let spec = sidecar.spec.as_mut().unwrap();
+    spec.containers = vec![container("app")];
+    spec.init_containers = Some(vec![Container {
+        restart_policy: Some("Always".into()),
+        ..container(vocab::PROXY_CONTAINER)
+    }]);
+    let mut deleting = pod();
+    deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+    let mut finished = pod();
+    finished.status = Some(PodStatus {
+        phase: Some("Succeeded".into()),
+        ..Default::default()
+    });
+    let mut opted_out = pod();
+    opted_out.metadata.annotations = Some(BTreeMap::from([(
+        vocab::MULTUS_ANNOTATION.to_string(),
+        "disabled".to_string(),
+    )]));
+    let mut control_plane = pod();
+    control_plane.metadata.namespace = Some("linkerd".into());
+    control_plane.metadata.labels = Some(BTreeMap::from([(
+        vocab::CONTROL_PLANE_COMPONENT_LABEL.to_string(),
+        "destination".to_string(),
+    )]));
+    let linkerd = namespace("linkerd", false);
+
+    let cases: Vec<(&str, Pod, Option<&Namespace>, Verdict)> = vec![
+        ("unattached", pod(), Some(&enabled), repair(Why::Unattached)),
+        (
+            "native sidecar proxy",
+            sidecar,
+            Some(&enabled),
+            repair(Why::Unattached),
+        ),
+        (
+            "attached",
+            with_networks(pod(), "macvlan, linkerd-cni"),
+            Some(&enabled),
+            Verdict::Skip(Skip::Healthy),
+        ),
+        (
+            "other namespace's NAD",
+            with_networks(pod(), "other/linkerd-cni"),
+            Some(&enabled),
+            repair(Why::Unattached),
+        ),
+        (
+            // Unreadable: the webhook would not attach it either, a restart changes nothing.
+            "unreadable networks",
+            with_networks(pod(), "a,,b"),
+            Some(&enabled),
+            Verdict::Skip(Skip::Healthy),
+        ),
+        (
+            "validator 95, last run",
+            validator_exit(with_networks(pod(), "linkerd-cni"), 95, true),
+            Some(&enabled),
+            repair(Why::ValidatorFailed),
+        ),
+        (
+            "validator 95, current run",
+            validator_exit(with_networks(pod(), "linkerd-cni"), 95, false),
+            Some(&enabled),
+            repair(Why::ValidatorFailed),
+        ),
+        (
+            "validator other exit",
+            validator_exit(with_networks(pod(), "linkerd-cni"), 1, true),
+            Some(&enabled),
+            Verdict::Skip(Skip::Healthy),
+        ),
+        (
+            "bare",
+            bare,
+            Some(&enabled),
+            Verdict::Skip(Skip::NoRecreatingOwner),
+        ),
+        (
+            "job",
+            job,
+            Some(&enabled),
+            Verdict::Skip(Skip::NoRecreatingOwner),
+        ),
+        (
+            "not meshed",
+            unmeshed,
+            Some(&enabled),
+            Verdict::Skip(Skip::NotMeshed),
+        ),
+        (
+            "deleting",
+            deleting,
+            Some(&enabled),
+            Verdict::Skip(Skip::Gone),
+        ),
+        (
+            "finished",
+            finished,
+            Some(&enabled),
+            Verdict::Skip(Skip::Gone),
+        ),
+        (
+            "namespace not enabled",
+            pod(),
+            Some(&disabled),
+            Verdict::Skip(Skip::NamespaceNotEnabled),
+        ),
+        (
+            "namespace unknown",
+            pod(),
+            None,
+            Verdict::Skip(Skip::NamespaceNotEnabled),
+        ),
+        (
+            "pod opted out",
+            opted_out,
+            Some(&enabled),
+            Verdict::Skip(Skip::Healthy),
+        ),
+        (
+            "control plane",
+            control_plane,
+            Some(&linkerd),
+            repair(Why::Unattached),
+        ),
+    ];
+    for (name, pod, ns, want) in cases {
+        assert_eq!(decide(&pod, ns, &cfg), want, "{name}");
+    }
+}

@@ -1,0 +1,369 @@
+//! Pod repair (`--repair-unattached-pods`, off by default): restarts meshed pods of enabled
+//! namespaces that lack the linkerd-cni attachment, or whose validator exited with code 95.
+//!
+//! Layout: [`decide`] (pure: pod + namespace → repair or skip, and the owner rule), [`limiter`]
+//! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
+//! PodDisruptionBudgets apply), and this file, the shell: a pod watch, the leader gate, Events and
+//! metrics.
+
+pub mod args;
+pub mod decide;
+pub mod evict;
+pub mod limiter;
+
+pub use args::RepairArgs;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Namespace, ObjectReference, Pod, PodSpec, PodStatus,
+};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use linkerd_multus_webhook::decision::DecisionConfig;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use self::decide::{decide, Verdict, Why};
+use self::evict::{evict, Evicted};
+use self::limiter::{Admit, Limiter};
+use crate::events::Events;
+use crate::metrics::RepairMetrics;
+
+/// Every watched pod is judged again this often: a pod's own changes are judged at once, a scan
+/// catches what changed around it (its namespace enabled, a budget freed, a cooldown over).
+const SCAN_INTERVAL: Duration = Duration::from_secs(10);
+
+pub const REASON_EVICTED: &str = "PodEvictedForRepair";
+pub const REASON_BLOCKED: &str = "PodRepairBlocked";
+pub const REASON_FAILED: &str = "PodRepairFailed";
+const ACTION: &str = "EvictPod";
+
+/// The repairer's configuration (`RepairArgs`, validated).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub decision: DecisionConfig,
+    pub max_per_minute: u32,
+    pub cooldown: Duration,
+    pub dry_run: bool,
+}
+
+/// The pod repairer, ready to run.
+pub struct Repairer {
+    client: Client,
+    /// Sends the evictions ([`evict::eviction_client`]).
+    evictions: Client,
+    settings: Settings,
+    /// The controller's namespace store: the same view of which namespaces are enabled.
+    namespaces: Store<Namespace>,
+    is_leader: watch::Receiver<bool>,
+    events: Events,
+    metrics: RepairMetrics,
+}
+
+enum Scan {
+    One(Arc<Pod>),
+    All,
+}
+
+impl Repairer {
+    pub fn new(
+        client: Client,
+        evictions: Client,
+        settings: Settings,
+        namespaces: Store<Namespace>,
+        is_leader: watch::Receiver<bool>,
+        identity: String,
+        registry: &mut Registry,
+    ) -> Self {
+        Self {
+            events: Events::new(client.clone(), identity),
+            client,
+            evictions,
+            settings,
+            namespaces,
+            is_leader,
+            metrics: RepairMetrics::register(registry),
+        }
+    }
+
+    /// Watches pods until `shutdown`; acts only while this replica leads.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let (store, writer) = reflector::store();
+        let api = Api::<Pod>::all(self.client.clone());
+        let pods = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).modify(slim),
+        )
+        .default_backoff()
+        .filter_map(|event| async move {
+            match event {
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    Some(Scan::One(Arc::new(pod)))
+                }
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching pods for repair failed; retrying");
+                    None
+                }
+            }
+        });
+        let ticks = stream::unfold((), |()| async {
+            tokio::time::sleep(SCAN_INTERVAL).await;
+            Some((Scan::All, ()))
+        });
+        let mut scans = std::pin::pin!(stream::select(pods, ticks));
+        let mut limiter = Limiter::new(self.settings.max_per_minute, self.settings.cooldown);
+        tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
+        loop {
+            let scan = tokio::select! {
+                () = shutdown.cancelled() => break,
+                scan = scans.next() => scan,
+            };
+            match scan {
+                Some(Scan::One(pod)) => self.consider(&pod, &mut limiter).await,
+                Some(Scan::All) => {
+                    for pod in store.state() {
+                        self.consider(&pod, &mut limiter).await;
+                    }
+                }
+                None => break,
+            }
+        }
+        tracing::info!("pod repair stopped");
+    }
+
+    async fn consider(&self, pod: &Pod, limiter: &mut Limiter) {
+        if !*self.is_leader.borrow() {
+            return;
+        }
+        let meta = &pod.metadata;
+        let (Some(namespace), Some(name), Some(uid)) = (
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            meta.uid.as_deref(),
+        ) else {
+            return;
+        };
+        let ns = self.namespaces.get(&ObjectRef::new(namespace));
+        let (why, owner) = match decide(pod, ns.as_deref(), &self.settings.decision) {
+            Verdict::Repair { why, owner } => (why, owner),
+            Verdict::Skip(skip) => {
+                tracing::trace!(namespace, pod = name, ?skip, "no repair");
+                return;
+            }
+        };
+        match limiter.admit(uid, Instant::now()) {
+            Admit::CoolingDown => return,
+            Admit::RateLimited => {
+                self.metrics.count("rate_limited");
+                tracing::debug!(namespace, pod = name, "repair waits for the rate limit");
+                return;
+            }
+            Admit::Go => {}
+        }
+        let owner_ref = ObjectReference {
+            api_version: Some(owner.api_version),
+            kind: Some(owner.kind.clone()),
+            name: Some(owner.name.clone()),
+            namespace: Some(namespace.to_string()),
+            uid: Some(owner.uid),
+            ..Default::default()
+        };
+        let owner = format!("{} {}", owner.kind, owner.name);
+        if self.settings.dry_run {
+            self.metrics.count("dry_run");
+            tracing::info!(namespace, pod = name, %owner, "dry run: would evict: {}", why.describe());
+            return;
+        }
+        let outcome = evict(&self.evictions, namespace, name, uid).await;
+        self.metrics.count(outcome.label());
+        self.report(&owner_ref, name, why, outcome).await;
+    }
+
+    /// Logs the outcome, and files an Event about the pod's owner for what its users should know.
+    async fn report(&self, owner: &ObjectReference, pod: &str, why: Why, outcome: Evicted) {
+        let namespace = owner.namespace.as_deref().unwrap_or_default();
+        let (type_, reason, note) = match outcome {
+            Evicted::Done => {
+                tracing::info!(namespace, pod, "evicted for repair: {}", why.describe());
+                (
+                    EventType::Normal,
+                    REASON_EVICTED,
+                    format!("Evicted pod {pod} so it is recreated: {}", why.describe()),
+                )
+            }
+            Evicted::Blocked(message) => {
+                tracing::warn!(namespace, pod, %message, "repair eviction blocked");
+                (
+                    EventType::Warning,
+                    REASON_BLOCKED,
+                    format!(
+                        "Pod {pod} needs a restart ({}) but its eviction was refused: {message}; \
+                         retried after the cooldown",
+                        why.describe()
+                    ),
+                )
+            }
+            Evicted::Gone => {
+                tracing::debug!(namespace, pod, "pod gone before its repair");
+                return;
+            }
+            Evicted::Failed(message) => {
+                tracing::warn!(namespace, pod, %message, "repair eviction failed");
+                (
+                    EventType::Warning,
+                    REASON_FAILED,
+                    format!(
+                        "Pod {pod} needs a restart ({}) but evicting it failed: {message}",
+                        why.describe()
+                    ),
+                )
+            }
+        };
+        self.events.about(owner, type_, reason, ACTION, note).await;
+    }
+}
+
+/// Keeps what [`decide`] and the eviction read: pods are many, and most of a pod spec is not that.
+pub fn slim(pod: &mut Pod) {
+    let meta = &mut pod.metadata;
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(linkerd_multus_webhook::namespaces::LAST_APPLIED);
+    }
+    let named = |c: Container| Container {
+        name: c.name,
+        restart_policy: c.restart_policy,
+        ..Default::default()
+    };
+    pod.spec = pod.spec.take().map(|s| PodSpec {
+        containers: s.containers.into_iter().map(named).collect(),
+        init_containers: s
+            .init_containers
+            .map(|l| l.into_iter().map(named).collect()),
+        ..Default::default()
+    });
+    pod.status = pod.status.take().map(|s| PodStatus {
+        phase: s.phase,
+        init_container_statuses: s.init_container_statuses.map(|l| {
+            l.into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    state: c.state,
+                    last_state: c.last_state,
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        ..Default::default()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    };
+
+    use super::*;
+
+    /// Slimming drops the bulk and keeps every input of the decision.
+    #[test]
+    fn slim_keeps_what_decide_reads() {
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some("app".into()),
+                annotations: Some(BTreeMap::from([(
+                    vocab::MULTUS_ANNOTATION.to_string(),
+                    vocab::MULTUS_ENABLED.to_string(),
+                )])),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let proxy = Container {
+            name: vocab::PROXY_CONTAINER.into(),
+            image: Some("proxy:1".into()),
+            args: Some(vec!["--a".into()]),
+            ..Default::default()
+        };
+        let mut pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("app".into()),
+                uid: Some("u".into()),
+                annotations: Some(BTreeMap::from([
+                    (
+                        vocab::NETWORKS_ANNOTATION.to_string(),
+                        vocab::NAD_NAME.to_string(),
+                    ),
+                    (
+                        linkerd_multus_webhook::namespaces::LAST_APPLIED.to_string(),
+                        "{}".to_string(),
+                    ),
+                ])),
+                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "rs".into(),
+                    uid: "o".into(),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![proxy],
+                node_name: Some("n".into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                pod_ip: Some("10.0.0.1".into()),
+                init_container_statuses: Some(vec![ContainerStatus {
+                    name: vocab::VALIDATOR_CONTAINER.into(),
+                    image: "validator:1".into(),
+                    last_state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code: vocab::VALIDATOR_FAILED_EXIT_CODE,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        };
+        let cfg = DecisionConfig::default();
+        let before = decide(&pod, Some(&namespace), &cfg);
+        assert!(matches!(
+            before,
+            Verdict::Repair {
+                why: Why::ValidatorFailed,
+                ..
+            }
+        ));
+        slim(&mut pod);
+        assert_eq!(decide(&pod, Some(&namespace), &cfg), before);
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.containers[0].image.as_ref(), spec.node_name.as_ref()),
+            (None, None)
+        );
+        assert_eq!(pod.status.as_ref().unwrap().pod_ip, None);
+        assert_eq!(pod.metadata.managed_fields, None);
+        assert_eq!(pod.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert_eq!(pod.metadata.uid.as_deref(), Some("u"));
+    }
+}
