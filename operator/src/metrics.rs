@@ -118,6 +118,7 @@ mod tests {
             owned,
             adoptable: false,
             config: None,
+            shared: false,
         }
     }
 
