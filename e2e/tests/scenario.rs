@@ -835,8 +835,8 @@ fn shared_nad_then_back_to_one_per_namespace() {
         || operator.log_tail(),
     );
     // The operator says why it keeps it (an Event naming the pods of every namespace that list it);
-    // each time the list changes it says so again (the Event's count, as kube's recorder files a
-    // repeat of the same reason into one series).
+    // each time the list changes it says so again (the Event's series count: kube's recorder files a
+    // repeat of the same reason into one series, keeping the first note).
     let kept = |reports: u64| {
         wait_until(
             &format!("the shared NAD reported kept {reports} time(s)"),
@@ -847,7 +847,10 @@ fn shared_nad_then_back_to_one_per_namespace() {
                     .as_array()?
                     .iter()
                     .filter(|e| e["reason"] == "NetworkAttachmentDefinitionInUse")
-                    .find(|e| e["count"].as_u64().unwrap_or(1).max(1) >= reports)
+                    .find(|e| {
+                        let series = e["series"]["count"].as_u64().unwrap_or(0);
+                        e["count"].as_u64().unwrap_or(0).max(series).max(1) >= reports
+                    })
                     .cloned()
             },
             || operator.log_tail(),
