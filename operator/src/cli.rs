@@ -72,10 +72,10 @@ pub struct RunArgs {
     pub nad_name: String,
 
     /// One shared NAD instead of one per namespace: the operator keeps --nad-name in this namespace
-    /// only (which must exist) and the webhook attaches pods as `<this namespace>/<nad-name>`. Multus
-    /// honours such a cross-namespace reference only from its `globalNamespaces` (OpenShift: `default`,
-    /// `openshift-multus`, `openshift-sriov-network-operator`). Per-namespace NADs left from the default
-    /// mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
+    /// only (which must exist) and the webhook attaches pods as `<this namespace>/<nad-name>`. With
+    /// namespace isolation (on in OpenShift) Multus honours such a cross-namespace reference only to
+    /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
+    /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
     #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
           value_parser = nad_namespace)]
     pub nad_namespace: String,
