@@ -204,6 +204,16 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
             _ => {}
         }
     }
+    // The webhook attaches pods to the shared NAD whether or not its namespace exists.
+    if let Some(shared) = s.decision.nad_namespace.as_deref() {
+        if !seen.namespaces.iter().any(|ns| ns_name(ns) == shared) {
+            problems.push(format!(
+                "{shared}: the --nad-namespace namespace does not exist, so no NAD {} can be kept \
+                 there and attached pods cannot start: create it",
+                s.decision.nad_reference()
+            ));
+        }
+    }
     if problems.is_empty() {
         return Verdict::pass(
             CHECK,

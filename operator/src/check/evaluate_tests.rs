@@ -457,6 +457,14 @@ fn shared_nad_mode() {
         verdict(&all, "nads").message,
         "1 namespace(s) have an owned, up-to-date NAD"
     );
+    let mut missing = seen.clone();
+    missing
+        .namespaces
+        .retain(|ns| ns.metadata.name.as_deref() != Some("shared"));
+    let all = evaluate(&missing, &shared);
+    assert_eq!(verdict(&all, "nads").items.len(), 1, "{all:#?}");
+    assert!(verdict(&all, "nads").items[0]
+        .starts_with("shared: the --nad-namespace namespace does not exist"));
 
     // Attached to the namespace's own NAD only: not as the webhook attaches today.
     seen.pods.push(pod(
