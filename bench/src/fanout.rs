@@ -83,8 +83,13 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut operator =
-        Operator::start(&args.kubeconfig, &args.operator, args.resync_seconds, &dir)?;
+    let mut operator = Operator::start(
+        &args.kubeconfig,
+        &args.operator,
+        args.resync_seconds,
+        &dir,
+        &[],
+    )?;
     let result = measure(&args, &client, &names, &mut operator).await;
     operator.stop();
     let _ = std::fs::remove_dir_all(&dir);
@@ -270,7 +275,7 @@ where
 }
 
 /// Creates the enabled namespaces `{PREFIX}{i}` for each `i` in `range`; returns their names.
-async fn create_enabled(
+pub(crate) async fn create_enabled(
     client: &Client,
     range: std::ops::Range<usize>,
     concurrency: usize,
@@ -357,11 +362,13 @@ fn log_path() -> PathBuf {
 }
 
 impl Operator {
+    /// Started with `flags` added to the bench's own.
     pub(crate) fn start(
         kubeconfig: &Path,
         bin: &Path,
         resync_seconds: u64,
         dir: &Path,
+        flags: &[&str],
     ) -> anyhow::Result<Self> {
         let bundle = linkerd_multus_webhook::cert_authority::issue(
             &["localhost".to_string()],
@@ -391,6 +398,7 @@ impl Operator {
             .arg(&key)
             .args(["--namespace-selector", &format!("{LABEL}=1")])
             .args(["--resync-seconds", &resync_seconds.to_string()])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

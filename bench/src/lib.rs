@@ -6,7 +6,8 @@
 //! webhook), [`fixture`] (the pod review every webhook measurement sends), [`floor_webhook`] (the same
 //! axum + rustls stack answering a constant review), [`webhook_serve`] (the real webhook, alone),
 //! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
-//! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client).
+//! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client),
+//! [`shared`] (NAD writes and objects with one shared NAD against one per namespace).
 
 pub mod admission;
 pub mod fanout;
@@ -14,4 +15,5 @@ pub mod fixture;
 pub mod floor_webhook;
 pub mod optin;
 pub mod row;
+pub mod shared;
 pub mod webhook_serve;

@@ -308,3 +308,41 @@ async fn json_selections_pick_namespace_and_interface() {
     );
     sandbox.assert_nothing_left();
 }
+
+/// Multus' namespace isolation: a pod listing a NAD of another namespace (a shared `linkerd-cni`) is
+/// refused unless that namespace is one of `globalNamespaces`, and then gets linkerd-cni's rules.
+#[tokio::test]
+#[ignore = "needs root (netns, iptables), the testbed (kube-apiserver) and built binaries: run by e2e/test-all"]
+async fn namespace_isolation_honours_only_global_namespaces() {
+    ensure_nad_crd();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "msi").await;
+    let shared = TestNamespace::create(&client, "msi-shared").await;
+    create_nad(&client, &shared.name, "linkerd-cni", &linkerd_cni_config()).await;
+    let reference = format!("{}/linkerd-cni", shared.name);
+    create_pod(&client, &ns.name, "web", &reference).await;
+
+    let mut sandbox = Sandbox::new(4, &ns.name, "web");
+    sandbox.conf["namespaceIsolation"] = json!(true);
+    sandbox.conf["globalNamespaces"] = json!("default,openshift-multus");
+    let failure = sandbox.run("ADD", None).0.expect_err("ADD must fail");
+    assert!(
+        failure.msg().is_some_and(|m| m.contains(&format!(
+            "pod is in namespace {} but refers to target namespace {}",
+            ns.name, shared.name
+        ))),
+        "{failure}"
+    );
+    sandbox.assert_nothing_left();
+
+    sandbox.conf["globalNamespaces"] = json!(format!("default, {}", shared.name));
+    let result = sandbox
+        .run("ADD", None)
+        .0
+        .unwrap_or_else(|e| panic!("ADD: {e}"))
+        .expect("a result");
+    let nat = sandbox.nat();
+    assert!(nat.contains("-j PROXY_INIT_REDIRECT"), "{nat}");
+    sandbox.run("DEL", Some(&result)).0.expect("DEL");
+    sandbox.assert_nothing_left();
+}

@@ -46,6 +46,11 @@ struct Operator {
 
 impl Operator {
     fn start(bed: &Cluster, webhook_port: u16) -> Self {
+        Self::start_with(bed, webhook_port, &[])
+    }
+
+    /// Started with `flags` added to the ones every scenario uses.
+    fn start_with(bed: &Cluster, webhook_port: u16, flags: &[&str]) -> Self {
         let admin = free_port();
         let log = bed.dir.join(format!("operator-{admin}.log"));
         let out = std::fs::File::create(&log).expect("operator log");
@@ -58,6 +63,7 @@ impl Operator {
             .args(["--webhook-addr", &format!("127.0.0.1:{webhook_port}")])
             .args(["--webhook-cert-secret", "linkerd-multus-webhook-cert"])
             .args(["--webhook-config-name", WEBHOOK_CONFIG])
+            .args(flags)
             .stdout(out.try_clone().expect("log fd"))
             .stderr(out)
             .stdin(Stdio::null())
@@ -144,6 +150,22 @@ impl Cluster {
         (!out.trim().is_empty()).then(|| serde_json::from_str(&out).expect("kubectl json"))
     }
 
+    /// Every NAD named linkerd-cni, as `namespace` names (sorted).
+    fn nad_namespaces(&self) -> Vec<String> {
+        let list = self
+            .get(&["--all-namespaces", "network-attachment-definitions"])
+            .expect("a list");
+        let mut names: Vec<String> = list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|n| n["metadata"]["name"] == "linkerd-cni")
+            .filter_map(|n| n["metadata"]["namespace"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    }
+
     fn nad(&self, namespace: &str) -> Option<Value> {
         self.get(&[
             "-n",
@@ -186,10 +208,16 @@ impl Cluster {
 
     /// `linkerd-multus-operator check -o json` against this cluster: (exit success, report).
     fn check(&self) -> (bool, Value) {
+        self.check_with(&[])
+    }
+
+    /// `check` given the operator's `flags` too.
+    fn check_with(&self, flags: &[&str]) -> (bool, Value) {
         let out = Command::new(binary("linkerd-multus-operator"))
             .env("KUBECONFIG", self.testbed.kubeconfig())
             .args(["check", "-o", "json", "--cni-kubeconfig"])
             .arg(self.plugin_kubeconfig())
+            .args(flags)
             .output()
             .expect("running check");
         let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -369,17 +397,25 @@ fn failed_checks(report: &Value) -> Vec<String> {
         .collect()
 }
 
-// === the scenario ===
+/// The operator's self-managed CA lands in the webhook configuration.
+fn wait_for_ca_bundle(c: &Cluster, operator: &Operator) {
+    wait_until(
+        "the caBundle",
+        Duration::from_secs(30),
+        || {
+            let mwc = c.get(&["mutatingwebhookconfiguration", WEBHOOK_CONFIG])?;
+            mwc["webhooks"][0]["clientConfig"]["caBundle"]
+                .as_str()
+                .filter(|b| !b.is_empty())
+                .map(|_| ())
+        },
+        || operator.log_tail(),
+    );
+}
 
-/// If this breaks, some link of the chain namespace → NAD → webhook → Multus → linkerd-cni → iptables is
-/// broken for real clusters, even when every part passes its own tests.
-#[test]
-#[ignore = "needs root (netns, iptables), a testbed of its own (kube-apiserver) and built binaries: run by e2e/test-all"]
-fn whole_product_on_a_real_control_plane_and_real_netns() {
-    let cluster = Cluster::up();
-    let c = &cluster;
-
-    // 1. What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, namespaces.
+/// What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, the namespaces,
+/// and the webhook configuration (calling the returned port; the operator fills in its caBundle).
+fn before_the_operator(c: &Cluster) -> u16 {
     c.kubectl(&[
         "apply",
         "-f",
@@ -410,22 +446,26 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
           "sideEffects": "None", "admissionReviewVersions": ["v1"], "reinvocationPolicy": "IfNeeded",
           "failurePolicy": "Fail", "timeoutSeconds": 10}}]}}"#
     ));
+    webhook_port
+}
+
+// === the scenarios ===
+
+/// If this breaks, some link of the chain namespace → NAD → webhook → Multus → linkerd-cni → iptables is
+/// broken for real clusters, even when every part passes its own tests.
+#[test]
+#[ignore = "needs root (netns, iptables), a testbed of its own (kube-apiserver) and built binaries: run by e2e/test-all"]
+fn whole_product_on_a_real_control_plane_and_real_netns() {
+    let cluster = Cluster::up();
+    let c = &cluster;
+
+    // 1. What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, namespaces.
+    let webhook_port = before_the_operator(c);
 
     // 2. The operator as a process; its self-managed CA lands in the webhook configuration.
     let mut operator = Operator::start(c, webhook_port);
     let log = |op: &Operator| op.log_tail();
-    wait_until(
-        "the caBundle",
-        Duration::from_secs(30),
-        || {
-            let mwc = c.get(&["mutatingwebhookconfiguration", WEBHOOK_CONFIG])?;
-            mwc["webhooks"][0]["clientConfig"]["caBundle"]
-                .as_str()
-                .filter(|b| !b.is_empty())
-                .map(|_| ())
-        },
-        || log(&operator),
-    );
+    wait_for_ca_bundle(c, &operator);
     let kubeconfig = c.plugin_kubeconfig();
     let expected = expected_nad_config(&kubeconfig, &["4191", "4190"]);
     let cp = wait_until(
@@ -692,5 +732,157 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     );
     drop(operator);
     drop(node2);
+    drop(node);
+}
+
+/// Resolves a networks annotation of one `ns/name` entry to that NAD's config, as Multus would.
+fn referenced_nad_config(c: &Cluster, networks: &str) -> Value {
+    let (namespace, name) = networks.split_once('/').expect("a namespace/name entry");
+    assert_eq!(name, "linkerd-cni");
+    c.nad_config(namespace)
+        .unwrap_or_else(|| panic!("no NAD {networks}"))
+}
+
+/// `--nad-namespace default`: three enabled namespaces share one NAD in `default` (Multus' global
+/// namespace when `globalNamespaces` is unset); their pods are attached as `default/linkerd-cni`, and
+/// the chain run from that NAD's config redirects real traffic. Switched back to one NAD per namespace
+/// while a pod still lists `default/linkerd-cni`: the per-namespace NADs come back and the shared one
+/// stays until that pod is gone.
+#[test]
+#[ignore = "needs root (netns, iptables), a testbed of its own (kube-apiserver) and built binaries: run by e2e/test-all"]
+fn shared_nad_then_back_to_one_per_namespace() {
+    let cluster = Cluster::up();
+    let c = &cluster;
+    let webhook_port = before_the_operator(c);
+    let shared = ["--nad-namespace", "default"];
+    let operator = Operator::start_with(c, webhook_port, &shared);
+    wait_for_ca_bundle(c, &operator);
+
+    // 1. Three enabled namespaces → one NAD, in `default`, marked shared, with the ConfigMap's config.
+    let enabled = ["team-a", "team-b", "team-c"];
+    for ns in enabled {
+        c.kubectl(&["create", "namespace", ns]);
+        c.kubectl(&["annotate", "namespace", ns, "linkerd.io/multus=enabled"]);
+    }
+    let kubeconfig = c.plugin_kubeconfig();
+    let expected = expected_nad_config(&kubeconfig, &["4191", "4190"]);
+    let config = wait_until(
+        "the shared NAD",
+        Duration::from_secs(30),
+        || c.nad_config("default"),
+        || operator.log_tail(),
+    );
+    assert_eq!(config, expected);
+    let nad = c.nad("default").expect("NAD");
+    assert_eq!(
+        nad["metadata"]["annotations"]["linkerd.io/multus-shared-nad"],
+        "true"
+    );
+
+    // 2. Their pods are attached to it across namespaces; no namespace got a NAD of its own.
+    for ns in enabled {
+        let pod = c.create_pod(ns, "web");
+        assert_eq!(
+            annotations(&pod).get("k8s.v1.cni.cncf.io/networks"),
+            Some(&json!("default/linkerd-cni")),
+            "{pod}"
+        );
+    }
+    assert_eq!(c.nad_namespaces(), ["default"]);
+    let (ok, report) = c.check_with(&shared);
+    assert!(ok, "check in shared mode: {report:#}");
+
+    // 3. The node: the chain from the NAD the annotation names redirects real traffic.
+    let pod = c.get(&["-n", "team-a", "pod", "web"]).expect("pod");
+    let networks = annotations(&pod)["k8s.v1.cni.cncf.io/networks"]
+        .as_str()
+        .expect("networks")
+        .to_string();
+    let node = Node::start_pod(c, "team-a", "web", 2);
+    node.attach_linkerd_cni(&referenced_nad_config(c, &networks))
+        .unwrap_or_else(|e| panic!("linkerd-cni ADD: {e}"));
+    let inbound = node
+        .netns
+        .run(|| TcpListener::bind("0.0.0.0:4143"))
+        .expect("bind 4143");
+    let outbound = node
+        .netns
+        .run(|| TcpListener::bind("0.0.0.0:4140"))
+        .expect("bind 4140");
+    let (_i, _o) = (
+        Answerer::start(inbound, "inbound-proxy"),
+        Answerer::start(outbound, "outbound-proxy"),
+    );
+    let pod_addr: SocketAddr = format!("{}:8080", node.pod_ip).parse().expect("pod addr");
+    assert_eq!(ask(pod_addr).expect("host → pod:8080"), "inbound-proxy");
+    let elsewhere: SocketAddr = format!("{}:9", node.gateway).parse().expect("gateway addr");
+    assert_eq!(
+        node.netns.run(|| ask(elsewhere)).expect("pod → gateway:9"),
+        "outbound-proxy"
+    );
+
+    // 4. Back to one NAD per namespace, the pods still listing `default/linkerd-cni`: each enabled
+    // namespace (and the control plane's) gets its NAD, the shared one stays while they run.
+    drop(operator);
+    let operator = Operator::start(c, webhook_port);
+    let mut all = vec!["default", "linkerd"];
+    all.extend(enabled);
+    all.sort();
+    wait_until(
+        "one NAD per enabled namespace",
+        Duration::from_secs(30),
+        || (c.nad_namespaces() == all).then_some(()),
+        || operator.log_tail(),
+    );
+    // The operator says why it keeps it (an Event naming the pods of every namespace that list it);
+    // each time the list changes it says so again (the Event's series count: kube's recorder files a
+    // repeat of the same reason into one series, keeping the first note).
+    let kept = |reports: u64| {
+        wait_until(
+            &format!("the shared NAD reported kept {reports} time(s)"),
+            Duration::from_secs(30),
+            || {
+                let events = c.get(&["-n", "default", "events"])?;
+                events["items"]
+                    .as_array()?
+                    .iter()
+                    .filter(|e| e["reason"] == "NetworkAttachmentDefinitionInUse")
+                    .find(|e| {
+                        let series = e["series"]["count"].as_u64().unwrap_or(0);
+                        e["count"].as_u64().unwrap_or(0).max(series).max(1) >= reports
+                    })
+                    .cloned()
+            },
+            || operator.log_tail(),
+        )
+    };
+    let first = kept(1);
+    let note = first["message"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("(team-a/web, team-b/web, team-c/web)"),
+        "{first:#}"
+    );
+    assert!(
+        c.nad("default").is_some(),
+        "the shared NAD stays while used"
+    );
+    for ns in ["team-a", "team-b"] {
+        c.kubectl(&["-n", ns, "delete", "pod", "web"]);
+    }
+    kept(2);
+    assert!(
+        c.nad("default").is_some(),
+        "team-c/web still lists it: the shared NAD stays"
+    );
+    c.kubectl(&["-n", "team-c", "delete", "pod", "web"]);
+    wait_until(
+        "the shared NAD to go",
+        Duration::from_secs(30),
+        || c.nad("default").is_none().then_some(()),
+        || operator.log_tail(),
+    );
+    all.retain(|ns| *ns != "default");
+    assert_eq!(c.nad_namespaces(), all);
+    drop(operator);
     drop(node);
 }

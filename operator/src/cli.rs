@@ -75,6 +75,15 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_NAME", default_value = vocab::NAD_NAME)]
     pub nad_name: String,
 
+    /// One shared NAD instead of one per namespace: the operator keeps --nad-name in this namespace
+    /// only (which must exist) and the webhook attaches pods as `<this namespace>/<nad-name>`. With
+    /// namespace isolation (on in OpenShift) Multus honours such a cross-namespace reference only to
+    /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
+    /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
+    #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
+          value_parser = nad_namespace)]
+    pub nad_namespace: String,
+
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
     #[arg(long, global = true, env = "LEADER_ELECT")]
@@ -133,6 +142,24 @@ pub struct RunArgs {
     pub adopt_unowned_nads: bool,
 }
 
+/// `--nad-namespace`: empty, or a namespace name (an RFC 1123 label), so a typo fails at start-up
+/// rather than writing to a namespace that cannot exist.
+fn nad_namespace(value: &str) -> Result<String, String> {
+    let label = value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if label {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "{value:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     Plain,
@@ -143,6 +170,11 @@ pub enum LogFormat {
 const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 impl RunArgs {
+    /// `--nad-namespace`, None when empty (one NAD per namespace).
+    pub fn shared_nad_namespace(&self) -> Option<&str> {
+        Some(self.nad_namespace.as_str()).filter(|ns| !ns.is_empty())
+    }
+
     /// `--namespace`, else the pod's service-account namespace, else `default` (running outside a
     /// cluster, e.g. during development).
     pub fn operator_namespace(&self) -> String {
@@ -191,6 +223,7 @@ mod tests {
         assert_eq!(a.nad_name, vocab::NAD_NAME);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
+        assert_eq!(a.nad_namespace, "");
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(
@@ -256,6 +289,9 @@ mod tests {
             &["x", "check", "--proxy-uid-offset", "0"],
             &["x", "--proxy-uid-offset", "4294967295"],
             &["x", "--webhook-addr", "not-an-address"],
+            &["x", "--nad-namespace", "Default"],
+            &["x", "check", "--nad-namespace", "a/b"],
+            &["x", "--nad-namespace=-a"],
         ] {
             let err = Cli::try_parse_from(argv).expect_err("refused");
             assert_eq!(

@@ -58,7 +58,11 @@ impl Config {
             webhook,
             repair,
         } = cli;
-        let decision = webhook.decision_config(&run.linkerd_namespace, &run.nad_name);
+        let decision = webhook.decision_config(
+            &run.linkerd_namespace,
+            &run.nad_name,
+            run.shared_nad_namespace(),
+        );
         match command {
             Some(Command::Check(args)) => Self::Check(check::Config {
                 settings: check::Settings {
@@ -80,6 +84,7 @@ impl Config {
                     webhook_settings: WebhookSettings {
                         linkerd_namespace: decision.linkerd_namespace,
                         nad_name: decision.nad_name,
+                        nad_namespace: decision.nad_namespace,
                         operator_namespace,
                     },
                     webhook,
@@ -107,6 +112,7 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
             resync: Duration::from_secs(run.resync_seconds.max(1)),
             concurrency: run.max_concurrent_reconciles,
             adopt_unowned: run.adopt_unowned_nads,
+            nad_namespace: run.shared_nad_namespace().map(str::to_string),
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),
@@ -194,6 +200,18 @@ mod tests {
         assert_eq!(r.webhook_settings.nad_name, "n");
         assert_eq!(r.webhook_settings.linkerd_namespace, "l");
         assert_eq!(r.webhook_settings.operator_namespace, "ops");
+        assert_eq!(c.settings.nad_namespace, None);
+        assert_eq!(r.webhook_settings.nad_namespace, None);
+
+        let Config::Run(r) = config(&["x", "--nad-namespace=shared"]) else {
+            panic!("not run")
+        };
+        assert_eq!(r.controller.settings.shared(), Some("shared"));
+        assert_eq!(r.webhook_settings.nad_namespace.as_deref(), Some("shared"));
+        let Config::Check(c) = config(&["x", "check", "--nad-namespace=shared"]) else {
+            panic!("not check")
+        };
+        assert_eq!(c.settings.decision.nad_reference(), "shared/linkerd-cni");
 
         let Config::Run(r) = config(&["x"]) else {
             panic!("not run")

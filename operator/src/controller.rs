@@ -210,6 +210,7 @@ fn configmap_trigger(
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
     let linkerd_namespace = ctx.settings.linkerd_namespace.clone();
+    let shared = ctx.settings.nad_namespace.clone();
     changes
         .filter_map(move |event| {
             ctx.health.configmap_watch_answered(event.is_ok());
@@ -230,7 +231,9 @@ fn configmap_trigger(
             let refs: Vec<_> = namespaces
                 .state()
                 .iter()
-                .filter(|ns| desired::want(ns, &linkerd_namespace) == Want::Nad)
+                .filter(|ns| {
+                    desired::want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad
+                })
                 .map(|ns| ObjectRef::from_obj(&**ns))
                 .collect();
             tracing::debug!(

@@ -44,6 +44,18 @@ pub fn want(ns: &Namespace, linkerd_namespace: &str) -> Want {
     }
 }
 
+/// Whether `ns` needs a NAD of its own. One NAD per opted-in namespace ([`want`]) by default; with
+/// `--nad-namespace` (`shared`), only that namespace holds one (whatever its annotation), shared by
+/// the pods of every opted-in namespace, and any other namespace's NAD of ours is unwanted.
+pub fn want_nad(ns: &Namespace, linkerd_namespace: &str, shared: Option<&str>) -> Want {
+    match (want(ns, linkerd_namespace), shared) {
+        (Want::LeaveAlone, _) => Want::LeaveAlone,
+        (want, None) => want,
+        (_, Some(shared)) if ns.metadata.name.as_deref() == Some(shared) => Want::Nad,
+        (_, Some(_)) => Want::NoNad,
+    }
+}
+
 fn is_terminating(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some()
         || ns
@@ -57,10 +69,12 @@ fn is_terminating(ns: &Namespace) -> bool {
 /// exactly these, so it never claims fields someone else set). `only_onto` pins the uid of the
 /// object a take-over may write: uid is immutable, so the apiserver refuses the apply if another
 /// object now holds the name.
+/// `shared` adds the shared-NAD annotation (see [`Desired::shared`]).
 pub fn desired_nad(
     namespace: &str,
     nad_name: &str,
     config: String,
+    shared: bool,
     only_onto: Option<String>,
 ) -> NetworkAttachmentDefinition {
     NetworkAttachmentDefinition {
@@ -68,6 +82,12 @@ pub fn desired_nad(
             name: Some(nad_name.to_string()),
             namespace: Some(namespace.to_string()),
             uid: only_onto,
+            annotations: shared.then(|| {
+                BTreeMap::from([(
+                    vocab::SHARED_NAD_ANNOTATION.to_string(),
+                    vocab::SHARED_NAD_VALUE.to_string(),
+                )])
+            }),
             labels: Some(BTreeMap::from([(
                 vocab::MANAGED_BY_LABEL.to_string(),
                 vocab::MANAGED_BY_VALUE.to_string(),
@@ -91,12 +111,15 @@ pub struct Existing {
     /// Its `spec.config`, digested: the watch cache keeps this instead of ~1 KB per namespace.
     pub config: Option<ConfigDigest>,
     pub uid: Option<String>,
+    /// Carries the shared-NAD annotation: pods of other namespaces may reference it.
+    pub shared: bool,
 }
 
 impl Existing {
-    /// Reads what the plan needs from a NAD's labels, `spec.config` and uid.
+    /// Reads what the plan needs from a NAD's labels, annotations, `spec.config` and uid.
     pub fn of(
         labels: Option<&BTreeMap<String, String>>,
+        annotations: Option<&BTreeMap<String, String>>,
         config: Option<&str>,
         uid: Option<String>,
     ) -> Self {
@@ -105,6 +128,34 @@ impl Existing {
             adoptable: is_adoptable(labels, config),
             config: config.map(ConfigDigest::of),
             uid,
+            shared: annotations
+                .and_then(|a| a.get(vocab::SHARED_NAD_ANNOTATION))
+                .is_some_and(|v| v == vocab::SHARED_NAD_VALUE),
+        }
+    }
+
+    /// Ours and marked shared: its users are looked for in every namespace.
+    pub fn owned_shared(&self) -> bool {
+        self.owned && self.shared
+    }
+}
+
+/// The NAD wanted in a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Desired<'a> {
+    pub config: &'a str,
+    /// Carries the shared-NAD annotation: it is the shared NAD (`--nad-namespace` is its namespace),
+    /// or ours already carries it. Never taken off: pods elsewhere may still reference a NAD that was
+    /// shared (switched back to one NAD per namespace, this namespace's own NAD is the same object).
+    pub shared: bool,
+}
+
+impl<'a> Desired<'a> {
+    /// The NAD wanted in a namespace that wants one; `shared_here`: it is `--nad-namespace`.
+    pub fn new(config: &'a str, shared_here: bool, existing: Option<&Existing>) -> Self {
+        Self {
+            config,
+            shared: shared_here || existing.is_some_and(Existing::owned_shared),
         }
     }
 }
@@ -143,14 +194,15 @@ pub enum Users {
     Pods(Vec<String>),
 }
 
-/// True when a pod in `namespace` lists the NAD `nad` of its namespace in its networks annotation,
-/// in either of Multus' formats. An annotation that cannot be read counts as using it: Multus may read
-/// it differently, and a NAD deleted under a running pod breaks its next sandbox.
-pub fn uses_nad(pod: &ObjectMeta, nad: &str, namespace: &str) -> bool {
+/// True when a pod in `pod_namespace` lists the NAD `nad` of `nad_namespace` in its networks
+/// annotation, in either of Multus' formats (`nad` alone from its own namespace, `ns/nad` from any).
+/// An annotation that cannot be read counts as using it: Multus may read it differently, and a NAD
+/// deleted under a running pod breaks its next sandbox.
+pub fn uses_nad(pod: &ObjectMeta, nad: &str, nad_namespace: &str, pod_namespace: &str) -> bool {
     pod.annotations
         .as_ref()
         .and_then(|a| a.get(vocab::NETWORKS_ANNOTATION))
-        .is_some_and(|v| references(v, nad, namespace).unwrap_or(true))
+        .is_some_and(|v| references(v, nad, nad_namespace, pod_namespace).unwrap_or(true))
 }
 
 /// What to do about one namespace's NAD.
@@ -178,17 +230,20 @@ pub enum Plan {
     Foreign,
 }
 
-/// Decides the plan. `desired_config` is `None` when no NAD is wanted; `adopt` is
-/// `--adopt-unowned-nads`.
+/// Decides the plan. `desired` is `None` when no NAD is wanted; `adopt` is `--adopt-unowned-nads`.
 pub fn plan(
-    desired_config: Option<&str>,
+    desired: Option<Desired<'_>>,
     existing: Option<&Existing>,
     adopt: bool,
     users: &Users,
 ) -> Plan {
-    match (desired_config, existing) {
+    match (desired, existing) {
         (Some(_), None) => Plan::Create,
-        (Some(want), Some(e)) if e.owned && e.config == Some(ConfigDigest::of(want)) => {
+        (Some(want), Some(e))
+            if e.owned
+                && e.config == Some(ConfigDigest::of(want.config))
+                && e.shared == want.shared =>
+        {
             Plan::Nothing
         }
         (Some(_), Some(e)) if e.owned => Plan::Update { uid: e.uid.clone() },
@@ -265,7 +320,7 @@ mod tests {
     /// The applied object carries exactly the ownership label and the config, nothing more.
     #[test]
     fn desired_nad_is_exactly_owned_fields() {
-        let nad = desired_nad("team-a", "linkerd-cni", "{\"a\":1}".into(), None);
+        let nad = desired_nad("team-a", "linkerd-cni", "{\"a\":1}".into(), false, None);
         assert_eq!(
             serde_json::to_value(&nad).expect("json"),
             json!({
@@ -293,12 +348,14 @@ mod tests {
             adoptable: false,
             config: Some(ConfigDigest::of(c)),
             uid: Some("u1".into()),
+            shared: false,
         };
         let foreign = Existing {
             owned: false,
             adoptable: false,
             config: Some(ConfigDigest::of("x")),
             uid: Some("u2".into()),
+            shared: false,
         };
         let go_operators = Existing {
             adoptable: true,
@@ -412,8 +469,12 @@ mod tests {
             ),
         ];
         for (desired, existing, adopt, users, want_) in cases {
+            let wanted = desired.map(|config| Desired {
+                config,
+                shared: false,
+            });
             assert_eq!(
-                plan(desired, existing.as_ref(), adopt, users),
+                plan(wanted, existing.as_ref(), adopt, users),
                 want_,
                 "{desired:?} {existing:?} adopt={adopt} {users:?}"
             );
@@ -467,7 +528,7 @@ mod tests {
             assert_eq!(is_adoptable(l.as_ref(), config), want_, "{l:?} {config:?}");
         }
         let ours = labels(&[(vocab::MANAGED_BY_LABEL, vocab::MANAGED_BY_VALUE)]);
-        let e = Existing::of(Some(&ours), Some(go), Some("u".into()));
+        let e = Existing::of(Some(&ours), None, Some(go), Some("u".into()));
         assert!(e.owned && !e.adoptable, "ours is not adoptable: {e:?}");
     }
 
@@ -492,9 +553,136 @@ mod tests {
         ];
         for (networks, want_) in cases {
             assert_eq!(
-                uses_nad(&pod(networks), "linkerd-cni", "app"),
+                uses_nad(&pod(networks), "linkerd-cni", "app", "app"),
                 want_,
                 "{networks:?}"
+            );
+        }
+    }
+
+    /// Shared mode: only the shared namespace wants a NAD (opted in or not, the control plane's
+    /// included); a terminating one is still left alone. Without the flag, `want` decides.
+    #[test]
+    fn which_namespaces_want_a_nad_of_their_own() {
+        let cases = [
+            (ns("shared", None), Some("shared"), Want::Nad),
+            (ns("shared", Some("enabled")), Some("shared"), Want::Nad),
+            (ns("a", Some("enabled")), Some("shared"), Want::NoNad),
+            (ns("linkerd", None), Some("shared"), Want::NoNad),
+            (ns("a", None), Some("shared"), Want::NoNad),
+            (ns("a", Some("enabled")), None, Want::Nad),
+            (ns("linkerd", None), None, Want::Nad),
+            (ns("shared", None), None, Want::NoNad),
+        ];
+        for (n, shared, want_) in cases {
+            assert_eq!(
+                want_nad(&n, "linkerd", shared),
+                want_,
+                "{:?} {shared:?}",
+                n.metadata.name
+            );
+        }
+        let mut deleting = ns("shared", None);
+        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert_eq!(
+            want_nad(&deleting, "linkerd", Some("shared")),
+            Want::LeaveAlone
+        );
+    }
+
+    /// The shared NAD carries the annotation, and a NAD that carried it keeps it (so its users are
+    /// looked for everywhere before it goes); the plan writes when only the annotation differs; a
+    /// per-namespace NAD left in shared mode goes the opt-out way (only once unused).
+    #[test]
+    fn shared_nad_plan_table() {
+        let existing = |shared: bool| Existing {
+            owned: true,
+            adoptable: false,
+            config: Some(ConfigDigest::of("c")),
+            uid: Some("u1".into()),
+            shared,
+        };
+        let foreign_marked = Existing {
+            owned: false,
+            ..existing(true)
+        };
+        // (shared here, existing) -> the annotation wanted.
+        let marks = [
+            (false, None, false),
+            (true, None, true),
+            (false, Some(existing(false)), false),
+            (false, Some(existing(true)), true),
+            (true, Some(existing(false)), true),
+            (false, Some(foreign_marked.clone()), false),
+        ];
+        for (here, e, want_) in marks {
+            assert_eq!(
+                Desired::new("c", here, e.as_ref()).shared,
+                want_,
+                "{here} {e:?}"
+            );
+        }
+        let update = Plan::Update {
+            uid: Some("u1".into()),
+        };
+        let want = |shared| {
+            Some(Desired {
+                config: "c",
+                shared,
+            })
+        };
+        let cases = [
+            (want(true), None, Plan::Create),
+            (want(true), Some(existing(true)), Plan::Nothing),
+            (want(true), Some(existing(false)), update.clone()),
+            (want(false), Some(existing(true)), update.clone()),
+            (None, Some(existing(true)), Plan::FindUsers),
+            (None, Some(existing(false)), Plan::FindUsers),
+        ];
+        for (desired, e, want_) in cases {
+            let got = plan(desired, e.as_ref(), false, &Users::NotLooked);
+            assert_eq!(got, want_, "{desired:?} {e:?}");
+        }
+        let nad = desired_nad("shared", "linkerd-cni", "c".into(), true, None);
+        let annotations = nad.metadata.annotations.as_ref();
+        let read = Existing::of(nad.metadata.labels.as_ref(), annotations, Some("c"), None);
+        assert!(read.owned_shared());
+        assert_eq!(
+            desired_nad("a", "linkerd-cni", "c".into(), false, None)
+                .metadata
+                .annotations,
+            None
+        );
+    }
+
+    /// A shared NAD's users: `ns/name` from any namespace and the JSON form with "namespace", or
+    /// the bare name from a pod of the shared namespace itself.
+    #[test]
+    fn which_pods_use_the_shared_nad() {
+        let pod = |networks: &str| ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                vocab::NETWORKS_ANNOTATION.to_string(),
+                networks.to_string(),
+            )])),
+            ..Default::default()
+        };
+        let cases = [
+            ("shared/linkerd-cni", "app", true),
+            (
+                r#"[{"name":"linkerd-cni","namespace":"shared"}]"#,
+                "app",
+                true,
+            ),
+            ("linkerd-cni", "shared", true),
+            ("linkerd-cni", "app", false),
+            ("app/linkerd-cni", "app", false),
+            (r#"[{"name":"linkerd-cni"}]"#, "app", false),
+        ];
+        for (networks, pod_ns, want_) in cases {
+            assert_eq!(
+                uses_nad(&pod(networks), "linkerd-cni", "shared", pod_ns),
+                want_,
+                "{networks} in {pod_ns}"
             );
         }
     }

@@ -46,7 +46,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("listing the pods of namespace {namespace} (to see whether they still use the NAD): {source}")]
+    #[error("listing the pods of {namespace} (to see whether they still use the NAD): {source}")]
     ListPods {
         namespace: String,
         #[source]

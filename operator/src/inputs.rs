@@ -69,7 +69,7 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| desired::want(ns, linkerd) == Want::Nad)
+            .filter(|ns| desired::want_nad(ns, linkerd, ctx.settings.shared()) == Want::Nad)
             .count();
         Snapshot {
             configmap_listed: listed(ctx.configmaps.wait_until_ready().now_or_never()),

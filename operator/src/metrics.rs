@@ -143,6 +143,7 @@ mod tests {
             owned,
             adoptable: false,
             config: None,
+            shared: false,
         }
     }
 

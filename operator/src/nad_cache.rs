@@ -27,6 +27,8 @@ pub struct NadView {
     pub adoptable: bool,
     /// Digest of `spec.config`, when it is a string.
     pub config: Option<ConfigDigest>,
+    /// See [`Existing::shared`].
+    pub shared: bool,
 }
 
 impl NadView {
@@ -41,6 +43,7 @@ impl NadView {
             owned: e.owned,
             adoptable: e.adoptable,
             config: e.config,
+            shared: e.shared,
         }
     }
 
@@ -50,6 +53,7 @@ impl NadView {
             adoptable: self.adoptable,
             config: self.config,
             uid: self.uid.clone(),
+            shared: self.shared,
         }
     }
 }
@@ -58,6 +62,7 @@ impl NadView {
 pub fn existing(nad: &DynamicObject) -> Existing {
     Existing::of(
         nad.metadata.labels.as_ref(),
+        nad.metadata.annotations.as_ref(),
         spec_config(&nad.data),
         nad.metadata.uid.clone(),
     )
@@ -159,10 +164,18 @@ mod tests {
                 adoptable: false,
                 config: Some(ConfigDigest::of("{\"a\":1}")),
                 uid: Some("u-1".into()),
+                shared: false,
             }
         );
         assert_eq!(view.name, "linkerd-cni");
         assert_eq!(view.namespace.as_deref(), Some("apps"));
+
+        let mut shared = ours.clone();
+        shared.metadata.annotations = Some(BTreeMap::from([(
+            vocab::SHARED_NAD_ANNOTATION.to_string(),
+            vocab::SHARED_NAD_VALUE.to_string(),
+        )]));
+        assert!(NadView::of(&shared).existing().owned_shared());
 
         let foreign = nad(&[("team", "a")], json!({ "spec": 3 }));
         let view = NadView::of(&foreign);

@@ -196,6 +196,7 @@ async fn take_over_lands_only_on_the_nad_seen() {
             &ns.name,
             &h.nad_name,
             "{\"type\":\"ours\"}".into(),
+            false,
             Some(uid.to_string()),
         );
         let mut body = serde_json::to_value(nad).expect("json");

@@ -38,6 +38,10 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "linkerd-multus-operator";
 /// Server-side apply field manager of the operator.
 pub const FIELD_MANAGER: &str = "linkerd-multus-operator";
+/// On an owned NAD that is (or was) the one shared NAD (`--nad-namespace`): pods of any namespace may
+/// reference it, so it is deleted only once no pod anywhere does.
+pub const SHARED_NAD_ANNOTATION: &str = "linkerd.io/multus-shared-nad";
+pub const SHARED_NAD_VALUE: &str = "true";
 
 // === Names and defaults ===
 

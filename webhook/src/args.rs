@@ -88,12 +88,18 @@ impl WebhookArgs {
         <Only as clap::Parser>::try_parse_from(argv).map(|only| only.webhook)
     }
 
-    /// The decision's flags: these plus the two the operator shares with its controller. The one
+    /// The decision's flags: these plus the three the operator shares with its controller. The one
     /// place a [`DecisionConfig`] is made from flags.
-    pub fn decision_config(&self, linkerd_namespace: &str, nad_name: &str) -> DecisionConfig {
+    pub fn decision_config(
+        &self,
+        linkerd_namespace: &str,
+        nad_name: &str,
+        nad_namespace: Option<&str>,
+    ) -> DecisionConfig {
         DecisionConfig {
             linkerd_namespace: linkerd_namespace.to_string(),
             nad_name: nad_name.to_string(),
+            nad_namespace: nad_namespace.map(str::to_string),
             uid_range_annotation: self.namespace_uid_range_annotation.clone(),
             proxy_uid_offset: self.proxy_uid_offset,
         }
@@ -162,18 +168,20 @@ mod tests {
         assert_eq!(ok.unwrap().proxy_uid_offset, 4294967294);
     }
 
-    /// The decision gets these flags and the operator's shared two.
+    /// The decision gets these flags and the operator's shared three.
     #[test]
     fn decision_config_from_flags() {
         let cli = WebhookArgs::from_flags(None::<&str>).unwrap();
         assert_eq!(
-            cli.decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME),
+            cli.decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME, None),
             DecisionConfig::default()
         );
         let cli =
             WebhookArgs::from_flags(["--proxy-uid-offset=9", "--namespace-uid-range-annotation=a"])
                 .unwrap();
-        let d = cli.decision_config("l", "n");
+        let d = cli.decision_config("l", "n", Some("s"));
+        assert_eq!(d.nad_namespace.as_deref(), Some("s"));
+        assert_eq!(d.nad_reference(), "s/n");
         assert_eq!(
             (
                 d.linkerd_namespace.as_str(),

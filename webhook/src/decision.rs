@@ -19,21 +19,34 @@ use crate::uid_range::UidRange;
 pub struct DecisionConfig {
     /// The Linkerd control-plane namespace; its control-plane pods are always attached.
     pub linkerd_namespace: String,
-    /// The NetworkAttachmentDefinition to attach, from the pod's own namespace.
+    /// The NetworkAttachmentDefinition to attach, from the pod's own namespace...
     pub nad_name: String,
+    /// ...or from this one (`--nad-namespace`: one NAD shared by every namespace).
+    pub nad_namespace: Option<String>,
     /// Namespace annotation carrying OpenShift's `<first uid>/<size>` range.
     pub uid_range_annotation: String,
     /// Proxy uid = first uid of the range + this offset.
     pub proxy_uid_offset: u64,
 }
 
-/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, the OpenShift uid-range annotation,
+/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, one NAD per namespace, the OpenShift uid-range annotation,
 /// offset 2102).
+impl DecisionConfig {
+    /// The NAD as a networks annotation names it: `name`, or `namespace/name` when shared.
+    pub fn nad_reference(&self) -> String {
+        match &self.nad_namespace {
+            Some(ns) => format!("{ns}/{}", self.nad_name),
+            None => self.nad_name.clone(),
+        }
+    }
+}
+
 impl Default for DecisionConfig {
     fn default() -> Self {
         Self {
             linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
             nad_name: vocab::NAD_NAME.to_string(),
+            nad_namespace: None,
             uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
             proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
         }
@@ -106,7 +119,8 @@ pub fn decide(
     if selected {
         // 3. The networks annotation, never rewritten when it cannot be read.
         let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
-        match networks::attach(current, &cfg.nad_name, namespace) {
+        let shared = cfg.nad_namespace.as_deref();
+        match networks::attach(current, &cfg.nad_name, shared, namespace) {
             Ok(Attachment::Present) => attached = true,
             Ok(Attachment::Set(value)) => {
                 attached = true;
@@ -115,9 +129,9 @@ pub fn decide(
             Err(e) => warnings.push(format!(
                 "linkerd-multus: pod not attached to {}: annotation {} is not a Multus network list ({e}); \
                  fix it or add {} to it yourself",
-                cfg.nad_name,
+                cfg.nad_reference(),
                 vocab::NETWORKS_ANNOTATION,
-                cfg.nad_name
+                cfg.nad_reference()
             )),
         }
     }

@@ -52,6 +52,8 @@ pub struct Settings {
     pub linkerd_namespace: String,
     /// The NetworkAttachmentDefinition pods are attached to (`--nad-name`).
     pub nad_name: String,
+    /// The namespace of the one shared NAD (`--nad-namespace`); None: each pod's own namespace.
+    pub nad_namespace: Option<String>,
     /// The namespace the operator runs in (where the self-managed certificate Secret lives).
     pub operator_namespace: String,
 }
@@ -102,7 +104,11 @@ impl Webhook {
         let (namespaces, feed) = NamespaceCache::new(client);
         let state = AppState {
             namespaces,
-            decision: args.decision_config(&settings.linkerd_namespace, &settings.nad_name),
+            decision: args.decision_config(
+                &settings.linkerd_namespace,
+                &settings.nad_name,
+                settings.nad_namespace.as_deref(),
+            ),
             metrics: metrics.clone(),
         };
         Ok(Self {

@@ -135,18 +135,24 @@ fn parse(value: &str) -> Result<(Format, Vec<Selection>), NetworksError> {
     Ok((Format::CommaList, items))
 }
 
-/// True when the list selects `nad` of the pod's own namespace (unqualified, or qualified with it).
-fn selects(selections: &[Selection], nad: &str, pod_namespace: &str) -> bool {
+/// True when the list selects `nad` of `nad_namespace` from a pod in `pod_namespace` (an item without
+/// a namespace means the pod's own).
+fn selects(selections: &[Selection], nad: &str, nad_namespace: &str, pod_namespace: &str) -> bool {
     selections
         .iter()
-        .any(|s| s.name == nad && s.namespace.as_deref().is_none_or(|ns| ns == pod_namespace))
+        .any(|s| s.name == nad && s.namespace.as_deref().unwrap_or(pod_namespace) == nad_namespace)
 }
 
 /// Does the networks annotation `value` of a pod in `pod_namespace` use the NetworkAttachmentDefinition
-/// `nad` of that namespace? Errors when `value` cannot be parsed.
-pub fn references(value: &str, nad: &str, pod_namespace: &str) -> Result<bool, NetworksError> {
+/// `nad` of `nad_namespace` (the pod's own, or a shared NAD's)? Errors when `value` cannot be parsed.
+pub fn references(
+    value: &str,
+    nad: &str,
+    nad_namespace: &str,
+    pod_namespace: &str,
+) -> Result<bool, NetworksError> {
     let (_, selections) = parse(value)?;
-    Ok(selects(&selections, nad, pod_namespace))
+    Ok(selects(&selections, nad, nad_namespace, pod_namespace))
 }
 
 /// What to do with a pod's networks annotation to attach `nad` (in the pod's namespace).
@@ -159,30 +165,42 @@ pub enum Attachment {
 }
 
 /// Decides how the annotation `current` (None: absent) must change so the pod in `pod_namespace` uses the
-/// NetworkAttachmentDefinition `nad` from its own namespace. Errors when `current` cannot be parsed.
+/// NetworkAttachmentDefinition `nad`: its own namespace's when `shared_namespace` is None (written
+/// `nad`), else the one in `shared_namespace` (written `ns/nad`, or with `"namespace"` in a JSON list).
+/// Either spelling of the same NAD already there counts as present. Errors when `current` cannot be parsed.
 pub fn attach(
     current: Option<&str>,
     nad: &str,
+    shared_namespace: Option<&str>,
     pod_namespace: &str,
 ) -> Result<Attachment, NetworksError> {
+    let item = match shared_namespace {
+        Some(ns) => format!("{ns}/{nad}"),
+        None => nad.to_string(),
+    };
     let Some(current) = current else {
-        return Ok(Attachment::Set(nad.to_string()));
+        return Ok(Attachment::Set(item));
     };
     let (format, selections) = parse(current)?;
-    if selects(&selections, nad, pod_namespace) {
+    let nad_namespace = shared_namespace.unwrap_or(pod_namespace);
+    if selects(&selections, nad, nad_namespace, pod_namespace) {
         return Ok(Attachment::Present);
     }
     let kept = current.trim_end();
     let value = match format {
-        Format::CommaList if selections.is_empty() => nad.to_string(),
+        Format::CommaList if selections.is_empty() => item,
         Format::CommaList => {
             // Keep the author's separator style.
             let sep = if kept.contains(", ") { ", " } else { "," };
-            format!("{kept}{sep}{nad}")
+            format!("{kept}{sep}{item}")
         }
         Format::JsonList => {
             // Insert textually before the closing bracket so the existing text stays byte for byte.
-            let entry = serde_json::json!({ "name": nad }).to_string();
+            let entry = match shared_namespace {
+                Some(ns) => serde_json::json!({ "name": nad, "namespace": ns }),
+                None => serde_json::json!({ "name": nad }),
+            }
+            .to_string();
             let body = kept
                 .strip_suffix(']')
                 .ok_or_else(|| NetworksError("JSON list does not end with ']'".to_string()))?
@@ -202,7 +220,7 @@ mod tests {
     use super::*;
 
     fn set(current: &str) -> Result<Attachment, NetworksError> {
-        attach(Some(current), "linkerd-cni", "app")
+        attach(Some(current), "linkerd-cni", None, "app")
     }
 
     #[test]
@@ -233,7 +251,7 @@ mod tests {
     /// Every format Multus accepts is recognised as using the NAD; other namespaces' NADs are not.
     #[test]
     fn references_in_every_format() {
-        let uses = |v: &str| references(v, "linkerd-cni", "app");
+        let uses = |v: &str| references(v, "linkerd-cni", "app", "app");
         for v in [
             "linkerd-cni",
             "a, linkerd-cni",
@@ -286,5 +304,77 @@ mod tests {
         assert!(set(r#"[{"name":1}]"#).is_err());
         assert!(set(r#"["a"]"#).is_err());
         assert!(set("[").is_err());
+    }
+
+    /// Shared mode: `shared/linkerd-cni` is written in the value's own format, and either spelling of
+    /// it (qualified, or unqualified from a pod of that namespace) counts as present; the pod's own
+    /// namespace's NAD of that name does not.
+    #[test]
+    fn shared_nad() {
+        let shared = |current: Option<&str>, pod_ns: &str| {
+            attach(current, "linkerd-cni", Some("shared"), pod_ns)
+        };
+        let cases = [
+            (None, "app", Attachment::Set("shared/linkerd-cni".into())),
+            (
+                Some(""),
+                "app",
+                Attachment::Set("shared/linkerd-cni".into()),
+            ),
+            (
+                Some("macvlan"),
+                "app",
+                Attachment::Set("macvlan,shared/linkerd-cni".into()),
+            ),
+            (
+                Some("a, linkerd-cni"),
+                "app",
+                Attachment::Set("a, linkerd-cni, shared/linkerd-cni".into()),
+            ),
+            (Some("shared/linkerd-cni@net1"), "app", Attachment::Present),
+            (Some("linkerd-cni"), "shared", Attachment::Present),
+            (
+                Some(r#"[{"name":"a"}]"#),
+                "app",
+                Attachment::Set(
+                    r#"[{"name":"a"},{"name":"linkerd-cni","namespace":"shared"}]"#.into(),
+                ),
+            ),
+            (
+                Some("[]"),
+                "app",
+                Attachment::Set(r#"[{"name":"linkerd-cni","namespace":"shared"}]"#.into()),
+            ),
+            (
+                Some(r#"[{"name":"linkerd-cni","namespace":"shared"}]"#),
+                "app",
+                Attachment::Present,
+            ),
+            (
+                Some(r#"[{"name":"linkerd-cni"}]"#),
+                "shared",
+                Attachment::Present,
+            ),
+            (
+                Some(r#"[{"name":"linkerd-cni"}]"#),
+                "app",
+                Attachment::Set(
+                    r#"[{"name":"linkerd-cni"},{"name":"linkerd-cni","namespace":"shared"}]"#
+                        .into(),
+                ),
+            ),
+        ];
+        for (current, pod_ns, want) in cases {
+            assert_eq!(shared(current, pod_ns), Ok(want), "{current:?} in {pod_ns}");
+        }
+        let uses = |v: &str, pod_ns: &str| references(v, "linkerd-cni", "shared", pod_ns);
+        assert_eq!(uses("shared/linkerd-cni", "app"), Ok(true));
+        assert_eq!(
+            uses(r#"[{"name":"linkerd-cni","namespace":"shared"}]"#, "app"),
+            Ok(true)
+        );
+        assert_eq!(uses("linkerd-cni", "shared"), Ok(true));
+        assert_eq!(uses("linkerd-cni", "app"), Ok(false));
+        assert_eq!(uses("app/linkerd-cni", "app"), Ok(false));
     }
 }

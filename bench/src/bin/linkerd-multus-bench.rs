@@ -28,6 +28,8 @@ enum Part {
     Fanout(linkerd_multus_bench::fanout::FanoutArgs),
     /// Opt-in latency: annotate -> NAD visible, disable -> NAD gone, against a minimal client.
     Optin(linkerd_multus_bench::optin::OptinArgs),
+    /// NAD writes and objects: one shared NAD (--nad-namespace) against one per namespace.
+    Shared(linkerd_multus_bench::shared::SharedArgs),
     /// Pod admission through the apiserver: real webhook, floor webhook, none.
     Admission(linkerd_multus_bench::admission::AdmissionArgs),
 }
@@ -89,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
         Part::Fanout(args) => linkerd_multus_bench::fanout::run(args).await?,
         Part::Admission(args) => linkerd_multus_bench::admission::run(args).await?,
         Part::Optin(args) => linkerd_multus_bench::optin::run(args).await?,
+        Part::Shared(args) => linkerd_multus_bench::shared::run(args).await?,
     }
     Ok(())
 }

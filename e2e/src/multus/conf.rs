@@ -23,6 +23,14 @@ pub struct StandInConf {
     pub delegates: Vec<Value>,
     #[serde(default)]
     pub cni_dir: Option<PathBuf>,
+    /// Multus' `namespaceIsolation` (off by default): a pod may use the NADs of its own namespace
+    /// and of `globalNamespaces` only.
+    #[serde(default)]
+    pub namespace_isolation: bool,
+    /// Multus' `globalNamespaces`: a comma-separated list, read only with `namespaceIsolation`; unset,
+    /// `default` alone is global.
+    #[serde(default)]
+    pub global_namespaces: Option<String>,
     /// Set by the runtime for CHECK and DEL.
     #[serde(default)]
     pub prev_result: Option<Value>,
@@ -51,6 +59,22 @@ impl StandInConf {
             )));
         }
         Ok(conf)
+    }
+
+    /// Whether a pod of `pod_namespace` may use a NAD of `nad_namespace`, as Multus decides it
+    /// (`Err`: its reason).
+    pub fn may_use(&self, pod_namespace: &str, nad_namespace: &str) -> Result<(), String> {
+        if !self.namespace_isolation || pod_namespace == nad_namespace {
+            return Ok(());
+        }
+        let global = self.global_namespaces.as_deref().unwrap_or("default");
+        if global.split(',').any(|ns| ns.trim() == nad_namespace) {
+            return Ok(());
+        }
+        Err(format!(
+            "namespace isolation enabled, annotation violates permission, pod is in namespace \
+             {pod_namespace} but refers to target namespace {nad_namespace}"
+        ))
     }
 
     pub fn cluster_network(&self) -> &Value {
@@ -209,6 +233,40 @@ mod tests {
             let err = delegate_config(config, "nad").unwrap_err();
             assert!(err.contains(why), "{config:?}: {err}");
         }
+    }
+
+    /// Multus' namespace isolation: off, any namespace; on, the pod's own and the global ones
+    /// (`default` when `globalNamespaces` is unset, only the listed ones when it is set).
+    #[test]
+    fn namespace_isolation_allows_own_and_global_namespaces() {
+        let conf = |extra: Value| {
+            let mut c = json!({"cniVersion": "0.3.1", "kubeconfig": "/k",
+                "delegates": [{"cniVersion": "0.3.1"}]});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            StandInConf::parse(c.to_string().as_bytes()).unwrap()
+        };
+        let open = conf(json!({}));
+        let isolated = conf(json!({"namespaceIsolation": true}));
+        let listed = conf(json!({"namespaceIsolation": true,
+            "globalNamespaces": "openshift-multus, shared"}));
+        let cases = [
+            (&open, "app", "other", true),
+            (&isolated, "app", "app", true),
+            (&isolated, "app", "default", true),
+            (&isolated, "app", "shared", false),
+            (&listed, "app", "shared", true),
+            (&listed, "app", "openshift-multus", true),
+            (&listed, "app", "default", false),
+            (&listed, "shared", "shared", true),
+        ];
+        for (c, pod_ns, nad_ns, allowed) in cases {
+            let got = c.may_use(pod_ns, nad_ns);
+            assert_eq!(got.is_ok(), allowed, "{pod_ns} → {nad_ns}: {got:?}");
+        }
+        let why = isolated.may_use("app", "shared").unwrap_err();
+        assert!(why.contains("namespace isolation enabled"), "{why}");
     }
 
     #[test]

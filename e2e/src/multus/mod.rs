@@ -10,11 +10,12 @@
 //! - DEL: the delegates in reverse (from its cache, else from the pod and NADs if still there), then the
 //!   cluster network. CHECK: the cluster network's. VERSION: answered.
 //!
-//! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. Left out: namespace isolation
-//! and `globalNamespaces`, default networks, network-status annotations, device info, the thick plugin.
+//! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. A cross-namespace NAD is
+//! refused under `namespaceIsolation` unless its namespace is one of `globalNamespaces` (as Multus).
+//! Left out: default networks, network-status annotations, device info, the thick plugin.
 //!
 //! Its config (Multus' keys): `{"cniVersion", "name", "type", "kubeconfig", "delegates": [<cluster
-//! network conf or conflist>], "cniDir"?}`.
+//! network conf or conflist>], "cniDir"?, "namespaceIsolation"?, "globalNamespaces"?}`.
 
 pub mod conf;
 pub mod networks;
@@ -65,6 +66,8 @@ pub enum Error {
         name: String,
         why: String,
     },
+    #[error("{0}")]
+    Isolation(String),
     #[error("the cluster network failed: {0}")]
     ClusterNetwork(PluginFailure),
     #[error(
@@ -84,7 +87,10 @@ impl Error {
     /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
     pub fn code(&self) -> u32 {
         match self {
-            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
+            Error::Conf(_)
+            | Error::NadConfig { .. }
+            | Error::Annotation(_)
+            | Error::Isolation(_) => 7,
             Error::Env(_) => 4,
             Error::Pod { .. } | Error::NadMissing { .. } => 11,
             _ => 999,
@@ -328,6 +334,8 @@ fn resolve(
             .into_iter()
             .enumerate()
         {
+            conf.may_use(namespace, &selection.namespace)
+                .map_err(Error::Isolation)?;
             let api = Api::<DynamicObject>::namespaced_with(
                 client.clone(),
                 &selection.namespace,

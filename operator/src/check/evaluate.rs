@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::uids;
 use crate::attachment::lacks_attachment;
-use crate::desired::{is_adoptable, uses_nad, want, Want};
+use crate::desired::{is_adoptable, uses_nad, want, want_nad, Existing, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
@@ -187,7 +187,8 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
         let name = ns_name(ns);
         let nad = nad_in(seen, name);
         let owned = nad.is_some_and(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()));
-        match (want(ns, &s.decision.linkerd_namespace), nad) {
+        let shared = s.decision.nad_namespace.as_deref();
+        match (want_nad(ns, &s.decision.linkerd_namespace, shared), nad) {
             (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
             (Want::Nad, Some(_)) if !owned => {} // foreign: reported by its own check
             (Want::Nad, Some(n)) => match config {
@@ -197,11 +198,21 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
                 _ => good += 1,
             },
             // Kept for the pods that still use it: those are listed by the pods check.
-            (Want::NoNad, Some(_)) if owned && !users(seen, name, s).is_empty() => {}
+            (Want::NoNad, Some(n)) if owned && !users(seen, name, n, s).is_empty() => {}
             (Want::NoNad, Some(_)) if owned => problems.push(format!(
                 "{name}: NAD left behind in a namespace that is not enabled"
             )),
             _ => {}
+        }
+    }
+    // The webhook attaches pods to the shared NAD whether or not its namespace exists.
+    if let Some(shared) = s.decision.nad_namespace.as_deref() {
+        if !seen.namespaces.iter().any(|ns| ns_name(ns) == shared) {
+            problems.push(format!(
+                "{shared}: the --nad-namespace namespace does not exist, so no NAD {} can be kept \
+                 there and attached pods cannot start: create it",
+                s.decision.nad_reference()
+            ));
         }
     }
     if problems.is_empty() {
@@ -218,12 +229,24 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
     .with_items(problems)
 }
 
-/// Pods of `namespace` that list the NAD in their networks annotation.
-fn users<'a>(seen: &'a Observed, namespace: &str, s: &Settings) -> Vec<&'a ObjectMeta> {
+/// Pods that list `nad` (of `namespace`) in their networks annotation: those of `namespace`, or of
+/// any namespace when the NAD is (or was) the shared one, as the operator looks them up.
+fn users<'a>(
+    seen: &'a Observed,
+    namespace: &str,
+    nad: &NetworkAttachmentDefinition,
+    s: &Settings,
+) -> Vec<&'a ObjectMeta> {
+    let meta = &nad.metadata;
+    let anywhere =
+        Existing::of(meta.labels.as_ref(), meta.annotations.as_ref(), None, None).owned_shared();
     seen.pods
         .iter()
-        .filter(|p| p.namespace.as_deref() == Some(namespace))
-        .filter(|p| uses_nad(p, &s.decision.nad_name, namespace))
+        .filter(|p| anywhere || p.namespace.as_deref() == Some(namespace))
+        .filter(|p| {
+            let pod_ns = p.namespace.as_deref().unwrap_or_default();
+            uses_nad(p, &s.decision.nad_name, namespace, pod_ns)
+        })
         .collect()
 }
 
@@ -341,7 +364,7 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
             let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
             pod_problem(pod, namespace, ns_annotations, &s.decision)
         } else {
-            opted_out_user(pod, namespace, &s.decision.nad_name)
+            opted_out_user(pod, namespace, &s.decision)
         };
         if let Some(reason) = problem {
             stale.push(format!(
@@ -368,9 +391,13 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     .with_items(stale)
 }
 
-/// A pod whose namespace opted out but which still lists our NAD (so the operator keeps the NAD).
-fn opted_out_user(pod: &ObjectMeta, namespace: &str, nad: &str) -> Option<String> {
-    uses_nad(pod, nad, namespace).then(|| {
+/// A pod whose namespace opted out but which still lists our NAD, its namespace's or the shared one
+/// (so the operator keeps that NAD).
+fn opted_out_user(pod: &ObjectMeta, namespace: &str, cfg: &DecisionConfig) -> Option<String> {
+    let nad = &cfg.nad_name;
+    let shared = cfg.nad_namespace.as_deref();
+    let uses = |nad_namespace: &str| uses_nad(pod, nad, nad_namespace, namespace);
+    (uses(namespace) || shared.is_some_and(uses)).then(|| {
         format!(
             "its namespace opted out, but it still lists {nad} in {}, so the NAD stays until it is \
              gone: restart it to leave the mesh",
@@ -390,7 +417,7 @@ pub fn pod_problem(
     if lacks_attachment(pod, namespace, ns_annotations, cfg) {
         return Some(format!(
             "not attached to {} (no {} entry; created before its namespace was set up): restart it",
-            cfg.nad_name,
+            cfg.nad_reference(),
             vocab::NETWORKS_ANNOTATION
         ));
     }

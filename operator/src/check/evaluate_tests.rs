@@ -53,7 +53,7 @@ fn configmap(config: &str) -> ConfigMap {
 
 fn owned_nad(ns: &str) -> NetworkAttachmentDefinition {
     let config = build_config(Some(&configmap(CNI_CONFIG)), &settings().source).expect("config");
-    desired_nad(ns, "linkerd-cni", config, None)
+    desired_nad(ns, "linkerd-cni", config, false, None)
 }
 
 fn pod(ns: &str, name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
@@ -407,4 +407,93 @@ fn kept_nad_is_expected_only_while_used() {
         ["other: NAD left behind in a namespace that is not enabled"]
     );
     assert!(verdict(&all, "pods").ok);
+}
+
+/// Shared mode: one NAD in the shared namespace; pods attached as `shared/linkerd-cni` in either
+/// format pass, an unqualified entry does not; a per-namespace NAD left behind is expected only while
+/// a pod of its namespace lists it; a pod elsewhere listing the (formerly) shared NAD keeps it.
+#[test]
+fn shared_nad_mode() {
+    let shared = Settings {
+        decision: DecisionConfig {
+            nad_namespace: Some("shared".into()),
+            ..DecisionConfig::default()
+        },
+        ..settings()
+    };
+    let config = build_config(Some(&configmap(CNI_CONFIG)), &settings().source).expect("config");
+    let mut seen = healthy();
+    seen.namespaces.push(namespace("shared", &[]));
+    seen.nads = vec![desired_nad(
+        "shared",
+        "linkerd-cni",
+        config.clone(),
+        true,
+        None,
+    )];
+    let networks = "k8s.v1.cni.cncf.io/networks";
+    seen.pods[0] = pod(
+        "app",
+        "web",
+        &[
+            ("linkerd.io/multus", "enabled"),
+            (networks, "shared/linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "3102"),
+        ],
+    );
+    seen.pods.push(pod(
+        "app",
+        "json",
+        &[
+            ("linkerd.io/multus", "enabled"),
+            (networks, r#"[{"name":"linkerd-cni","namespace":"shared"}]"#),
+        ],
+    ));
+    let all = evaluate(&seen, &shared);
+    for v in &all {
+        assert!(v.ok, "{v:?}");
+    }
+    assert_eq!(
+        verdict(&all, "nads").message,
+        "1 namespace(s) have an owned, up-to-date NAD"
+    );
+    let mut missing = seen.clone();
+    missing
+        .namespaces
+        .retain(|ns| ns.metadata.name.as_deref() != Some("shared"));
+    let all = evaluate(&missing, &shared);
+    assert_eq!(verdict(&all, "nads").items.len(), 1, "{all:#?}");
+    assert!(verdict(&all, "nads").items[0]
+        .starts_with("shared: the --nad-namespace namespace does not exist"));
+
+    // Attached to the namespace's own NAD only: not as the webhook attaches today.
+    seen.pods.push(pod(
+        "app",
+        "old",
+        &[("linkerd.io/multus", "enabled"), (networks, "linkerd-cni")],
+    ));
+    seen.nads.push(owned_nad("app"));
+    let all = evaluate(&seen, &shared);
+    assert_eq!(verdict(&all, "pods").items.len(), 1, "{all:#?}");
+    assert!(verdict(&all, "nads").ok, "kept for app/old: {all:#?}");
+    seen.pods.pop();
+    let all = evaluate(&seen, &shared);
+    assert_eq!(
+        verdict(&all, "nads").items,
+        ["app: NAD left behind in a namespace that is not enabled"]
+    );
+
+    // Back to one NAD per namespace: the shared NAD stays expected while a pod of `app` lists it.
+    seen.nads.pop();
+    seen.nads.push(owned_nad("linkerd"));
+    seen.nads.push(owned_nad("app"));
+    let all = evaluate(&seen, &settings());
+    assert!(verdict(&all, "nads").ok, "{all:#?}");
+    seen.pods.truncate(1);
+    seen.pods[0] = pod("app", "web", &[(networks, "linkerd-cni")]);
+    let all = evaluate(&seen, &settings());
+    assert_eq!(
+        verdict(&all, "nads").items,
+        ["shared: NAD left behind in a namespace that is not enabled"]
+    );
 }

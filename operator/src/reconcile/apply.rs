@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 
 use super::{report, Context};
-use crate::desired::{self, Plan};
+use crate::desired::{self, Desired, Plan};
 use crate::error::{is_api_missing, is_not_found, Error};
 
 /// What carrying out a plan left to do.
@@ -19,15 +19,17 @@ pub enum Step {
     WaitForUsers,
 }
 
-/// Does what `plan` says to `namespace`'s NAD; `config` is the desired one (None: no NAD wanted).
+/// Does what `plan` says to `namespace`'s NAD; `desired` is the wanted one (None: no NAD wanted).
 pub async fn carry_out(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
     plan: Plan,
-    config: Option<&str>,
+    desired: Option<Desired<'_>>,
 ) -> Result<Step, Error> {
-    let config = config.unwrap_or_default().to_string();
+    let config = desired
+        .map(|d| (d.config.to_string(), d.shared))
+        .unwrap_or_default();
     if !matches!(plan, Plan::KeepInUse { .. }) {
         // Kept no longer (or not now): a later opt-out with the same pods is reported afresh.
         ctx.in_use_reported.forget(namespace);
@@ -65,11 +67,11 @@ pub async fn carry_out(
 fn desired_object(
     ctx: &Context,
     namespace: &str,
-    config: String,
+    (config, shared): (String, bool),
     only_onto: Option<String>,
 ) -> Result<DynamicObject, Error> {
     let nad_name = &ctx.settings.nad_name;
-    let desired = desired::desired_nad(namespace, nad_name, config, only_onto);
+    let desired = desired::desired_nad(namespace, nad_name, config, shared, only_onto);
     serde_json::to_value(desired)
         .and_then(|mut v| {
             v["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
@@ -88,7 +90,7 @@ async fn create(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
-    config: String,
+    config: (String, bool),
 ) -> Result<Step, Error> {
     let nad_name = &ctx.settings.nad_name;
     let nad = desired_object(ctx, namespace, config, None)?;
@@ -117,7 +119,7 @@ async fn apply(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
-    config: String,
+    config: (String, bool),
     only_onto: Option<String>,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;

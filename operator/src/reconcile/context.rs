@@ -33,6 +33,15 @@ pub struct Settings {
     pub concurrency: u16,
     /// `--adopt-unowned-nads`: take over unlabelled NADs of the linkerd-cni type.
     pub adopt_unowned: bool,
+    /// `--nad-namespace`: the one shared NAD lives there; None: one NAD per namespace.
+    pub nad_namespace: Option<String>,
+}
+
+impl Settings {
+    /// The shared NAD's namespace, if any.
+    pub fn shared(&self) -> Option<&str> {
+        self.nad_namespace.as_deref()
+    }
 }
 
 /// The NAD kind's `ApiResource`, in `group` (`None`: Multus' own).

@@ -56,24 +56,43 @@ pub async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Er
     }
 }
 
-/// The pods of `namespace` that still list our NAD. A metadata list of one namespace, asked only for
-/// a namespace that no longer wants its NAD yet still holds it (rare and transient), and asked again
-/// on a short requeue until none is left: the operator never watches pods, which would cost a cache
-/// of every pod in the cluster for the sake of a few namespaces.
-pub async fn users(ctx: &Context, namespace: &str) -> Result<Users, Error> {
-    let api = Api::<Pod>::namespaced(ctx.client.clone(), namespace);
+/// The pods that still list our NAD of `namespace`: those of `namespace`, or with `anywhere` (a NAD
+/// that is or was shared) those of every namespace, named `pod-namespace/pod` when from elsewhere. A
+/// metadata list, asked only for a namespace that no longer wants its NAD yet still holds it (rare
+/// and transient), and asked again on a short requeue until none is left: the operator never watches
+/// pods, which would cost a cache of every pod in the cluster for the sake of a few namespaces.
+pub async fn users(ctx: &Context, namespace: &str, anywhere: bool) -> Result<Users, Error> {
+    let api = if anywhere {
+        Api::<Pod>::all(ctx.client.clone())
+    } else {
+        Api::<Pod>::namespaced(ctx.client.clone(), namespace)
+    };
     let pods = api
         .list_metadata(&ListParams::default())
         .await
         .map_err(|source| Error::ListPods {
-            namespace: namespace.to_string(),
+            namespace: if anywhere {
+                "every namespace (the NAD is shared)".to_string()
+            } else {
+                format!("namespace {namespace}")
+            },
             source,
         })?;
+    let nad = &ctx.settings.nad_name;
     let mut names: Vec<String> = pods
         .items
         .iter()
-        .filter(|p| desired::uses_nad(&p.metadata, &ctx.settings.nad_name, namespace))
-        .filter_map(|p| p.metadata.name.clone())
+        .filter_map(|p| {
+            let pod_ns = p.metadata.namespace.as_deref().unwrap_or(namespace);
+            let name = p.metadata.name.as_deref()?;
+            desired::uses_nad(&p.metadata, nad, namespace, pod_ns).then(|| {
+                if pod_ns == namespace {
+                    name.to_string()
+                } else {
+                    format!("{pod_ns}/{name}")
+                }
+            })
+        })
         .collect();
     names.sort();
     Ok(Users::Pods(names))

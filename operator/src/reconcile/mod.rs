@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use crate::desired::{self, Existing, Plan, Users, Want};
+use crate::desired::{self, Desired, Existing, Plan, Users, Want};
 use crate::error::Error;
 
 /// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
@@ -50,7 +50,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
     // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
     let resync = Action::await_change();
-    let want = desired::want(ns, &ctx.settings.linkerd_namespace);
+    let want = desired::want_nad(ns, &ctx.settings.linkerd_namespace, ctx.settings.shared());
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
     }
@@ -125,10 +125,14 @@ async fn plan_and_carry_out(
     existing: Option<Existing>,
 ) -> Result<Step, Error> {
     let adopt = ctx.settings.adopt_unowned;
-    let decide = |users: &Users| desired::plan(config, existing.as_ref(), adopt, users);
+    let shared_here = ctx.settings.shared() == Some(name);
+    let desired = config.map(|c| Desired::new(c, shared_here, existing.as_ref()));
+    let decide = |users: &Users| desired::plan(desired, existing.as_ref(), adopt, users);
     let mut plan = decide(&Users::NotLooked);
     if plan == Plan::FindUsers {
-        plan = decide(&fetch::users(ctx, name).await?);
+        // A NAD that is or was shared may be referenced from any namespace.
+        let anywhere = existing.as_ref().is_some_and(Existing::owned_shared);
+        plan = decide(&fetch::users(ctx, name, anywhere).await?);
     }
-    apply::carry_out(ctx, ns, name, plan, config).await
+    apply::carry_out(ctx, ns, name, plan, desired).await
 }

@@ -108,10 +108,10 @@ pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) 
         list.push_str(&format!(" and {} more", pods.len() - SHOWN));
     }
     let note = format!(
-        "The namespace no longer opts into linkerd-multus, but {n} pod(s) still list {nad} in {ann} \
-         ({list}), so NetworkAttachmentDefinition {name}/{nad} stays: without it their next sandbox \
-         (node reboot, runtime restart) would fail. Restart them to leave the mesh; the NAD is \
-         deleted once none is left.",
+        "NetworkAttachmentDefinition {name}/{nad} is no longer wanted here (the namespace opted out, \
+         or the operator's --nad-namespace changed), but {n} pod(s) still list it in {ann} ({list}), \
+         so it stays: without it their next sandbox (node reboot, runtime restart) would fail. \
+         Restart them; the NAD is deleted once none is left.",
         n = pods.len(),
         ann = vocab::NETWORKS_ANNOTATION,
     );

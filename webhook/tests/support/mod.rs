@@ -45,6 +45,7 @@ pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
     Settings {
         linkerd_namespace: linkerd_namespace.into(),
         nad_name: vocab::NAD_NAME.into(),
+        nad_namespace: None,
         operator_namespace: operator_namespace.into(),
     }
 }
