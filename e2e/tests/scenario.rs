@@ -301,6 +301,28 @@ impl Node {
         net.add(&rt).map_err(|e| e.to_string())
     }
 
+    /// Real traffic takes the proxy's ports: a connection to the pod's 8080 lands on 4143, the pod's
+    /// own connection out on 4140. The answerers standing in for the proxy live as long as the guard.
+    fn assert_redirects(&self) -> (Answerer, Answerer) {
+        let listen = |port: u16| {
+            self.netns
+                .run(|| TcpListener::bind(("0.0.0.0", port)))
+                .unwrap_or_else(|e| panic!("bind {port}: {e}"))
+        };
+        let proxy = (
+            Answerer::start(listen(4143), "inbound-proxy"),
+            Answerer::start(listen(4140), "outbound-proxy"),
+        );
+        let pod_addr: SocketAddr = format!("{}:8080", self.pod_ip).parse().expect("pod addr");
+        assert_eq!(ask(pod_addr).expect("host → pod:8080"), "inbound-proxy");
+        let elsewhere: SocketAddr = format!("{}:9", self.gateway).parse().expect("gateway addr");
+        assert_eq!(
+            self.netns.run(|| ask(elsewhere)).expect("pod → gateway:9"),
+            "outbound-proxy"
+        );
+        proxy
+    }
+
     fn nat_rules(&self) -> String {
         let out = self.netns.exec(&["iptables-legacy-save", "-t", "nat"]);
         assert!(out.status.success(), "iptables-legacy-save");
@@ -536,25 +558,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         rules.contains("-j PROXY_INIT_REDIRECT") && rules.contains("-j PROXY_INIT_OUTPUT"),
         "{rules}"
     );
-    let inbound = node
-        .netns
-        .run(|| TcpListener::bind("0.0.0.0:4143"))
-        .expect("bind 4143");
-    let outbound = node
-        .netns
-        .run(|| TcpListener::bind("0.0.0.0:4140"))
-        .expect("bind 4140");
-    let (_i, _o) = (
-        Answerer::start(inbound, "inbound-proxy"),
-        Answerer::start(outbound, "outbound-proxy"),
-    );
-    let pod_addr: SocketAddr = format!("{}:8080", node.pod_ip).parse().expect("pod addr");
-    assert_eq!(ask(pod_addr).expect("host → pod:8080"), "inbound-proxy");
-    let elsewhere: SocketAddr = format!("{}:9", node.gateway).parse().expect("gateway addr");
-    assert_eq!(
-        node.netns.run(|| ask(elsewhere)).expect("pod → gateway:9"),
-        "outbound-proxy"
-    );
+    let _proxy = node.assert_redirects();
     let bypass = node
         .netns
         .command("setpriv")
@@ -801,25 +805,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
     let node = Node::start_pod(c, "team-a", "web", 2);
     node.attach_linkerd_cni(&referenced_nad_config(c, &networks))
         .unwrap_or_else(|e| panic!("linkerd-cni ADD: {e}"));
-    let inbound = node
-        .netns
-        .run(|| TcpListener::bind("0.0.0.0:4143"))
-        .expect("bind 4143");
-    let outbound = node
-        .netns
-        .run(|| TcpListener::bind("0.0.0.0:4140"))
-        .expect("bind 4140");
-    let (_i, _o) = (
-        Answerer::start(inbound, "inbound-proxy"),
-        Answerer::start(outbound, "outbound-proxy"),
-    );
-    let pod_addr: SocketAddr = format!("{}:8080", node.pod_ip).parse().expect("pod addr");
-    assert_eq!(ask(pod_addr).expect("host → pod:8080"), "inbound-proxy");
-    let elsewhere: SocketAddr = format!("{}:9", node.gateway).parse().expect("gateway addr");
-    assert_eq!(
-        node.netns.run(|| ask(elsewhere)).expect("pod → gateway:9"),
-        "outbound-proxy"
-    );
+    let _proxy = node.assert_redirects();
 
     // 4. Back to one NAD per namespace, the pods still listing `default/linkerd-cni`: each enabled
     // namespace (and the control plane's) gets its NAD, the shared one stays while they run.
