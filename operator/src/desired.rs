@@ -141,7 +141,7 @@ impl Existing {
 }
 
 /// The NAD wanted in a namespace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Desired<'a> {
     pub config: &'a str,
     /// Carries the shared-NAD annotation: it is the shared NAD (`--nad-namespace` is its namespace),

@@ -27,9 +27,8 @@ pub async fn carry_out(
     plan: Plan,
     desired: Option<Desired<'_>>,
 ) -> Result<Step, Error> {
-    let config = desired
-        .map(|d| (d.config.to_string(), d.shared))
-        .unwrap_or_default();
+    // Only the plans that write (Create/Update/Adopt) read it, and those come with a NAD wanted.
+    let desired = desired.unwrap_or_default();
     if !matches!(plan, Plan::KeepInUse { .. }) {
         // Kept no longer (or not now): a later opt-out with the same pods is reported afresh.
         ctx.in_use_reported.forget(namespace);
@@ -37,13 +36,13 @@ pub async fn carry_out(
     match plan {
         // FindUsers is resolved by the caller before carrying out.
         Plan::Nothing | Plan::FindUsers => Ok(Step::Done),
-        Plan::Create => create(ctx, ns, namespace, config).await,
+        Plan::Create => create(ctx, ns, namespace, desired).await,
         Plan::Update { uid } => {
-            apply(ctx, ns, namespace, config, uid).await?;
+            apply(ctx, ns, namespace, desired, uid).await?;
             Ok(Step::Done)
         }
         Plan::Adopt { uid } => {
-            apply(ctx, ns, namespace, config, Some(uid)).await?;
+            apply(ctx, ns, namespace, desired, Some(uid)).await?;
             report::adopted(ctx, ns, namespace).await;
             Ok(Step::Done)
         }
@@ -67,12 +66,13 @@ pub async fn carry_out(
 fn desired_object(
     ctx: &Context,
     namespace: &str,
-    (config, shared): (String, bool),
+    wanted: Desired<'_>,
     only_onto: Option<String>,
 ) -> Result<DynamicObject, Error> {
     let nad_name = &ctx.settings.nad_name;
-    let desired = desired::desired_nad(namespace, nad_name, config, shared, only_onto);
-    serde_json::to_value(desired)
+    let config = wanted.config.to_string();
+    let nad = desired::desired_nad(namespace, nad_name, config, wanted.shared, only_onto);
+    serde_json::to_value(nad)
         .and_then(|mut v| {
             v["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
             serde_json::from_value::<DynamicObject>(v)
@@ -90,10 +90,10 @@ async fn create(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
-    config: (String, bool),
+    desired: Desired<'_>,
 ) -> Result<Step, Error> {
     let nad_name = &ctx.settings.nad_name;
-    let nad = desired_object(ctx, namespace, config, None)?;
+    let nad = desired_object(ctx, namespace, desired, None)?;
     let params = PostParams {
         field_manager: Some(vocab::FIELD_MANAGER.to_string()),
         ..PostParams::default()
@@ -119,11 +119,11 @@ async fn apply(
     ctx: &Context,
     ns: &Namespace,
     namespace: &str,
-    config: (String, bool),
+    desired: Desired<'_>,
     only_onto: Option<String>,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad_name;
-    let nad = desired_object(ctx, namespace, config, only_onto)?;
+    let nad = desired_object(ctx, namespace, desired, only_onto)?;
     let params = PatchParams::apply(vocab::FIELD_MANAGER).force();
     ctx.metrics.wrote("apply");
     match ctx
