@@ -29,18 +29,15 @@ pub struct DecisionConfig {
     pub proxy_uid_offset: u64,
 }
 
-/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, one NAD per namespace, the OpenShift uid-range annotation,
-/// offset 2102).
 impl DecisionConfig {
     /// The NAD as a networks annotation names it: `name`, or `namespace/name` when shared.
     pub fn nad_reference(&self) -> String {
-        match &self.nad_namespace {
-            Some(ns) => format!("{ns}/{}", self.nad_name),
-            None => self.nad_name.clone(),
-        }
+        networks::reference(&self.nad_name, self.nad_namespace.as_deref())
     }
 }
 
+/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, one NAD per namespace, the OpenShift
+/// uid-range annotation, offset 2102).
 impl Default for DecisionConfig {
     fn default() -> Self {
         Self {

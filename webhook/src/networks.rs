@@ -155,6 +155,14 @@ pub fn references(
     Ok(selects(&selections, nad, nad_namespace, pod_namespace))
 }
 
+/// `nad` as a comma-list item names it: bare (the pod's own namespace), or `namespace/nad`.
+pub fn reference(nad: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{nad}"),
+        None => nad.to_string(),
+    }
+}
+
 /// What to do with a pod's networks annotation to attach `nad` (in the pod's namespace).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attachment {
@@ -174,10 +182,7 @@ pub fn attach(
     shared_namespace: Option<&str>,
     pod_namespace: &str,
 ) -> Result<Attachment, NetworksError> {
-    let item = match shared_namespace {
-        Some(ns) => format!("{ns}/{nad}"),
-        None => nad.to_string(),
-    };
+    let item = reference(nad, shared_namespace);
     let Some(current) = current else {
         return Ok(Attachment::Set(item));
     };
