@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use kube::Client;
 use serde_json::Value;
 
-use crate::testbed::{client_from, kubectl_with, workspace_root};
+use crate::testbed::{client_from, kubectl_ok_with, kubectl_with, workspace_root};
 
 const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/test-all does)";
 
@@ -85,14 +85,7 @@ impl Node {
 
     /// kubectl that must succeed: its stdout. Panics with the command and its stderr.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kubectl_ok_with(&self.kubeconfig(), args)
     }
 
     /// `kubectl get ARGS -o json`, `None` when not found.

@@ -105,6 +105,18 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run kubectl: {e}; {HOW_TO_START}"))
 }
 
+/// [`kubectl_with`] that must succeed: its stdout. Panics with the command and its stderr.
+pub fn kubectl_ok_with(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = kubectl_with(kubeconfig, args);
+    assert!(
+        out.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The kubectl the testbed chose (it records it in `$TESTBED/kubectl-path`), else the one on PATH.
 fn kubectl_binary() -> PathBuf {
     std::fs::read_to_string(testbed_dir().join("kubectl-path"))
@@ -262,26 +274,23 @@ impl Drop for DedicatedTestbed {
 /// create it, the second failing with AlreadyExists.
 pub fn ensure_nad_crd() {
     static CRD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    CRD.get_or_init(apply_nad_crd);
+    CRD.get_or_init(|| apply_nad_crd(&kubeconfig_path()));
 }
 
-fn apply_nad_crd() {
+/// Applies Multus' NAD CRD to the control plane of `kubeconfig` and waits until it is served.
+pub fn apply_nad_crd(kubeconfig: &Path) {
     let crd = workspace_root().join("crds/network-attachment-definition.yaml");
-    let out = kubectl(&["apply", "-f", crd.to_str().expect("UTF-8 path")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    kubectl_ok_with(
+        kubeconfig,
+        &["apply", "-f", crd.to_str().expect("UTF-8 path")],
     );
-    let out = kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/network-attachment-definitions.k8s.cni.cncf.io",
-        "--timeout=30s",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    kubectl_ok_with(
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/network-attachment-definitions.k8s.cni.cncf.io",
+            "--timeout=30s",
+        ],
     );
 }

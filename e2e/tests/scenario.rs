@@ -16,7 +16,9 @@ use std::time::Duration;
 use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::traffic::{ask, Answerer};
-use linkerd_multus_e2e::{binary, free_port, wait_for_within, workspace_root, DedicatedTestbed};
+use linkerd_multus_e2e::{
+    apply_nad_crd, binary, free_port, kubectl_ok_with, wait_for_within, DedicatedTestbed,
+};
 use serde_json::{json, Value};
 
 const UID_RANGE: &str = "1000650000/10000";
@@ -125,13 +127,7 @@ impl Cluster {
 
     /// kubectl that must succeed; returns stdout.
     fn kubectl(&self, args: &[&str]) -> String {
-        let out = self.testbed.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kubectl_ok_with(&self.testbed.kubeconfig(), args)
     }
 
     /// `kubectl apply` of `manifest` (through a file, so it goes through the same kubectl as the rest).
@@ -438,20 +434,7 @@ fn wait_for_ca_bundle(c: &Cluster, operator: &Operator) {
 /// What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, the namespaces,
 /// and the webhook configuration (calling the returned port; the operator fills in its caBundle).
 fn before_the_operator(c: &Cluster) -> u16 {
-    c.kubectl(&[
-        "apply",
-        "-f",
-        workspace_root()
-            .join("crds/network-attachment-definition.yaml")
-            .to_str()
-            .unwrap(),
-    ]);
-    c.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/network-attachment-definitions.k8s.cni.cncf.io",
-        "--timeout=30s",
-    ]);
+    apply_nad_crd(&c.testbed.kubeconfig());
     for ns in ["linkerd-cni", "linkerd", "linkerd-multus"] {
         c.kubectl(&["create", "namespace", ns]);
     }
