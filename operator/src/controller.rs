@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{future, stream, FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{future, stream, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Controller};
@@ -26,6 +26,7 @@ use crate::desired::{self, Want};
 use crate::error::is_api_missing;
 use crate::events::Events;
 use crate::inputs::InputGauge;
+use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
 use crate::reconcile::{self, Context, Settings};
@@ -39,6 +40,9 @@ pub struct NadController {
     relisted: watch::Receiver<()>,
     cm_writer: reflector::store::Writer<ConfigMap>,
     nad_writer: reflector::store::Writer<NadView>,
+    mark_cm_listed: MarkListed,
+    mark_nads_listed: MarkListed,
+    ns_listed: Listed,
 }
 
 /// Answers `/ready`: this replica can serve admission reviews. The webhook's listener holds its
@@ -47,14 +51,15 @@ pub struct NadController {
 /// are not the webhook's: their health goes to the `input_healthy` gauge, Events, logs and `check`.
 #[derive(Clone)]
 pub struct Readiness {
-    namespaces: Store<Namespace>,
+    namespaces: Listed,
 }
 
 impl Readiness {
     pub fn check(&self) -> Result<(), String> {
-        match self.namespaces.wait_until_ready().now_or_never() {
-            Some(Ok(())) => Ok(()),
-            _ => Err("the namespace cache has not synced yet".into()),
+        if self.namespaces.now() {
+            Ok(())
+        } else {
+            Err("the namespace cache has not synced yet".into())
         }
     }
 }
@@ -83,19 +88,23 @@ impl NadController {
         // store yet, so its reconcile is dropped as "object not found" (drill 2 lost 24 of 500 that
         // way). Each completed list therefore reconciles every namespace once more, from the store.
         let (relisted_tx, relisted) = watch::channel(());
+        let (mark_ns_listed, ns_listed) = listed();
         let ns_events = reflector::reflector(ns_writer, ns_watch).inspect(move |event| {
             if matches!(event, Ok(watcher::Event::InitDone)) {
+                mark_ns_listed.mark();
                 relisted_tx.send_replace(());
             }
         });
         let namespaces = Controller::for_stream(ns_events.applied_objects(), ns_reader);
         let cm_writer = reflector::store::Writer::default();
         let nad_writer = reflector::store::Writer::default();
+        let (mark_cm_listed, cm_listed) = listed();
+        let (mark_nads_listed, nads_listed) = listed();
         let ctx = Arc::new(Context::new(
             client.clone(),
             settings,
-            cm_writer.as_reader(),
-            nad_writer.as_reader(),
+            (cm_writer.as_reader(), cm_listed),
+            (nad_writer.as_reader(), nads_listed),
             Events::new(client.clone(), identity),
             Metrics::register(registry, nad_writer.as_reader()),
             is_leader,
@@ -108,6 +117,9 @@ impl NadController {
             relisted,
             cm_writer,
             nad_writer,
+            mark_cm_listed,
+            mark_nads_listed,
+            ns_listed,
         }
     }
 
@@ -118,7 +130,7 @@ impl NadController {
 
     pub fn readiness(&self) -> Readiness {
         Readiness {
-            namespaces: self.namespaces.store(),
+            namespaces: self.ns_listed.clone(),
         }
     }
 
@@ -131,6 +143,9 @@ impl NadController {
             relisted,
             cm_writer,
             nad_writer,
+            mark_cm_listed,
+            mark_nads_listed,
+            ns_listed,
         } = self;
         let settings = ctx.settings.clone();
         let ns_store = namespaces.store();
@@ -138,8 +153,10 @@ impl NadController {
         let cm_api = Api::<ConfigMap>::namespaced(client.clone(), &settings.source.namespace);
         let cm_config = watcher::Config::default()
             .fields(&format!("metadata.name={}", settings.source.configmap));
-        let cm_changes =
-            reflector::reflector(cm_writer, watcher(cm_api, cm_config).default_backoff());
+        let cm_changes = mark_cm_listed.on_init_done(reflector::reflector(
+            cm_writer,
+            watcher(cm_api, cm_config).default_backoff(),
+        ));
         let cm_trigger = configmap_trigger(cm_changes, ns_store.clone(), ctx.clone());
 
         // Untyped, so a foreign NAD of an unexpected shape never fails to deserialise; the store
@@ -148,22 +165,24 @@ impl NadController {
         let nad_config =
             watcher::Config::default().fields(&format!("metadata.name={}", settings.nad_name));
         let nad_watch = watcher(nad_api, nad_config).map_ok(nad_cache::view_event);
-        let nad_changes = reflector::reflector(nad_writer, nad_watch.default_backoff());
+        let nad_changes = mark_nads_listed.on_init_done(reflector::reflector(
+            nad_writer,
+            nad_watch.default_backoff(),
+        ));
         let nad_trigger = nad_trigger(nad_changes, ctx.clone());
 
         let leader_gained = leader_gained(ctx.is_leader.clone());
 
         let synced = {
             let ctx = ctx.clone();
-            let ns_store = ns_store.clone();
             async move {
                 let all = future::join3(
-                    ns_store.wait_until_ready(),
-                    ctx.configmaps.wait_until_ready(),
-                    ctx.nads.wait_until_ready(),
+                    ns_listed.wait(),
+                    ctx.configmap_listed.wait(),
+                    ctx.nads_listed.wait(),
                 )
                 .await;
-                if matches!(all, (Ok(()), Ok(()), Ok(()))) {
+                if all == (true, true, true) {
                     ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
@@ -175,15 +194,10 @@ impl NadController {
         let controller = namespaces
             // kube-runtime's default is unbounded: 2,000 namespaces at once opened ~2,900 apiserver
             // connections and 160 MB of TLS buffers (heaptrack, bench/RESULTS.md).
-            // The 50 ms debounce costs an opt-in 50 ms (bench/run's opt-in row), but without it the
-            // start-up burst of triggers (namespace list, ConfigMap, NAD list) reconciled a namespace
-            // again before its new NAD reached the cache: two writes per NAD (a fresh-clone CI run of
-            // nad_controller::idle_resync_sends_no_writes).
-            .with_config(
-                controller::Config::default()
-                    .debounce(Duration::from_millis(50))
-                    .concurrency(settings.concurrency),
-            )
+            // No debounce: a trigger right after our own write plans from `recent_writes`, not
+            // from the cache that has not seen the write yet (a 50 ms debounce hid that at 50 ms
+            // on every opt-in).
+            .with_config(controller::Config::default().concurrency(settings.concurrency))
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
@@ -254,6 +268,7 @@ fn nad_trigger(
         future::ready(match event {
             Ok(event) => {
                 health.nad_watch_answered();
+                ctx.recent_writes.observed(&event);
                 match event {
                     watcher::Event::Apply(nad) | watcher::Event::Delete(nad) | watcher::Event::InitApply(nad) => {
                         nad.namespace.as_deref().map(ObjectRef::new)

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::collector::Collector;
@@ -60,7 +59,6 @@ impl InputGauge {
 
     pub fn snapshot(&self) -> Snapshot {
         let ctx = &self.ctx;
-        let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
         let linkerd = &ctx.settings.linkerd_namespace;
         let foreign_nads = ctx
             .nads
@@ -72,10 +70,10 @@ impl InputGauge {
             .filter(|ns| desired::want_nad(ns, linkerd, ctx.settings.shared()) == Want::Nad)
             .count();
         Snapshot {
-            configmap_listed: listed(ctx.configmaps.wait_until_ready().now_or_never()),
+            configmap_listed: ctx.configmap_listed.now(),
             configmap_watch_failing: ctx.health.configmap_watch_failing(),
             config_builds: ctx.build_config().is_ok(),
-            nads_listed: listed(ctx.nads.wait_until_ready().now_or_never()),
+            nads_listed: ctx.nads_listed.now(),
             nad_watch_failing: ctx.health.nad_watch_failing(),
             crd_missing: ctx.health.crd_missing(),
             foreign_nads,

@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod inputs;
 pub mod leader;
+pub mod listed;
 pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;

@@ -15,6 +15,7 @@ use kube::runtime::reflector;
 use kube::Api;
 use linkerd_multus_operator::check::{self, Settings as CheckSettings};
 use linkerd_multus_operator::events::Events;
+use linkerd_multus_operator::listed::listed;
 use linkerd_multus_operator::metrics::Metrics;
 use linkerd_multus_operator::nad_cache::NadView;
 use linkerd_multus_operator::nad_config::ConfigSource;
@@ -298,11 +299,15 @@ async fn create_never_lands_on_a_nad_that_appeared_meanwhile() {
     let nad_store = reflector::store::Writer::<NadView>::default().as_reader();
     let mut registry = prometheus_client::registry::Registry::default();
     let (_leader, is_leader) = tokio::sync::watch::channel(true);
+    let (_, never_listed) = listed();
     let ctx = Arc::new(Context::new(
         h.client.clone(),
         settings,
-        reflector::store::Writer::<ConfigMap>::default().as_reader(),
-        nad_store.clone(),
+        (
+            reflector::store::Writer::<ConfigMap>::default().as_reader(),
+            never_listed.clone(),
+        ),
+        (nad_store.clone(), never_listed),
         Events::new(h.client.clone(), "create-race-test".into()),
         Metrics::register(&mut registry, nad_store),
         is_leader,

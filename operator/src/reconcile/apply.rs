@@ -1,12 +1,15 @@
 //! Apply: carry out the [`Plan`]: a create for a new NAD, a forced server-side apply pinned to the uid
 //! seen for ours (or one being adopted), a uid-guarded delete.
 
+use std::time::Instant;
+
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 
 use super::{report, Context};
 use crate::desired::{self, Desired, Plan};
 use crate::error::{is_api_missing, is_not_found, Error};
+use crate::nad_cache::NadView;
 
 /// What carrying out a plan left to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +103,9 @@ async fn create(
     };
     ctx.metrics.wrote("create");
     match ctx.nad_api(namespace).create(&params, &nad).await {
-        Ok(_) => {
+        Ok(created) => {
+            let view = NadView::of(&created);
+            ctx.recent_writes.wrote(namespace, view, Instant::now());
             ctx.health.crd_served(true);
             tracing::info!(namespace, nad = %nad_name, "NAD created");
             Ok(Step::Done)
@@ -131,7 +136,9 @@ async fn apply(
         .patch(nad_name, &params, &Patch::Apply(&nad))
         .await
     {
-        Ok(_) => {
+        Ok(applied) => {
+            let view = NadView::of(&applied);
+            ctx.recent_writes.wrote(namespace, view, Instant::now());
             ctx.health.crd_served(true);
             tracing::info!(namespace, nad = %nad_name, "NAD applied");
             Ok(())
@@ -180,7 +187,7 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
     let api = ctx.nad_api(namespace);
     let params = DeleteParams {
         preconditions: Some(Preconditions {
-            uid,
+            uid: uid.clone(),
             resource_version: None,
         }),
         ..DeleteParams::default()
@@ -188,10 +195,14 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
     ctx.metrics.wrote("delete");
     match api.delete(nad_name, &params).await {
         Ok(_) => {
+            ctx.recent_writes.deleted(namespace, uid, Instant::now());
             tracing::info!(namespace, nad = %nad_name, "NAD deleted");
             Ok(())
         }
-        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) if is_not_found(&e) => {
+            ctx.recent_writes.deleted(namespace, uid, Instant::now());
+            Ok(())
+        }
         Err(source) => Err(Error::DeleteNad {
             namespace: namespace.to_string(),
             name: nad_name.clone(),

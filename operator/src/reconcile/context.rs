@@ -12,9 +12,11 @@ use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use tokio::sync::watch;
 
+use super::recent::RecentWrites;
 use super::report::InUseReported;
 use super::Health;
 use crate::events::Events;
+use crate::listed::Listed;
 use crate::metrics::Metrics;
 use crate::nad_cache::NadView;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
@@ -77,21 +79,26 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub configmaps: Store<ConfigMap>,
+    /// Never `configmaps.wait_until_ready()`: see `listed`.
+    pub configmap_listed: Listed,
     pub nads: Store<NadView>,
+    pub nads_listed: Listed,
     pub events: Events,
     pub metrics: Metrics,
     pub is_leader: watch::Receiver<bool>,
     pub health: Health,
     pub(super) failures: Failures,
     pub(super) in_use_reported: InUseReported,
+    /// Our writes the NAD watch has not shown yet (fed its events by `controller::nad_trigger`).
+    pub recent_writes: RecentWrites,
 }
 
 impl Context {
     pub fn new(
         client: Client,
         settings: Settings,
-        configmaps: Store<ConfigMap>,
-        nads: Store<NadView>,
+        (configmaps, configmap_listed): (Store<ConfigMap>, Listed),
+        (nads, nads_listed): (Store<NadView>, Listed),
         events: Events,
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
@@ -100,13 +107,16 @@ impl Context {
             client,
             settings,
             configmaps,
+            configmap_listed,
             nads,
+            nads_listed,
             events,
             metrics,
             is_leader,
             health: Health::default(),
             failures: Failures::default(),
             in_use_reported: InUseReported::default(),
+            recent_writes: RecentWrites::default(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! Fetch: the namespace's NAD as it exists, from the watch's store when it can be trusted, else read
 //! live.
 
+use std::time::Instant;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::runtime::reflector::ObjectRef;
@@ -21,14 +23,19 @@ pub async fn existing(ctx: &Context, namespace: &str) -> Result<Option<Existing>
     }
 }
 
-/// The namespace's NAD as the watch last saw it; `None` when the watch cannot be trusted (not
-/// listed yet, or failing, e.g. without the CRD), so the caller reads the NAD live.
+/// The namespace's NAD as the watch last saw it, or as our own write left it when the watch has not
+/// shown that yet (`recent`); `None` when the watch cannot be trusted (not listed yet, or failing,
+/// e.g. without the CRD), so the caller reads the NAD live.
 fn cached(ctx: &Context, namespace: &str) -> Option<Option<Existing>> {
     if !ctx.health.nad_cache_trusted() {
         return None;
     }
     let key = ObjectRef::new(&ctx.settings.nad_name).within(namespace);
-    Some(ctx.nads.get(&key).map(|nad| nad.existing()))
+    let seen = ctx.nads.get(&key);
+    let ours = ctx
+        .recent_writes
+        .newer_than_cache(namespace, seen.as_deref(), Instant::now());
+    Some(ours.unwrap_or_else(|| seen.map(|nad| nad.existing())))
 }
 
 /// Reads the live NAD. Read untyped, so a foreign NAD of an unexpected shape is still recognised as

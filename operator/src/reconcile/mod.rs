@@ -8,12 +8,14 @@ mod apply;
 mod context;
 mod fetch;
 mod health;
+mod recent;
 mod report;
 mod retry;
 
 pub use apply::Step;
 pub use context::{nad_resource, Context, Settings};
 pub use health::Health;
+pub use recent::RecentWrites;
 pub use retry::{backoff, error_policy};
 
 use std::sync::Arc;
@@ -55,7 +57,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
         return Ok(Action::await_change());
     }
     // Before its first list the ConfigMap store is empty, which would read as "ConfigMap deleted".
-    let _ = ctx.configmaps.wait_until_ready().await;
+    ctx.configmap_listed.wait().await;
     let leader = ctx.is_leader();
 
     // Build.
