@@ -17,7 +17,8 @@ use anyhow::{bail, Context};
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use linkerd_multus_e2e::free_port;
@@ -46,8 +47,9 @@ pub struct FanoutArgs {
     /// Namespaces enabled at once.
     #[arg(long, default_value_t = 2000)]
     pub namespaces: usize,
-    /// Requests the floor client (and the bench's own setup) keeps in flight.
-    #[arg(long, default_value_t = 32)]
+    /// Requests in flight: the operator's `--max-concurrent-reconciles` and the floor client's (and
+    /// the bench's own setup), the same on both sides. Default: the operator's own default.
+    #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
     /// The operator's `--resync-seconds` for the idle part.
     #[arg(long, default_value_t = 10)]
@@ -83,12 +85,13 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    let concurrency = args.concurrency.to_string();
     let mut operator = Operator::start(
         &args.kubeconfig,
         &args.operator,
         args.resync_seconds,
         &dir,
-        &[],
+        &["--max-concurrent-reconciles", &concurrency],
     )?;
     let result = measure(&args, &client, &names, &mut operator).await;
     operator.stop();
@@ -195,42 +198,51 @@ async fn measure(
 /// Generation of each bench NAD, by namespace.
 type Generations = BTreeMap<String, i64>;
 
-/// Polls a metadata-only list of the operator's NADs until `n` bench namespaces have one whose
-/// generation satisfies `ok`; fails if the operator exits.
+/// Waits until `n` of the bench's namespaces have a NAD for which `ok(namespace, generation)`.
+/// Followed with a metadata watch, not by polling lists: a list of every NAD each 200 ms loaded the
+/// apiserver while the operator ran (and not while the floor did) and rounded up to the poll.
 async fn wait_nads(
     client: &Client,
     n: usize,
     ok: impl Fn(&str, i64) -> bool,
     operator: &mut Operator,
 ) -> anyhow::Result<Generations> {
-    let api = Api::<NetworkAttachmentDefinition>::all(client.clone());
-    let params = ListParams::default().fields(&format!("metadata.name={}", vocab::NAD_NAME));
+    let api = Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", vocab::NAD_NAME));
+    let events = watcher::watcher(api, config).default_backoff();
+    let mut events = std::pin::pin!(events);
     let deadline = Instant::now() + PATIENCE;
-    loop {
+    let mut gens = Generations::new();
+    while gens.len() < n {
         if let Some(status) = operator.child.try_wait()? {
             bail!(
                 "the operator exited ({status}); see its log: {}",
                 log_path().display()
             );
         }
-        let list = api.list_metadata(&params).await?;
-        let gens: BTreeMap<String, i64> = list
-            .items
-            .into_iter()
-            .filter_map(|m| {
-                let ns = m.metadata.namespace?;
-                let gen = m.metadata.generation.unwrap_or(0);
-                (ns.starts_with(PREFIX) && ok(&ns, gen)).then_some((ns, gen))
-            })
-            .collect();
-        if gens.len() >= n {
-            return Ok(gens);
-        }
         if Instant::now() > deadline {
             bail!("only {} of {n} NADs ready after {PATIENCE:?}", gens.len());
         }
-        tokio::time::sleep(POLL).await;
+        let event = match tokio::time::timeout(POLL, events.try_next()).await {
+            Ok(event) => event?.context("the NAD watch ended")?,
+            Err(_) => continue,
+        };
+        let (meta, gone) = match event {
+            watcher::Event::Apply(m) | watcher::Event::InitApply(m) => (m.metadata, false),
+            watcher::Event::Delete(m) => (m.metadata, true),
+            watcher::Event::Init | watcher::Event::InitDone => continue,
+        };
+        let Some(ns) = meta.namespace.filter(|ns| ns.starts_with(PREFIX)) else {
+            continue;
+        };
+        let gen = meta.generation.unwrap_or(0);
+        if !gone && ok(&ns, gen) {
+            gens.insert(ns, gen);
+        } else {
+            gens.remove(&ns);
+        }
     }
+    Ok(gens)
 }
 
 /// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight.
@@ -386,7 +398,11 @@ impl Operator {
         let started = Instant::now();
         let child = Command::new(bin)
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "warn")
+            // BENCH_OPERATOR_LOG: the operator's RUST_LOG, to read its timeline in the log file.
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .args(["--cni-namespace", CNI_NAMESPACE])
             .args(["--linkerd-namespace", "bench-linkerd"])
             .args(["--namespace", CNI_NAMESPACE])
