@@ -268,7 +268,10 @@ fn nad_trigger(
         future::ready(match event {
             Ok(event) => {
                 health.nad_watch_answered();
-                ctx.recent_writes.observed(&event);
+                // Our own write coming back needs no reconcile.
+                if ctx.recent_writes.observed(&event) {
+                    return future::ready(None);
+                }
                 match event {
                     watcher::Event::Apply(nad) | watcher::Event::Delete(nad) | watcher::Event::InitApply(nad) => {
                         nad.namespace.as_deref().map(ObjectRef::new)

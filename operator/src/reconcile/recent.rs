@@ -90,38 +90,39 @@ impl RecentWrites {
     }
 
     /// A NAD watch event, after the cache took it in: forgets the write it shows, or any write of
-    /// that namespace the event is newer than. A (re-)list's objects reach the cache only at its end,
+    /// that namespace the event is newer than. True when the event is our own write coming back:
+    /// the cache now holds what the last plan wanted, so it needs no reconcile (a fan-out would
+    /// otherwise reconcile every namespace twice). A (re-)list's objects reach the cache only at its end,
     /// and the list may predate a write made while it ran, so they settle nothing here: reads
     /// compare the cache with the write (`newer_than_cache`).
-    pub fn observed(&self, event: &watcher::Event<NadView>) {
+    pub fn observed(&self, event: &watcher::Event<NadView>) -> bool {
         let (nad, deleted) = match event {
             watcher::Event::Apply(nad) => (nad, false),
             watcher::Event::Delete(nad) => (nad, true),
             watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {
-                return
+                return false
             }
         };
         let Some(namespace) = nad.namespace.as_deref() else {
-            return;
+            return false;
         };
         let mut entries = self.entries();
         let Some(entry) = entries.get(namespace) else {
-            return;
+            return false;
         };
-        let shown = match &entry.written {
-            // Our write's own event, or the object we wrote deleted since.
-            Written::Present(ours) => {
-                (!deleted && nad.resource_version == ours.resource_version)
-                    || (deleted && nad.uid == ours.uid)
-            }
-            // Our delete's own event, or a new object created since.
-            Written::Deleted { uid } => {
-                (deleted && nad.uid == *uid) || (!deleted && nad.uid != *uid)
-            }
+        let (own, newer) = match &entry.written {
+            // Our write's own event; or the object we wrote, deleted since.
+            Written::Present(ours) => (
+                !deleted && nad.resource_version == ours.resource_version,
+                deleted && nad.uid == ours.uid,
+            ),
+            // Our delete's own event; or a new object created since.
+            Written::Deleted { uid } => (deleted && nad.uid == *uid, !deleted && nad.uid != *uid),
         };
-        if shown {
+        if own || newer {
             entries.remove(namespace);
         }
+        own
     }
 }
 
@@ -174,9 +175,14 @@ mod tests {
         let ours = view("u1", "100", "{}");
         recent.wrote("apps", ours.clone(), t0);
         // An event of an older change (before ours) settles nothing.
-        recent.observed(&watcher::Event::Apply(view("u1", "90", "old")));
+        assert!(!recent.observed(&watcher::Event::Apply(view("u1", "90", "old"))));
         assert!(recent.newer_than_cache("apps", None, t0).is_some());
-        recent.observed(&watcher::Event::Apply(ours));
+        assert!(
+            recent.observed(&watcher::Event::Apply(ours.clone())),
+            "our own"
+        );
+        // Once settled, the same event again is not taken for ours.
+        assert!(!recent.observed(&watcher::Event::Apply(ours)));
         // A hand edit after ours: the cache's view (rv 105) is what plans read.
         let edited = view("u1", "105", "edited");
         assert_eq!(recent.newer_than_cache("apps", Some(&edited), t0), None);
@@ -187,13 +193,13 @@ mod tests {
         let (recent, t0) = (RecentWrites::default(), Instant::now());
         let ours = view("u2", "130", "{}");
         recent.wrote("apps", ours.clone(), t0);
-        recent.observed(&watcher::Event::Delete(view("u1", "120", "{}")));
+        assert!(!recent.observed(&watcher::Event::Delete(view("u1", "120", "{}"))));
         assert_eq!(
             recent.newer_than_cache("apps", None, t0),
             Some(Some(ours.existing()))
         );
-        // Our object deleted by someone since: the cache (empty) is newer.
-        recent.observed(&watcher::Event::Delete(ours));
+        // Our object deleted by someone since: the cache (empty) is newer, and it is not ours.
+        assert!(!recent.observed(&watcher::Event::Delete(ours)));
         assert_eq!(recent.newer_than_cache("apps", None, t0), None);
     }
 
@@ -202,16 +208,19 @@ mod tests {
         let (recent, t0) = (RecentWrites::default(), Instant::now());
         let old = view("u1", "100", "{}");
         recent.deleted("apps", Some("u1".into()), t0);
-        recent.observed(&watcher::Event::Apply(view("u1", "101", "{}")));
+        assert!(!recent.observed(&watcher::Event::Apply(view("u1", "101", "{}"))));
         assert_eq!(recent.newer_than_cache("apps", Some(&old), t0), Some(None));
-        recent.observed(&watcher::Event::Delete(old.clone()));
+        assert!(
+            recent.observed(&watcher::Event::Delete(old.clone())),
+            "our own"
+        );
         assert_eq!(recent.newer_than_cache("apps", Some(&old), t0), None);
 
         // A list taken before our create ends after it: its cache lacks the NAD, ours is newer.
         let ours = view("u3", "200", "{}");
         recent.wrote("apps", ours.clone(), t0);
-        recent.observed(&watcher::Event::InitApply(view("u1", "100", "{}")));
-        recent.observed(&watcher::Event::InitDone);
+        assert!(!recent.observed(&watcher::Event::InitApply(view("u1", "100", "{}"))));
+        assert!(!recent.observed(&watcher::Event::InitDone));
         assert_eq!(
             recent.newer_than_cache("apps", None, t0),
             Some(Some(ours.existing()))
