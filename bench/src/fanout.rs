@@ -2,8 +2,11 @@
 //! doing the same server-side applies as fast as it can.
 //!
 //! 1. `n` namespaces, already enabled, exist when the operator starts -> time from its start until
-//!    every NAD exists. Floor: `n` applies of a same-sized NAD at `concurrency` in flight.
+//!    every NAD exists. Floor: `n` applies of a same-sized NAD at `concurrency` in flight (the
+//!    operator runs with the same `--max-concurrent-reconciles`).
 //! 2. The CNI ConfigMap edited -> time until every NAD is updated. Floor: `n` applies of the change.
+//!
+//! Both sides are timed until a metadata watch of their NADs has seen them all.
 //! 3. Idle: writes the operator sends over two forced resyncs (its `nad_writes` counter; target 0).
 //! 4. Operator RSS after the fan-out, and with `memory_namespaces` enabled namespaces if larger.
 
@@ -107,7 +110,7 @@ async fn measure(
 ) -> anyhow::Result<()> {
     let n = names.len();
     // 1. Fan-out from start.
-    let created = wait_nads(client, n, |_, _| true, operator).await?;
+    let created = wait_nads(client, vocab::NAD_NAME, n, |_, _| true, Some(operator)).await?;
     let ours_create = operator.started.elapsed().as_secs_f64();
     let rss_fanout = operator.rss_mb()?;
 
@@ -115,7 +118,8 @@ async fn measure(
         .get(vocab::NAD_NAME)
         .await?;
     let config = sample.spec.config.clone().unwrap_or_default();
-    let floor_create = floor_applies(client, names, &config, args.concurrency).await?;
+    let (floor_create, floor_created) =
+        floor_applies(client, names, &config, args.concurrency, |_, _| true).await?;
     row::compare(
         &format!("controller: {n} enabled namespaces -> every NAD exists"),
         ours_create,
@@ -128,9 +132,10 @@ async fn measure(
     put_config(client, "debug").await?;
     wait_nads(
         client,
+        vocab::NAD_NAME,
         n,
         |ns, g| g > created.get(ns).copied().unwrap_or(0),
-        operator,
+        Some(operator),
     )
     .await?;
     let ours_update = started.elapsed().as_secs_f64();
@@ -143,7 +148,8 @@ async fn measure(
     if updated == config {
         bail!("the NADs' generation moved but their config did not change");
     }
-    let floor_update = floor_applies(client, names, &updated, args.concurrency).await?;
+    let moved = |ns: &str, g: i64| g > floor_created.get(ns).copied().unwrap_or(0);
+    let (floor_update, _) = floor_applies(client, names, &updated, args.concurrency, moved).await?;
     row::compare(
         &format!("controller: ConfigMap edit -> {n} NADs updated"),
         ours_update,
@@ -176,7 +182,14 @@ async fn measure(
     if args.memory_namespaces > n {
         let started = Instant::now();
         let more = create_enabled(client, n..args.memory_namespaces, args.concurrency).await?;
-        wait_nads(client, args.memory_namespaces, |_, _| true, operator).await?;
+        wait_nads(
+            client,
+            vocab::NAD_NAME,
+            args.memory_namespaces,
+            |_, _| true,
+            Some(operator),
+        )
+        .await?;
         eprintln!(
             "fanout: {} more namespaces and their NADs in {:.1}s",
             more.len(),
@@ -203,18 +216,23 @@ type Generations = BTreeMap<String, i64>;
 /// apiserver while the operator ran (and not while the floor did) and rounded up to the poll.
 async fn wait_nads(
     client: &Client,
+    nad: &str,
     n: usize,
     ok: impl Fn(&str, i64) -> bool,
-    operator: &mut Operator,
+    mut operator: Option<&mut Operator>,
 ) -> anyhow::Result<Generations> {
     let api = Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone());
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", vocab::NAD_NAME));
+    let config = watcher::Config::default().fields(&format!("metadata.name={nad}"));
     let events = watcher::watcher(api, config).default_backoff();
     let mut events = std::pin::pin!(events);
     let deadline = Instant::now() + PATIENCE;
     let mut gens = Generations::new();
     while gens.len() < n {
-        if let Some(status) = operator.child.try_wait()? {
+        let exited = match operator.as_deref_mut() {
+            Some(op) => op.child.try_wait()?,
+            None => None,
+        };
+        if let Some(status) = exited {
             bail!(
                 "the operator exited ({status}); see its log: {}",
                 log_path().display()
@@ -245,15 +263,19 @@ async fn wait_nads(
     Ok(gens)
 }
 
-/// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight.
+/// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight,
+/// timed like ours: until the same kind of watch has seen every NAD satisfy `ok` (the watch's
+/// cost on the apiserver is then in both). Returns the seconds and the generations seen.
 async fn floor_applies(
     client: &Client,
     names: &[String],
     config: &str,
     concurrency: usize,
-) -> anyhow::Result<f64> {
+    ok: impl Fn(&str, i64) -> bool,
+) -> anyhow::Result<(f64, Generations)> {
     let started = Instant::now();
-    for_each(names, concurrency, |ns| {
+    let seen = wait_nads(client, FLOOR_NAD, names.len(), ok, None);
+    let applies = for_each(names, concurrency, |ns| {
         let api = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &ns);
         let body = json!({
             "apiVersion": "k8s.cni.cncf.io/v1",
@@ -270,9 +292,10 @@ async fn floor_applies(
             .await?;
             Ok(())
         }
-    })
-    .await?;
-    Ok(started.elapsed().as_secs_f64())
+    });
+    let (applied, seen) = tokio::join!(applies, seen);
+    applied?;
+    Ok((started.elapsed().as_secs_f64(), seen?))
 }
 
 async fn for_each<F, Fut>(names: &[String], concurrency: usize, f: F) -> anyhow::Result<()>
