@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::plan::Family;
+use crate::plan::{self, Family, NatTable, Plan};
 
 /// `linkerd.iptables-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +190,38 @@ impl Tools {
             return Err(failed(&self.restore, &out.status, &out.stderr));
         }
         Ok(())
+    }
+}
+
+/// How [`Tools::install`] got the plan in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installed {
+    /// One restore created our chains (the table had none).
+    Created,
+    /// Our chains existed (a repeated ADD): their rules were replaced after reading the table.
+    Replaced,
+}
+
+impl Tools {
+    /// ADD's work: one restore that creates our chains; only if one exists already, `-save` the
+    /// table and restore the idempotent input. Any other failure is returned as it is.
+    pub fn install(&self, plan: &Plan) -> Result<Installed, IptablesError> {
+        let create = plan.create_input();
+        tracing::debug!(family = plan.family.label(), bin = %self.restore.display(), "applying\n{create}");
+        match self.restore(&create) {
+            Ok(()) => return Ok(Installed::Created),
+            Err(IptablesError::Failed { stderr, .. })
+                if plan::failed_creating_a_chain(&create, &stderr) =>
+            {
+                tracing::debug!(family = plan.family.label(), %stderr, "our chains exist; replacing their rules");
+            }
+            Err(e) => return Err(e),
+        }
+        let current = NatTable::parse(&self.save_nat()?);
+        let input = plan.restore_input(&current);
+        tracing::debug!(family = plan.family.label(), bin = %self.restore.display(), "applying\n{input}");
+        self.restore(&input)?;
+        Ok(Installed::Replaced)
     }
 }
 

@@ -247,24 +247,47 @@ impl NatTable {
 }
 
 impl Plan {
-    /// The `iptables-restore --noflush` input for ADD given the table as it is now. Declaring our
-    /// chains flushes them (or creates them), so their rules are replaced wholesale; the hooks
-    /// are appended only when missing. Running it twice leaves the same ruleset; other chains'
+    /// The `iptables-restore --noflush` input for ADD given the table as it is now (read when
+    /// [`Plan::create_input`] found our chains). Declaring our chains flushes them (or creates
+    /// them), so their rules are replaced wholesale; the hooks are appended only when missing. Running it twice leaves the same ruleset; other chains'
     /// rules are never touched.
     pub fn restore_input(&self, current: &NatTable) -> String {
         let mut out = String::from("*nat\n");
         let _ = writeln!(out, ":{REDIRECT_CHAIN} - [0:0]");
         let _ = writeln!(out, ":{OUTPUT_CHAIN} - [0:0]");
-        for r in self.redirect_rules.iter().chain(&self.output_rules) {
+        let missing: Vec<String> = hooks()
+            .into_iter()
+            .filter(|h| !current.rules.contains(h))
+            .collect();
+        self.write_rules(&mut out, &missing);
+        out
+    }
+
+    /// The `iptables-restore --noflush` input for ADD into a table without our chains (a fresh pod
+    /// netns, the common case), so no `-save` is needed first. `-N` fails when the chain exists
+    /// (where `:CHAIN` would flush it), and a restore commits nothing unless every line applies:
+    /// on a repeated ADD it changes nothing and the caller falls back to [`Plan::restore_input`].
+    pub fn create_input(&self) -> String {
+        let mut out = String::from("*nat\n");
+        for chain in [REDIRECT_CHAIN, OUTPUT_CHAIN] {
+            let _ = writeln!(out, "-N {chain}");
+        }
+        // Without our chains nothing can jump into them, so both hooks are missing.
+        self.write_rules(&mut out, &hooks());
+        out
+    }
+
+    /// Our chains' rules, then `hooks`, then the COMMIT.
+    fn write_rules(&self, out: &mut String, hooks: &[String]) {
+        for r in self
+            .redirect_rules
+            .iter()
+            .chain(&self.output_rules)
+            .chain(hooks)
+        {
             let _ = writeln!(out, "{r}");
         }
-        for hook in hooks() {
-            if !current.rules.contains(&hook) {
-                let _ = writeln!(out, "{hook}");
-            }
-        }
         out.push_str("COMMIT\n");
-        out
     }
 
     /// CHECK: the table must hold our chains with exactly the planned rules, and each hook once.
@@ -315,6 +338,26 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Whether a failed restore of `input` (a [`Plan::create_input`]) stopped at one of its `-N` lines,
+/// i.e. our chain exists already. Both flavours name the line on stderr: legacy
+/// `iptables-restore: line 2 failed`, nft `iptables-nft-restore: line 2 failed: Chain already
+/// exists.` Any other failure (a rule the kernel refuses, the xtables lock) is not this.
+pub fn failed_creating_a_chain(input: &str, stderr: &str) -> bool {
+    stderr
+        .split("line ")
+        .skip(1)
+        .filter_map(|rest| {
+            let (n, tail) = rest.split_once(' ')?;
+            tail.starts_with("failed")
+                .then(|| n.parse::<usize>().ok())?
+        })
+        .any(|n| {
+            n.checked_sub(1)
+                .and_then(|i| input.lines().nth(i))
+                .is_some_and(|l| l.starts_with("-N "))
+        })
 }
 
 /// The `iptables-restore --noflush` input for DEL: delete every jump into our chains, then flush

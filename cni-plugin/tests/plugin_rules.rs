@@ -102,6 +102,7 @@ async fn lifecycle(version: &'static str, mode: &'static str) {
             .join("\n")
     };
     assert_eq!(strip(&net.save(save)), strip(&before));
+    assert_eq!(net.our_rules(save), default_expected_rules(2102));
 
     if version != "0.3.1" {
         net.network
@@ -173,6 +174,65 @@ async fn v0_4_0_nft() {
 #[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn v1_0_0_nft() {
     lifecycle("1.0.0", "nft").await;
+}
+
+/// ADD into a netns where our chains already exist with stale rules (a kubelet retry after the
+/// config changed, or leftovers): the one-restore fast path fails on its `-N` and the plugin falls
+/// back to reading the table, so the result is exactly the plan. If it regresses, such a pod keeps
+/// stale redirects, duplicated hooks, or ADD fails. `only_output`: just PROXY_INIT_OUTPUT exists,
+/// so the fast path fails on its second `-N` (line 3) after the first succeeded.
+async fn stale_chains_converge(mode: &'static str, only_output: bool) {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, &format!("cni-stale-{mode}")).await;
+    create_pod(&client, &ns.name, "web", json!({}), meshed_spec()).await;
+    let save = format!("iptables-{mode}-save");
+    let iptables = format!("iptables-{mode}");
+    let mut net = PodNetwork::new(&PluginSettings::new("1.0.0", mode), &ns.name, "web");
+    let mut stale = vec![
+        "-N PROXY_INIT_OUTPUT",
+        "-A PROXY_INIT_OUTPUT -p udp -j RETURN",
+        "-A PROXY_INIT_OUTPUT -p tcp -j REDIRECT --to-ports 9999",
+        "-A OUTPUT -m comment --comment proxy-init/install-proxy-init-output -j PROXY_INIT_OUTPUT",
+        "-A POSTROUTING -s 10.77.0.0/16 -j MASQUERADE",
+    ];
+    if !only_output {
+        stale.extend([
+            "-N PROXY_INIT_REDIRECT",
+            "-A PROXY_INIT_REDIRECT -p tcp -j REDIRECT --to-ports 9998",
+        ]);
+    }
+    for rule in stale {
+        let mut args = vec![iptables.as_str(), "-t", "nat"];
+        args.extend(rule.split(' '));
+        let out = net.ns.exec(&args);
+        assert!(
+            out.status.success(),
+            "{rule}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    net.add()
+        .unwrap_or_else(|e| panic!("ADD over stale chains: {e}"));
+    assert_eq!(net.our_rules(&save), default_expected_rules(2102));
+    assert!(
+        net.save(&save)
+            .contains("-A POSTROUTING -s 10.77.0.0/16 -j MASQUERADE\n"),
+        "other chains' rules stay"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn stale_chains_converge_legacy() {
+    stale_chains_converge("legacy", false).await;
+    stale_chains_converge("legacy", true).await;
+}
+
+#[tokio::test]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn stale_chains_converge_nft() {
+    stale_chains_converge("nft", false).await;
+    stale_chains_converge("nft", true).await;
 }
 
 /// The nftables mode's lifecycle, read back with `nft` from the test side while the plugin has no

@@ -1,13 +1,14 @@
 //! ADD: pass the previous result through (converted to our version) after installing the pod's
-//! rules, or straight away when the pod is not ours.
+//! rules, or straight away when the pod is not ours. A fresh netns takes one `iptables-restore` per
+//! family; a repeated ADD (our chains exist) reads the table first ([`crate::iptables::Tools::install`]).
 
 use serde_json::Value;
 
 use super::{netns_error, netns_path, plans, pod_settings, tools};
 use crate::cni::{convert_result, empty_result, CniEnv, CniError};
 use crate::config::PluginConfig;
+use crate::iptables::Installed;
 use crate::netns;
-use crate::plan::NatTable;
 use crate::IptablesMode;
 
 pub(super) fn add(env: &CniEnv, cfg: &PluginConfig) -> Result<Value, CniError> {
@@ -31,22 +32,25 @@ pub(super) fn add(env: &CniEnv, cfg: &PluginConfig) -> Result<Value, CniError> {
             tracing::info!(
                 family = p.family.label(),
                 "simulate: would apply\n{}",
-                p.restore_input(&NatTable::default())
+                p.create_input()
             );
         }
         return Ok(result);
     }
     let tools = tools(cfg)?;
-    netns::run_in(netns_path(env), || -> Result<(), CniError> {
-        for (plan, tools) in plans.iter().zip(&tools) {
-            let current = NatTable::parse(&tools.save_nat().map_err(|e| super::iptables_error(&e))?);
-            let input = plan.restore_input(&current);
-            tracing::debug!(family = plan.family.label(), bin = %tools.restore.display(), "applying\n{input}");
-            tools.restore(&input).map_err(|e| super::iptables_error(&e))?;
-        }
-        Ok(())
+    let installed = netns::run_in(netns_path(env), || -> Result<Vec<Installed>, CniError> {
+        plans
+            .iter()
+            .zip(&tools)
+            .map(|(plan, tools)| tools.install(plan).map_err(|e| super::iptables_error(&e)))
+            .collect()
     })
     .map_err(|e| netns_error(&e))??;
-    tracing::info!(container = %env.container_id, netns = %env.netns, "rules installed");
+    let how = if installed.contains(&Installed::Replaced) {
+        "rules installed (our chains existed: their rules replaced)"
+    } else {
+        "rules installed"
+    };
+    tracing::info!(container = %env.container_id, netns = %env.netns, "{how}");
     Ok(result)
 }
