@@ -249,8 +249,8 @@ impl NatTable {
 impl Plan {
     /// The `iptables-restore --noflush` input for ADD given the table as it is now (read when
     /// [`Plan::create_input`] found our chains). Declaring our chains flushes them (or creates
-    /// them), so their rules are replaced wholesale; the hooks are appended only when missing. Running it twice leaves the same ruleset; other chains'
-    /// rules are never touched.
+    /// them), so their rules are replaced wholesale; the hooks are appended only when missing.
+    /// Running it twice leaves the same ruleset; other chains' rules are never touched.
     pub fn restore_input(&self, current: &NatTable) -> String {
         let mut out = String::from("*nat\n");
         let _ = writeln!(out, ":{REDIRECT_CHAIN} - [0:0]");
