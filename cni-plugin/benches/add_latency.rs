@@ -219,7 +219,7 @@ async fn main() {
                 .unwrap_or_else(|e| panic!("ADD: {e}"));
         });
         let get_alone = median((0..ROUNDS).map(|_| get.once()).collect());
-        // What the plugin runs before its restore (to make it idempotent): one `-save` of nat.
+        // What DEL (and a repeated ADD) runs before its restore: one `-save` of nat.
         let save = restore_bin.map(|restore_bin| {
             let save_bin = restore_bin.replace("-restore", "-save");
             time_in_fresh_netns(|ns| {
