@@ -194,19 +194,17 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
     };
     ctx.metrics.wrote("delete");
     match api.delete(nad_name, &params).await {
-        Ok(_) => {
-            ctx.recent_writes.deleted(namespace, uid, Instant::now());
-            tracing::info!(namespace, nad = %nad_name, "NAD deleted");
-            Ok(())
+        Ok(_) => tracing::info!(namespace, nad = %nad_name, "NAD deleted"),
+        // Gone already: the same for the plans that follow.
+        Err(e) if is_not_found(&e) => {}
+        Err(source) => {
+            return Err(Error::DeleteNad {
+                namespace: namespace.to_string(),
+                name: nad_name.clone(),
+                source,
+            })
         }
-        Err(e) if is_not_found(&e) => {
-            ctx.recent_writes.deleted(namespace, uid, Instant::now());
-            Ok(())
-        }
-        Err(source) => Err(Error::DeleteNad {
-            namespace: namespace.to_string(),
-            name: nad_name.clone(),
-            source,
-        }),
     }
+    ctx.recent_writes.deleted(namespace, uid, Instant::now());
+    Ok(())
 }
