@@ -10,6 +10,7 @@
 pub mod cni;
 pub mod commands;
 pub mod config;
+pub mod connection;
 pub mod iptables;
 pub mod logging;
 pub mod netns;

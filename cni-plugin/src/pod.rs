@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::{Api, Config};
 
 /// Timeouts per request; with [`ATTEMPTS`] tries, an unreachable apiserver fails ADD within ~10 s.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -148,32 +148,32 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
         path: path.clone(),
         source,
     })?;
-    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| PodError::Client {
             path: path.clone(),
             message: e.to_string(),
         })?;
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config.write_timeout = Some(READ_TIMEOUT);
     let url = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(|e| PodError::Client {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
+    let client =
+        crate::connection::client(config, CONNECT_TIMEOUT).map_err(|e| PodError::Client {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
 
     let unreachable = |e: kube::Error| PodError::Unreachable {
         url: url.clone(),
         path: path.clone(),
         message: error_chain(&e),
     };
-    let pod: Pod = with_retries(|| {
-        let api = Api::<Pod>::namespaced(client.clone(), namespace);
-        async move { api.get(name).await }
-    })
-    .await
-    .map_err(|e| {
+    // Both reads go out at once: over HTTP/2 they share the connection's one handshake.
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let (pod, ns) = tokio::join!(
+        with_retries(|| pods.get(name)),
+        with_retries(|| namespaces.get(namespace)),
+    );
+    let pod = pod.map_err(|e| {
         if retryable(&e) {
             unreachable(e)
         } else {
@@ -185,12 +185,7 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
     })?;
     // The namespace only supplies fallback annotations: without RBAC to read it we go on with the
     // pod's (logged); an apiserver that stops answering is still a retryable failure.
-    let ns = match with_retries(|| {
-        let api = Api::<Namespace>::all(client.clone());
-        async move { api.get(namespace).await }
-    })
-    .await
-    {
+    let ns = match ns {
         Ok(ns) => Some(ns),
         Err(e) if retryable(&e) => return Err(unreachable(e)),
         Err(e) => {
@@ -200,12 +195,8 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
     };
     let mut facts = PodFacts::from_objects(&pod, ns.as_ref(), None);
     if facts.control_plane {
-        match with_retries(|| {
-            let api = Api::<Service>::namespaced(client.clone(), "default");
-            async move { api.get("kubernetes").await }
-        })
-        .await
-        {
+        let services = Api::<Service>::namespaced(client.clone(), "default");
+        match with_retries(|| services.get("kubernetes")).await {
             Ok(svc) => facts = PodFacts::from_objects(&pod, ns.as_ref(), Some(&svc)),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read default/kubernetes; skipping ports 443 and 6443 outbound")
@@ -222,7 +213,15 @@ where
 {
     let mut attempt = 1;
     loop {
-        match call().await {
+        // The connection carries no read timeout of its own; a request that hangs is retried.
+        let answer = tokio::time::timeout(READ_TIMEOUT, call())
+            .await
+            .unwrap_or_else(|_| {
+                Err(kube::Error::Service(
+                    format!("no answer within {READ_TIMEOUT:?}").into(),
+                ))
+            });
+        match answer {
             Err(e) if attempt < ATTEMPTS && retryable(&e) => {
                 tracing::debug!(attempt, error = %e, "Kubernetes API call failed; retrying");
                 attempt += 1;
