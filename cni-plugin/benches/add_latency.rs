@@ -195,7 +195,7 @@ async fn main() {
     );
     // One line per mode, `|`-separated; bench/run reads the columns by position.
     println!(
-        "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule | 1 iptables-save"
+        "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule | 1 iptables-save | ADD minus lookup (paired)"
     );
     for &(mode, restore_bin) in MODES {
         let config = json!({
@@ -208,16 +208,44 @@ async fn main() {
         let run = |cmd: &str, ns: &NetNs| {
             exec_plugin(&dirs, cmd, &config, &rt(ns)).unwrap_or_else(|e| panic!("{cmd}: {e}"));
         };
-        let add = time_in_fresh_netns(|ns| run("ADD", ns));
-        let check = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("CHECK", ns));
-        let del = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("DEL", ns));
-        // The same ADD with `simulate`: process start, config, pod lookup, no netns or iptables.
+        // ADD, and the same ADD with `simulate` (process start, config, pod lookup, no netns or
+        // iptables), alternate round by round, each in a fresh netns: "ADD minus lookup" is the
+        // median of the per-round differences. Two medians of separate blocks drift apart with the
+        // machine's load by more than the restore costs.
         let mut simulate_config = config.clone();
         simulate_config["linkerd"]["simulate"] = json!(true);
-        let lookup = time_in_fresh_netns(|ns| {
-            exec_plugin(&dirs, "ADD", &simulate_config, &rt(ns))
-                .unwrap_or_else(|e| panic!("ADD: {e}"));
-        });
+        let (mut adds, mut lookups) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let timed = |simulate: bool| {
+                let ns = NetNs::create("lcni-bench");
+                let cfg = if simulate { &simulate_config } else { &config };
+                let start = Instant::now();
+                exec_plugin(&dirs, "ADD", cfg, &rt(&ns)).unwrap_or_else(|e| panic!("ADD: {e}"));
+                start.elapsed()
+            };
+            // Which goes first alternates too.
+            let (add, lookup) = if round % 2 == 0 {
+                let a = timed(false);
+                (a, timed(true))
+            } else {
+                let l = timed(true);
+                (timed(false), l)
+            };
+            adds.push(add);
+            lookups.push(lookup);
+        }
+        let beyond_lookup = {
+            let mut d: Vec<f64> = adds
+                .iter()
+                .zip(&lookups)
+                .map(|(a, l)| a.as_secs_f64() - l.as_secs_f64())
+                .collect();
+            d.sort_by(f64::total_cmp);
+            d[d.len() / 2]
+        };
+        let (add, lookup) = (median(adds), median(lookups));
+        let check = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("CHECK", ns));
+        let del = time_in_fresh_netns_after(|ns| run("ADD", ns), |ns| run("DEL", ns));
         let get_alone = median((0..ROUNDS).map(|_| get.once()).collect());
         // What DEL (and a repeated ADD) runs before its restore: one `-save` of nat.
         let save = restore_bin.map(|restore_bin| {
@@ -267,7 +295,7 @@ async fn main() {
         };
         let opt = |d: Option<Duration>| d.map(ms).unwrap_or_else(|| "-".to_string());
         println!(
-            "{mode} | {} | {} | {} | {} | {} | {} | {} | {} | {}",
+            "{mode} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms",
             ms(add),
             ms(lookup),
             ms(check),
@@ -277,6 +305,7 @@ async fn main() {
             opt(restore_alone),
             opt(per_rule),
             opt(save),
+            beyond_lookup * 1000.0,
         );
     }
 }
