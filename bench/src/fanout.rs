@@ -35,6 +35,15 @@ pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";
 const PREFIX: &str = "bench-fan-";
 pub(crate) const FLOOR_NAD: &str = "bench-floor";
 pub(crate) const FLOOR_MANAGER: &str = "linkerd-multus-bench-floor";
+
+/// The floor's NAD metadata: the operator's NADs carry its managed-by label, so the floor's carry
+/// one of the same key (another value, which the operator ignores) and both write the same shape.
+pub(crate) fn floor_metadata() -> serde_json::Value {
+    json!({
+        "name": FLOOR_NAD,
+        "labels": { vocab::MANAGED_BY_LABEL: FLOOR_MANAGER },
+    })
+}
 pub(crate) const CNI_NAMESPACE: &str = "bench-cni";
 const POLL: Duration = Duration::from_millis(200);
 const PATIENCE: Duration = Duration::from_secs(1800);
@@ -291,7 +300,7 @@ async fn floor_applies(
         let body = json!({
             "apiVersion": "k8s.cni.cncf.io/v1",
             "kind": "NetworkAttachmentDefinition",
-            "metadata": { "name": FLOOR_NAD },
+            "metadata": floor_metadata(),
             "spec": { "config": config },
         });
         async move {

@@ -188,7 +188,7 @@ async fn floor_client(client: Client) -> anyhow::Result<()> {
         if enabled {
             let nad: NetworkAttachmentDefinition = serde_json::from_value(json!({
                 "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-                "metadata": { "name": FLOOR_NAD }, "spec": { "config": fanout::template("info") },
+                "metadata": fanout::floor_metadata(), "spec": { "config": fanout::template("info") },
             }))?;
             match api.create(&PostParams::default(), &nad).await {
                 Ok(_) => {}
