@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::desired::{self, Want};
 use crate::error::is_api_missing;
 use crate::events::Events;
-use crate::inputs::InputGauge;
+use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
@@ -109,7 +109,11 @@ impl NadController {
             Metrics::register(registry, nad_writer.as_reader()),
             is_leader,
         ));
-        registry.register_collector(Box::new(InputGauge::new(ctx.clone(), namespaces.store())));
+        registry.register_collector(Box::new(InputGauge::new(
+            ctx.clone(),
+            namespaces.store(),
+            ns_listed.clone(),
+        )));
         Self {
             client,
             ctx,
@@ -185,6 +189,17 @@ impl NadController {
                 if all == (true, true, true) {
                     ctx.health.watches_synced();
                     tracing::info!("watches synced");
+                }
+                if let Some(shared) = ctx.settings.shared() {
+                    if inputs::shared_namespace_missing(Some(shared), &ns_store, &ns_listed) {
+                        // Nothing else would say it: no namespace event comes for it until it
+                        // exists (or is selected), and then it gets its NAD like any other.
+                        tracing::warn!(
+                            namespace = shared,
+                            "the --nad-namespace namespace is missing or outside \
+                             --namespace-selector: no NAD is kept until it appears"
+                        );
+                    }
                 }
                 future::pending::<()>().await
             }

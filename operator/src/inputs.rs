@@ -11,6 +11,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::desired::{self, Want};
+use crate::listed::Listed;
 use crate::reconcile::Context;
 
 /// The `input` label values.
@@ -18,6 +19,7 @@ pub const CONFIGMAP: &str = "configmap";
 pub const NAD_CRD: &str = "nad_crd";
 pub const NAD_WATCH: &str = "nad_watch";
 pub const FOREIGN_NADS: &str = "foreign_nads";
+pub const SHARED_NAMESPACE: &str = "shared_namespace";
 
 /// What the stores and watches say at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,10 +33,13 @@ pub struct Snapshot {
     pub crd_missing: bool,
     /// NADs of our name, not ours, in namespaces that want ours.
     pub foreign_nads: usize,
+    /// `--nad-namespace` is set and, the namespaces listed, it is not among them (missing, or
+    /// outside `--namespace-selector`): no NAD can be kept, and the webhook's pods name one.
+    pub shared_namespace_missing: bool,
 }
 
 /// Each input and whether it is usable.
-pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 4] {
+pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 5] {
     [
         (
             CONFIGMAP,
@@ -43,6 +48,7 @@ pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 4] {
         (NAD_CRD, !s.crd_missing),
         (NAD_WATCH, s.nads_listed && !s.nad_watch_failing),
         (FOREIGN_NADS, s.foreign_nads == 0),
+        (SHARED_NAMESPACE, !s.shared_namespace_missing),
     ]
 }
 
@@ -50,11 +56,16 @@ pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 4] {
 pub struct InputGauge {
     ctx: Arc<Context>,
     namespaces: Store<Namespace>,
+    namespaces_listed: Listed,
 }
 
 impl InputGauge {
-    pub fn new(ctx: Arc<Context>, namespaces: Store<Namespace>) -> Self {
-        Self { ctx, namespaces }
+    pub fn new(ctx: Arc<Context>, namespaces: Store<Namespace>, namespaces_listed: Listed) -> Self {
+        Self {
+            ctx,
+            namespaces,
+            namespaces_listed,
+        }
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -77,8 +88,22 @@ impl InputGauge {
             nad_watch_failing: ctx.health.nad_watch_failing(),
             crd_missing: ctx.health.crd_missing(),
             foreign_nads,
+            shared_namespace_missing: shared_namespace_missing(
+                ctx.settings.shared(),
+                &self.namespaces,
+                &self.namespaces_listed,
+            ),
         }
     }
+}
+
+/// See [`Snapshot::shared_namespace_missing`]; before the first list nothing is known missing.
+pub fn shared_namespace_missing(
+    shared: Option<&str>,
+    namespaces: &Store<Namespace>,
+    listed: &Listed,
+) -> bool {
+    shared.is_some_and(|ns| listed.now() && namespaces.get(&ObjectRef::new(ns)).is_none())
 }
 
 impl std::fmt::Debug for InputGauge {
@@ -94,7 +119,8 @@ impl Collector for InputGauge {
             "input_healthy",
             "1 when the NAD controller's input is usable (configmap: the CNI ConfigMap exists, is \
              readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
-             foreign_nads: no NAD of our name is someone else's where ours is wanted), else 0",
+             foreign_nads: no NAD of our name is someone else's where ours is wanted; \
+             shared_namespace: the --nad-namespace namespace, if set, is watched), else 0",
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
@@ -131,7 +157,7 @@ mod tests {
     fn each_fault_marks_its_input_only() {
         assert!(unhealthy(&all_good()).is_empty());
         type Fault = fn(&mut Snapshot);
-        let cases: [(Fault, &str); 7] = [
+        let cases: [(Fault, &str); 8] = [
             (|s| s.configmap_listed = false, CONFIGMAP),
             (|s| s.configmap_watch_failing = true, CONFIGMAP),
             (|s| s.config_builds = false, CONFIGMAP),
@@ -139,6 +165,7 @@ mod tests {
             (|s| s.nads_listed = false, NAD_WATCH),
             (|s| s.nad_watch_failing = true, NAD_WATCH),
             (|s| s.foreign_nads = 2, FOREIGN_NADS),
+            (|s| s.shared_namespace_missing = true, SHARED_NAMESPACE),
         ];
         for (fault, input) in cases {
             let mut s = all_good();

@@ -4,6 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use linkerd_multus_e2e::TestNamespace;
 use support::*;
 
 /// Annotating creates the NAD with the exact expected config, owned by the operator's field
@@ -226,6 +227,29 @@ async fn take_over_lands_only_on_the_nad_seen() {
         .await
         .expect("a take-over onto the object seen goes through");
     h.wait_nad_config(&ns.name, "{\"type\":\"ours\"}").await;
+}
+
+/// `--nad-namespace` naming a namespace the operator does not watch (here: outside its
+/// `--namespace-selector`; a missing one looks the same): the `shared_namespace` input reads 0 and
+/// /ready stays 200; once the namespace is selected it gets the shared NAD and the input reads 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn shared_namespace_not_watched_is_reported_then_converges() {
+    let h = Harness::new("op-shared").await;
+    let enabled = h.namespace("op-shared", Some(vocab::MULTUS_ENABLED)).await;
+    let shared = TestNamespace::create(&h.client, "op-shared-nads").await;
+    let op = h.start_operator(&["--nad-namespace", &shared.name]).await;
+    op.wait_ready(true).await;
+    op.wait_metric(INPUT_SHARED_NAMESPACE, 0.0).await;
+    assert!(h.nad(&shared.name).await.is_none());
+    assert!(h.nad(&enabled.name).await.is_none(), "shared mode");
+
+    h.label(&shared.name).await;
+    h.wait_nad_config(&shared.name, &expected_config("info", "nft"))
+        .await;
+    op.wait_metric(INPUT_SHARED_NAMESPACE, 1.0).await;
+    assert!(h.nad(&enabled.name).await.is_none(), "shared mode");
+    op.stop().await;
 }
 
 /// Broken or missing ConfigMap: existing NADs stay exactly as they were, each affected namespace

@@ -177,7 +177,8 @@ impl Harness {
         DeleteOnDrop::new(api, &self.linkerd_ns)
     }
 
-    async fn label(&self, ns: &str) {
+    /// Puts `ns` under this test's operator (its `--namespace-selector`).
+    pub async fn label(&self, ns: &str) {
         let patch = json!({"metadata": {"labels": {RUN_LABEL: self.run_id}}});
         Api::<Namespace>::all(self.client.clone())
             .patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
@@ -369,6 +370,7 @@ pub const WRITES_APPLY: &str = "linkerd_multus_controller_nad_writes_total{op=\"
 pub const WRITES_DELETE: &str = "linkerd_multus_controller_nad_writes_total{op=\"delete\"}";
 pub const RECONCILES: &str = "linkerd_multus_controller_reconciles_total";
 pub const INPUT_CONFIGMAP: &str = "linkerd_multus_input_healthy{input=\"configmap\"}";
+pub const INPUT_SHARED_NAMESPACE: &str = "linkerd_multus_input_healthy{input=\"shared_namespace\"}";
 pub const INPUT_NAD_CRD: &str = "linkerd_multus_input_healthy{input=\"nad_crd\"}";
 pub const INPUT_NAD_WATCH: &str = "linkerd_multus_input_healthy{input=\"nad_watch\"}";
 pub const INPUT_FOREIGN_NADS: &str = "linkerd_multus_input_healthy{input=\"foreign_nads\"}";
