@@ -415,6 +415,15 @@ fn failed_checks(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The items of one check of a `check -o json` report.
+fn check_items(report: &Value, check: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["check"] == check))
+        .unwrap_or_else(|| panic!("no {check} check: {report:#}"))["items"]
+        .clone()
+}
+
 /// The operator's self-managed CA lands in the webhook configuration.
 fn wait_for_ca_bundle(c: &Cluster, operator: &Operator) {
     wait_until(
@@ -625,15 +634,8 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         ["foreign-nads", "pods"].map(String::from),
         "{report:#}"
     );
-    let pods = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "pods")
-        .unwrap()
-        .clone();
     assert_eq!(
-        pods["items"],
+        check_items(&report, "pods"),
         json!([
             "late/early-bird: not attached to linkerd-cni (no k8s.v1.cni.cncf.io/networks entry; \
              created before its namespace was set up): restart it"
@@ -803,6 +805,19 @@ fn shared_nad_then_back_to_one_per_namespace() {
         || (c.nad_namespaces() == all).then_some(()),
         || operator.log_tail(),
     );
+    // `check` names the NAD each pod still lists, and why it is kept.
+    let (ok, report) = c.check();
+    assert!(!ok, "{report:#}");
+    let expected: Vec<String> = enabled
+        .iter()
+        .map(|ns| {
+            format!(
+                "{ns}/web: attached to default/linkerd-cni, not linkerd-cni: a NAD from before a \
+                 --nad-namespace switch, kept only while pods list it: restart it to move it"
+            )
+        })
+        .collect();
+    assert_eq!(check_items(&report, "pods"), json!(expected), "{report:#}");
     // The operator says why it keeps it (an Event naming the pods of every namespace that list it);
     // each time the list changes it says so again (the Event's series count: kube's recorder files a
     // repeat of the same reason into one series, keeping the first note).

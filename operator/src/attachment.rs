@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
+use linkerd_multus_webhook::networks::namespaces_naming;
 
 /// True when the webhook, asked about `pod` now, would add our attachment to its networks annotation:
 /// the pod was created without it (before its namespace was enabled, or while the webhook was
@@ -25,6 +26,22 @@ pub fn lacks_attachment(
         cfg,
     );
     decision.outcome == Outcome::Attached && networks_after(pod, &decision.patch) != networks(pod)
+}
+
+/// The namespace of a NAD of ours (`ours(namespace)`) named `nad` that the pod's networks list: for
+/// a pod that [`lacks_attachment`], one from before a `--nad-namespace` switch, which the operator
+/// keeps only while pods list it.
+pub fn listed_nad_of_ours(
+    pod: &ObjectMeta,
+    nad: &str,
+    pod_namespace: &str,
+    ours: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let value = networks(pod)?;
+    namespaces_naming(&value, nad, pod_namespace)
+        .ok()?
+        .into_iter()
+        .find(|ns| ours(ns))
 }
 
 fn networks(pod: &ObjectMeta) -> Option<String> {

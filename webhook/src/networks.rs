@@ -155,6 +155,21 @@ pub fn references(
     Ok(selects(&selections, nad, nad_namespace, pod_namespace))
 }
 
+/// The namespaces of the entries of `value` naming `nad`, for a pod in `pod_namespace` (an entry
+/// without a namespace names the pod's own). Errors when `value` cannot be parsed.
+pub fn namespaces_naming(
+    value: &str,
+    nad: &str,
+    pod_namespace: &str,
+) -> Result<Vec<String>, NetworksError> {
+    let (_, selections) = parse(value)?;
+    Ok(selections
+        .into_iter()
+        .filter(|s| s.name == nad)
+        .map(|s| s.namespace.unwrap_or_else(|| pod_namespace.to_string()))
+        .collect())
+}
+
 /// `nad` as a comma-list item names it: bare (the pod's own namespace), or `namespace/nad`.
 pub fn reference(nad: &str, namespace: Option<&str>) -> String {
     match namespace {
@@ -279,6 +294,33 @@ mod tests {
         }
         assert!(uses("a,,b").is_err());
         assert!(uses(r#"{"name":"linkerd-cni"}"#).is_err());
+    }
+
+    #[test]
+    fn namespaces_naming_in_every_format() {
+        let of = |v: &str| namespaces_naming(v, "linkerd-cni", "app");
+        let cases: [(&str, &[&str]); 6] = [
+            ("", &[]),
+            ("macvlan, linkerd-cni-2", &[]),
+            ("linkerd-cni@net1", &["app"]),
+            ("default/linkerd-cni, app/linkerd-cni", &["default", "app"]),
+            (
+                r#"[{"name":"linkerd-cni","namespace":"default"}]"#,
+                &["default"],
+            ),
+            (
+                r#"[{"name":"a"},{"name":"linkerd-cni","namespace":""}]"#,
+                &["app"],
+            ),
+        ];
+        for (v, want) in cases {
+            assert_eq!(
+                of(v),
+                Ok(want.iter().map(|s| s.to_string()).collect()),
+                "{v}"
+            );
+        }
+        assert!(of("a,,b").is_err());
     }
 
     #[test]

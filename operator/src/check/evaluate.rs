@@ -12,7 +12,7 @@ use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
 use super::uids;
-use crate::attachment::lacks_attachment;
+use crate::attachment::{lacks_attachment, listed_nad_of_ours};
 use crate::desired::{is_adoptable, uses_nad, want, want_nad, Existing, Want};
 use crate::nad_config::{build_config, ConfigSource};
 
@@ -355,6 +355,12 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "pods";
     let namespaces: BTreeMap<&str, &Namespace> =
         seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
+    let ours = |namespace: &str| {
+        seen.nads.iter().any(|n| {
+            n.metadata.namespace.as_deref() == Some(namespace)
+                && vocab::is_managed_by_us(n.metadata.labels.as_ref())
+        })
+    };
     let mut stale = Vec::new();
     for pod in &seen.pods {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
@@ -362,7 +368,7 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);
         let problem = if wanted {
             let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
-            pod_problem(pod, namespace, ns_annotations, &s.decision)
+            pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
         } else {
             opted_out_user(pod, namespace, &s.decision)
         };
@@ -407,14 +413,23 @@ fn opted_out_user(pod: &ObjectMeta, namespace: &str, cfg: &DecisionConfig) -> Op
 }
 
 /// Why a running pod does not match what the webhook would do to it today, if it doesn't, and what
-/// fixes it.
+/// fixes it; `ours(ns)`: the operator's NAD is in `ns`.
 pub fn pod_problem(
     pod: &ObjectMeta,
     namespace: &str,
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
+    ours: impl Fn(&str) -> bool,
 ) -> Option<String> {
     if lacks_attachment(pod, namespace, ns_annotations, cfg) {
+        if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad_name, namespace, ours) {
+            return Some(format!(
+                "attached to {kept}/{}, not {}: a NAD from before a --nad-namespace switch, kept only \
+                 while pods list it: restart it to move it",
+                cfg.nad_name,
+                cfg.nad_reference()
+            ));
+        }
         return Some(format!(
             "not attached to {} (no {} entry; created before its namespace was set up): restart it",
             cfg.nad_reference(),

@@ -324,7 +324,7 @@ fn pods_that_need_nothing_are_not_flagged() {
         ("linkerd.io/inject", "disabled"),
     ]);
     assert_eq!(
-        pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg),
+        pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg, |_| false),
         None
     );
     // A custom uid inside the range is the admin's choice.
@@ -340,7 +340,10 @@ fn pods_that_need_nothing_are_not_flagged() {
             ("config.linkerd.io/proxy-uid", "10999"),
         ],
     );
-    assert_eq!(pod_problem(&inside, "app", Some(&ranged), &cfg), None);
+    assert_eq!(
+        pod_problem(&inside, "app", Some(&ranged), &cfg, |_| false),
+        None
+    );
     let outside = pod(
         "app",
         "p",
@@ -349,7 +352,41 @@ fn pods_that_need_nothing_are_not_flagged() {
             ("config.linkerd.io/proxy-uid", "11000"),
         ],
     );
-    assert!(pod_problem(&outside, "app", Some(&ranged), &cfg).is_some());
+    assert!(pod_problem(&outside, "app", Some(&ranged), &cfg, |_| false).is_some());
+}
+
+/// A pod listing the operator's NAD of another namespace (kept after a `--nad-namespace` switch while
+/// pods list it) is told so, not "created before its namespace was set up"; someone else's NAD there
+/// is no attachment at all.
+#[test]
+fn pods_on_our_nad_elsewhere_are_told_why() {
+    let mut seen = healthy();
+    seen.nads.push(owned_nad("default"));
+    seen.pods.push(pod(
+        "app",
+        "switched",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "default/linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "3102"),
+        ],
+    ));
+    let items = |seen: &Observed| verdict(&evaluate(seen, &settings()), "pods").items.clone();
+    assert_eq!(
+        items(&seen),
+        [
+            "app/switched: attached to default/linkerd-cni, not linkerd-cni: a NAD from before a \
+          --nad-namespace switch, kept only while pods list it: restart it to move it"
+        ]
+    );
+
+    seen.nads.last_mut().unwrap().metadata.labels =
+        Some(map(&[("app.kubernetes.io/managed-by", "helm")]));
+    let items = items(&seen);
+    assert_eq!(items.len(), 1);
+    assert!(
+        items[0].starts_with("app/switched: not attached to linkerd-cni"),
+        "{items:?}"
+    );
 }
 
 /// `check` names unowned linkerd-cni NADs and the flag, saying what the flag does in each namespace.
@@ -474,7 +511,13 @@ fn shared_nad_mode() {
     ));
     seen.nads.push(owned_nad("app"));
     let all = evaluate(&seen, &shared);
-    assert_eq!(verdict(&all, "pods").items.len(), 1, "{all:#?}");
+    assert_eq!(
+        verdict(&all, "pods").items,
+        [
+            "app/old: attached to app/linkerd-cni, not shared/linkerd-cni: a NAD from before a \
+          --nad-namespace switch, kept only while pods list it: restart it to move it"
+        ]
+    );
     assert!(verdict(&all, "nads").ok, "kept for app/old: {all:#?}");
     seen.pods.pop();
     let all = evaluate(&seen, &shared);
