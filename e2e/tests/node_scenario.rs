@@ -1,7 +1,7 @@
 //! The product on the node, as a cluster admin runs it: the chart installed with the project's images,
 //! the Multus stand-in in Multus' place in the node's CNI config, a namespace annotated, a Deployment
-//! laid out as Linkerd's injector would, and real connections redirected by the rules `linkerd-cni`
-//! wrote when the runtime ran the chain.
+//! laid out as Linkerd's injector would, a pod from before its namespace was enabled repaired, and real
+//! connections redirected by the rules `linkerd-cni` wrote when the runtime ran the chain.
 //!
 //! On the shared node (`e2e/testbed up --node`): the release and its namespaces are removed at the end.
 //! The operator and its webhook see every namespace of the node, so other tests' pods there are left
@@ -53,6 +53,7 @@ fn values(node: &Node) -> String {
         "operator": {
             "cniNamespace": CNI_NS,
             "cniKubeconfig": net_d.join(KUBECONFIG_NAME),
+            "repair": {"enabled": true},
         },
         "cni": {
             "enabled": true,
@@ -148,14 +149,18 @@ fn wait_pod_running(node: &Node, ns: &str, selector: &str) -> Value {
         || {
             let list = node.get_json(&["-n", ns, "pods", "-l", selector])?;
             let pod = list["items"].as_array()?.first()?.clone();
-            let ready = pod["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            (pod["status"]["phase"] == "Running" && ready).then_some(pod)
+            (pod["status"]["phase"] == "Running" && is_ready(&pod)).then_some(pod)
         },
         || node.describe(ns, "pods"),
     )
+}
+
+/// The pod's Ready condition is True.
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 /// A pod that runs the test image with `args` once; its log when it Succeeded.
@@ -465,7 +470,76 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         );
     }
 
-    // 5b. The linkerd-cni ConfigMap edited (8080 added to the inbound ports to skip): the NAD's config
+    // 5b. Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
+    // (its 8080 reaches the app itself); once the namespace is enabled, the operator evicts it, the
+    // ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
+    let late = create_namespace(&node, &mut cleanup, "late");
+    let mut early = deployment.clone();
+    early["metadata"]["namespace"] = json!(late);
+    apply(&node, &early);
+    let before = wait_pod_running(&node, &late, "app=meshed");
+    let before_uid = before["metadata"]["uid"].as_str().expect("uid").to_string();
+    assert_eq!(
+        before["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"],
+        Value::Null,
+        "not attached before its namespace is enabled"
+    );
+    let before_name = before["metadata"]["name"].as_str().expect("pod name");
+    let before_addr = format!(
+        "{}:8080",
+        before["status"]["podIP"].as_str().expect("pod IP")
+    );
+    let direct = run_to_completion(&node, &plain, "client-early", &["ask", &before_addr]);
+    assert_eq!(
+        direct.trim(),
+        format!("app {before_name}"),
+        "unattached: a connection to {before_addr} reaches the app itself"
+    );
+    node.kubectl_ok(&["annotate", "namespace", &late, "linkerd.io/multus=enabled"]);
+    let start = Instant::now();
+    let repaired = wait_for_explained(
+        &format!(
+            "the operator restarted the unattached pod of {late} and its new pod runs attached"
+        ),
+        READY_WITHIN,
+        || {
+            let list = node.get_json(&["-n", &late, "pods", "-l", "app=meshed"])?;
+            list["items"].as_array()?.iter().find_map(|p| {
+                let attached = p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+                    .as_str()?
+                    .contains("linkerd-cni");
+                (p["metadata"]["uid"] != before_uid.as_str() && attached && is_ready(p))
+                    .then(|| p.clone())
+            })
+        },
+        || node.describe(&late, "pods"),
+    );
+    eprintln!(
+        "namespace enabled -> unattached pod evicted, replacement attached and Ready in {:?}",
+        start.elapsed()
+    );
+    let evicted = node.kubectl_ok(&[
+        "-n",
+        &late,
+        "get",
+        "events",
+        "--field-selector",
+        "reason=PodEvictedForRepair",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(evicted.lines().count(), 1, "one repair Event: {evicted}");
+    let repaired_addr = format!(
+        "{}:8080",
+        repaired["status"]["podIP"].as_str().expect("pod IP")
+    );
+    let inbound = run_to_completion(&node, &plain, "client-repaired", &["ask", &repaired_addr]);
+    assert!(
+        inbound.contains(&format!("proxy inbound 4143 original-dst {repaired_addr}")),
+        "the repaired pod's {repaired_addr} lands on the proxy's inbound 4143; the client got: {inbound}"
+    );
+
+    // 5c. The linkerd-cni ConfigMap edited (8080 added to the inbound ports to skip): the NAD's config
     // follows, and a pod created afterwards gets the new rules: a connection to its 8080 reaches the
     // app itself, not the proxy.
     let cm = node

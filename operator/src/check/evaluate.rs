@@ -362,7 +362,9 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
         })
     };
     let mut stale = Vec::new();
-    for pod in &seen.pods {
+    // A terminating pod is already on its way out: "restart it" would be noise (seen on the node: an
+    // evicted pod stays Terminating for ~13 s).
+    for pod in seen.pods.iter().filter(|p| p.deletion_timestamp.is_none()) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
         let ns = namespaces.get(namespace).copied();
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use linkerd_multus_webhook::containers::PodContainers;
 use linkerd_multus_webhook::decision::DecisionConfig;
@@ -353,6 +354,22 @@ fn pods_that_need_nothing_are_not_flagged() {
         ],
     );
     assert!(pod_problem(&outside, "app", Some(&ranged), &cfg, |_| false).is_some());
+}
+
+/// A terminating pod is not flagged: it is already going (e.g. evicted by the repairer).
+#[test]
+fn terminating_pods_are_not_flagged() {
+    let mut seen = healthy();
+    let mut going = pod("app", "old", &[]);
+    going.deletion_timestamp = Some(Time(Default::default()));
+    seen.pods.push(going.clone());
+    assert!(verdict(&evaluate(&seen, &settings()), "pods").ok);
+    going.deletion_timestamp = None;
+    seen.pods.push(going);
+    assert_eq!(
+        verdict(&evaluate(&seen, &settings()), "pods").items.len(),
+        1
+    );
 }
 
 /// A pod listing the operator's NAD of another namespace (kept after a `--nad-namespace` switch while
