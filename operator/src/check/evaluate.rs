@@ -119,13 +119,19 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
     ]
 }
 
+/// The pods not being deleted: a terminating pod is already on its way out, so "restart it" or "recreate
+/// it" would be noise (seen on the node: an evicted pod stays Terminating for ~13 s).
+fn live_pods(seen: &Observed) -> impl Iterator<Item = &ObjectMeta> {
+    seen.pods.iter().filter(|p| p.deletion_timestamp.is_none())
+}
+
 /// Pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose
 /// validator the range would reject.
 fn uids_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "proxy-uids";
     let annotations = ns_annotations(seen);
     let mut wrong = Vec::new();
-    for pod in &seen.pods {
+    for pod in live_pods(seen) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
         let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
         let Some(containers) = seen.containers.get(&key) else {
@@ -362,9 +368,7 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
         })
     };
     let mut stale = Vec::new();
-    // A terminating pod is already on its way out: "restart it" would be noise (seen on the node: an
-    // evicted pod stays Terminating for ~13 s).
-    for pod in seen.pods.iter().filter(|p| p.deletion_timestamp.is_none()) {
+    for pod in live_pods(seen) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
         let ns = namespaces.get(namespace).copied();
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);

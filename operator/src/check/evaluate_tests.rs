@@ -356,20 +356,27 @@ fn pods_that_need_nothing_are_not_flagged() {
     assert!(pod_problem(&outside, "app", Some(&ranged), &cfg, |_| false).is_some());
 }
 
-/// A terminating pod is not flagged: it is already going (e.g. evicted by the repairer).
+/// A terminating pod is not flagged by either pod check: it is already going (e.g. evicted by the
+/// repairer).
 #[test]
 fn terminating_pods_are_not_flagged() {
     let mut seen = healthy();
-    let mut going = pod("app", "old", &[]);
-    going.deletion_timestamp = Some(Time(Default::default()));
-    seen.pods.push(going.clone());
-    assert!(verdict(&evaluate(&seen, &settings()), "pods").ok);
-    going.deletion_timestamp = None;
-    seen.pods.push(going);
-    assert_eq!(
-        verdict(&evaluate(&seen, &settings()), "pods").items.len(),
-        1
+    // Unattached, and its proxy outside the namespace's uid range 1000/10000.
+    seen.pods[0] = pod(
+        "app",
+        "web",
+        &[("config.linkerd.io/proxy-uid", "1000652102")],
     );
+    let flagged = |seen: &Observed| {
+        let all = evaluate(seen, &settings());
+        [
+            verdict(&all, "pods").items.len(),
+            verdict(&all, "proxy-uids").items.len(),
+        ]
+    };
+    assert_eq!(flagged(&seen), [1, 1]);
+    seen.pods[0].deletion_timestamp = Some(Time(Default::default()));
+    assert_eq!(flagged(&seen), [0, 0]);
 }
 
 /// A pod listing the operator's NAD of another namespace (kept after a `--nad-namespace` switch while
