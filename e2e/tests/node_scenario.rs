@@ -202,6 +202,23 @@ fn logs(node: &Node, ns: &str, pod: &str, container: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
+/// The Events of `ns` with `reason`, as `kubectl get -o` prints them with `output` (the format, then
+/// any further flags).
+fn events(node: &Node, ns: &str, reason: &str, output: &[&str]) -> String {
+    let selector = format!("reason={reason}");
+    let mut args = vec![
+        "-n",
+        ns,
+        "get",
+        "events",
+        "--field-selector",
+        &selector,
+        "-o",
+    ];
+    args.extend_from_slice(output);
+    node.kubectl_ok(&args)
+}
+
 fn apply(node: &Node, manifest: &Value) {
     let file = temp_file("node-scenario", &manifest.to_string());
     node.kubectl_ok(&["apply", "-f", path_str(&file)]);
@@ -436,17 +453,15 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "rollout restart of the CNI DaemonSet + 3 new pods -> all Ready in {:?}",
         start.elapsed()
     );
-    let failed = node.kubectl_ok(&[
-        "-n",
+    let failed = events(
+        &node,
         &ns,
-        "get",
-        "events",
-        "--field-selector",
-        "reason=FailedCreatePodSandBox",
-        "-o",
-        "custom-columns=POD:.involvedObject.name,COUNT:.count",
-        "--no-headers",
-    ]);
+        "FailedCreatePodSandBox",
+        &[
+            "custom-columns=POD:.involvedObject.name,COUNT:.count",
+            "--no-headers",
+        ],
+    );
     eprintln!(
         "sandboxes failed during the installer's restart: {}",
         failed.lines().count()
@@ -518,16 +533,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "namespace enabled -> unattached pod evicted, replacement attached and Ready in {:?}",
         start.elapsed()
     );
-    let evicted = node.kubectl_ok(&[
-        "-n",
-        &late,
-        "get",
-        "events",
-        "--field-selector",
-        "reason=PodEvictedForRepair",
-        "-o",
-        "name",
-    ]);
+    let evicted = events(&node, &late, "PodEvictedForRepair", &["name"]);
     assert_eq!(evicted.lines().count(), 1, "one repair Event: {evicted}");
     let repaired_addr = format!(
         "{}:8080",

@@ -190,16 +190,15 @@ impl NadController {
                     ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
-                if let Some(shared) = ctx.settings.shared() {
-                    if inputs::shared_namespace_missing(Some(shared), &ns_store, &ns_listed) {
-                        // Nothing else would say it: no namespace event comes for it until it
-                        // exists (or is selected), and then it gets its NAD like any other.
-                        tracing::warn!(
-                            namespace = shared,
-                            "the --nad-namespace namespace is missing or outside \
-                             --namespace-selector: no NAD is kept until it appears"
-                        );
-                    }
+                let shared = ctx.settings.shared();
+                if inputs::shared_namespace_missing(shared, &ns_store, &ns_listed) {
+                    // Nothing else would say it: no namespace event comes for it until it exists
+                    // (or is selected), and then it gets its NAD like any other.
+                    tracing::warn!(
+                        namespace = shared.unwrap_or_default(),
+                        "the --nad-namespace namespace is missing or outside \
+                         --namespace-selector: no NAD is kept until it appears"
+                    );
                 }
                 future::pending::<()>().await
             }

@@ -24,6 +24,13 @@ struct Selection {
     name: String,
 }
 
+impl Selection {
+    /// Its namespace; an item without one names the pod's own.
+    fn namespace_or<'a>(&'a self, pod_namespace: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(pod_namespace)
+    }
+}
+
 /// A parsed annotation value, remembering its format so an append keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Format {
@@ -140,7 +147,7 @@ fn parse(value: &str) -> Result<(Format, Vec<Selection>), NetworksError> {
 fn selects(selections: &[Selection], nad: &str, nad_namespace: &str, pod_namespace: &str) -> bool {
     selections
         .iter()
-        .any(|s| s.name == nad && s.namespace.as_deref().unwrap_or(pod_namespace) == nad_namespace)
+        .any(|s| s.name == nad && s.namespace_or(pod_namespace) == nad_namespace)
 }
 
 /// Does the networks annotation `value` of a pod in `pod_namespace` use the NetworkAttachmentDefinition
@@ -166,7 +173,7 @@ pub fn namespaces_naming(
     Ok(selections
         .into_iter()
         .filter(|s| s.name == nad)
-        .map(|s| s.namespace.unwrap_or_else(|| pod_namespace.to_string()))
+        .map(|s| s.namespace_or(pod_namespace).to_string())
         .collect())
 }
 

@@ -185,6 +185,10 @@ fn nad_in<'a>(seen: &'a Observed, namespace: &str) -> Option<&'a NetworkAttachme
         .find(|n| n.metadata.namespace.as_deref() == Some(namespace))
 }
 
+fn is_owned(nad: &NetworkAttachmentDefinition) -> bool {
+    vocab::is_managed_by_us(nad.metadata.labels.as_ref())
+}
+
 fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict {
     const CHECK: &str = "nads";
     let mut problems = Vec::new();
@@ -192,7 +196,7 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
     for ns in &seen.namespaces {
         let name = ns_name(ns);
         let nad = nad_in(seen, name);
-        let owned = nad.is_some_and(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()));
+        let owned = nad.is_some_and(is_owned);
         let shared = s.decision.nad_namespace.as_deref();
         match (want_nad(ns, &s.decision.linkerd_namespace, shared), nad) {
             (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
@@ -267,7 +271,7 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
     let foreign: Vec<String> = seen
         .nads
         .iter()
-        .filter(|n| !vocab::is_managed_by_us(n.metadata.labels.as_ref()))
+        .filter(|n| !is_owned(n))
         .map(|n| {
             let namespace = n.metadata.namespace.clone().unwrap_or_default();
             if !is_adoptable(n.metadata.labels.as_ref(), n.spec.config.as_deref()) {
@@ -361,12 +365,7 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "pods";
     let namespaces: BTreeMap<&str, &Namespace> =
         seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
-    let ours = |namespace: &str| {
-        seen.nads.iter().any(|n| {
-            n.metadata.namespace.as_deref() == Some(namespace)
-                && vocab::is_managed_by_us(n.metadata.labels.as_ref())
-        })
-    };
+    let ours = |namespace: &str| nad_in(seen, namespace).is_some_and(is_owned);
     let mut stale = Vec::new();
     for pod in live_pods(seen) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
