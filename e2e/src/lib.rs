@@ -17,10 +17,13 @@
 //! [`stand_ins`]: other products' admission webhooks (Linkerd's injector, OpenShift's SCC uid check)
 //! as real HTTPS webhooks, for tests of this project's webhook beside them.
 //!
+//! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name).
+//!
 //! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
 //! project's images).
 
 pub mod admission;
+pub mod chart;
 pub mod cni;
 mod guard;
 pub mod images;

@@ -61,17 +61,7 @@ impl NetNs {
         T: Send,
         F: FnOnce() -> T + Send,
     {
-        let file = std::fs::File::open(self.path())
-            .unwrap_or_else(|e| panic!("opening {}: {e}", self.path().display()));
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .unwrap_or_else(|e| panic!("setns into {}: {e}", self.name));
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
+        run_in(&self.path(), f)
     }
 
     /// Deletes the namespace now (idempotent; tests of "DEL after the netns is gone" call it).
@@ -93,6 +83,26 @@ fn ip(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run ip {args:?}: {e}"))
+}
+
+/// Runs `f` on a fresh thread that has entered the network namespace at `path` (a `/run/netns/…` or
+/// `/proc/<pid>/ns/net` file). Sockets created in `f` stay in that namespace for their whole life.
+pub fn run_in<T, F>(path: &std::path::Path, f: F) -> T
+where
+    T: Send,
+    F: FnOnce() -> T + Send,
+{
+    let file =
+        std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                .unwrap_or_else(|e| panic!("setns into {}: {e}", path.display()));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,11 @@
 //! - `proxy [--inbound 4143] [--outbound 4140] [--uid UID]` listens where Linkerd's proxy does (after
 //!   binding it switches to `UID`, the proxy uid, when started as root) and answers with the listener and
 //!   the connection's original destination: `proxy inbound 4143 original-dst 10.0.0.7:8080`;
-//! - `ask ADDR:PORT` connects, prints the answer and exits (run it as the proxy uid to check the bypass).
+//! - `ask ADDR:PORT` connects, prints the answer and exits (run it as the proxy uid to check the bypass);
+//! - `validate ADDR:PORT [--outbound 4140]` plays Linkerd's network validator (the CNI-mode init
+//!   container): it listens on the outbound port, connects to ADDR:PORT and exits 0 when that
+//!   connection was redirected to its own listener, else 95, as Linkerd's does. ADDR must be an address
+//!   of the test's own network (a closed port there refuses at once when nothing redirects).
 //!
 //! Every listener prints `listening <role> <addr>` on stdout once bound. Addresses are IP literals only:
 //! the binary is linked statically and must not need DNS or NSS.
@@ -35,6 +39,10 @@ pub enum Command {
     Ask {
         addr: SocketAddr,
     },
+    Validate {
+        outbound: u16,
+        target: SocketAddr,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,11 +61,25 @@ pub enum Error {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("a connection to {target} was not redirected to the outbound port: {why}")]
+    NotRedirected { target: SocketAddr, why: String },
+}
+
+impl Error {
+    /// The exit status: 2 for usage, 95 (Linkerd's validator's) when not redirected, else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => 2,
+            Error::NotRedirected { .. } => 95,
+            _ => 1,
+        }
+    }
 }
 
 pub const USAGE: &str = "linkerd-multus-test-workload app [--port 8080] [--name NAME] [--ipv6]
 linkerd-multus-test-workload proxy [--inbound 4143] [--outbound 4140] [--uid UID] [--ipv6]
-linkerd-multus-test-workload ask ADDR:PORT";
+linkerd-multus-test-workload ask ADDR:PORT
+linkerd-multus-test-workload validate ADDR:PORT [--outbound 4140]";
 
 /// Parses the arguments after the program name. `hostname` is the default app name (the pod's
 /// `HOSTNAME`, which the kubelet sets to the pod name).
@@ -82,18 +104,13 @@ pub fn parse_args(args: &[String], hostname: Option<&str>) -> Result<Command, Er
             uid: flags.number("--uid")?,
             ipv6: flags.switch("--ipv6"),
         },
-        "ask" => {
-            let target = flags
-                .positional
-                .pop()
-                .ok_or_else(|| usage("ask needs ADDR:PORT".into()))?;
-            let addr = target.parse().map_err(|_| {
-                usage(format!(
-                    "`{target}` is not an IP address with a port (no DNS here)"
-                ))
-            })?;
-            Command::Ask { addr }
-        }
+        "ask" => Command::Ask {
+            addr: flags.address("ask")?,
+        },
+        "validate" => Command::Validate {
+            outbound: flags.number("--outbound")?.unwrap_or(4140),
+            target: flags.address("validate")?,
+        },
         other => return Err(usage(format!("unknown subcommand `{other}`"))),
     };
     flags.finish()?;
@@ -110,6 +127,19 @@ struct Flags {
 const SWITCHES: &[&str] = &["--ipv6"];
 
 impl Flags {
+    /// The positional `ADDR:PORT` that `command` needs.
+    fn address(&mut self, command: &str) -> Result<SocketAddr, Error> {
+        let target = self
+            .positional
+            .pop()
+            .ok_or_else(|| Error::Usage(format!("{command} needs ADDR:PORT")))?;
+        target.parse().map_err(|_| {
+            Error::Usage(format!(
+                "`{target}` is not an IP address with a port (no DNS here)"
+            ))
+        })
+    }
+
     fn parse(args: &[String]) -> Result<Self, Error> {
         let mut flags = Flags {
             pairs: Vec::new(),
@@ -294,8 +324,42 @@ pub fn run(command: Command) -> Result<(), Error> {
             let answer = traffic::ask(addr).map_err(|source| Error::Ask { addr, source })?;
             print!("{answer}");
         }
+        Command::Validate { outbound, target } => validate(outbound, target)?,
     }
     Ok(())
+}
+
+/// Linkerd's validator's check: a connection to `target` lands on our own `outbound` listener with
+/// `target` as its original destination.
+fn validate(outbound: u16, target: SocketAddr) -> Result<(), Error> {
+    let listener = bind(outbound, target.is_ipv6())?;
+    let not = |why: String| Error::NotRedirected { target, why };
+    let timeout = std::time::Duration::from_secs(5);
+    let _client = TcpStream::connect_timeout(&target, timeout).map_err(|e| not(e.to_string()))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| not(e.to_string()))?;
+    let deadline = std::time::Instant::now() + timeout;
+    let (stream, _) = loop {
+        match listener.accept() {
+            Ok(accepted) => break accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() > deadline {
+                    return Err(not("connected, but not to our listener".into()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(not(e.to_string())),
+        }
+    };
+    match traffic::original_dst(&stream) {
+        Ok(dst) if dst == target => {
+            println!("validated: {target} is redirected to port {outbound}");
+            Ok(())
+        }
+        Ok(dst) => Err(not(format!("our listener got one for {dst}"))),
+        Err(e) => Err(not(format!("no original destination: {e}"))),
+    }
 }
 
 fn bind(port: u16, ipv6: bool) -> Result<TcpListener, Error> {
@@ -396,6 +460,22 @@ mod tests {
                 },
             ),
             (
+                "validate 10.1.2.3:20001",
+                None,
+                Command::Validate {
+                    outbound: 4140,
+                    target: "10.1.2.3:20001".parse().unwrap(),
+                },
+            ),
+            (
+                "validate --outbound 1 10.1.2.3:20001",
+                None,
+                Command::Validate {
+                    outbound: 1,
+                    target: "10.1.2.3:20001".parse().unwrap(),
+                },
+            ),
+            (
                 "ask [fd00::1]:80",
                 None,
                 Command::Ask {
@@ -420,6 +500,7 @@ mod tests {
             ("proxy extra", "unexpected extra"),
             ("ask", "ask needs ADDR:PORT"),
             ("ask web:8080", "`web:8080` is not an IP address"),
+            ("validate", "validate needs ADDR:PORT"),
         ];
         for (line, want) in table {
             let err = parse_args(&args(line), None).unwrap_err().to_string();

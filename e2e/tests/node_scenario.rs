@@ -1,7 +1,8 @@
 //! The product on the node, as a cluster admin runs it: the chart installed with the project's images,
-//! the Multus stand-in in Multus' place in the node's CNI config, a namespace annotated, a Deployment
-//! laid out as Linkerd's injector would, a pod from before its namespace was enabled repaired, and real
-//! connections redirected by the rules `linkerd-cni` wrote when the runtime ran the chain.
+//! the Multus stand-in in Multus' place in the node's CNI config, a namespace annotated (with an
+//! OpenShift uid range), a Deployment injected by the stand-in for Linkerd's injector and admitted by
+//! the stand-in for OpenShift's SCC admission, a pod from before its namespace was enabled repaired,
+//! and real connections redirected by the rules `linkerd-cni` wrote when the runtime ran the chain.
 //!
 //! On the shared node (`e2e/testbed up --node`): the release and its namespaces are removed at the end.
 //! The operator and its webhook see every namespace of the node, so other tests' pods there are left
@@ -12,6 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use serde_json::{json, Value};
 use support::{chart_dir, helm, helm_ok, path_str, temp_file};
@@ -24,7 +26,13 @@ const CNI_DAEMONSET: &str = "ld-controller-linkerd-multus-cni";
 const KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
 /// Where the test image keeps its one binary (e2e/images: /usr/local/bin).
 const WORKLOAD: &str = "/usr/local/bin/linkerd-multus-test-workload";
+/// The proxy uid of the pods laid out by hand (Linkerd's default).
 const PROXY_UID: u32 = 2102;
+/// OpenShift's uid range of the meshed namespace, and the proxy uid the webhook gives its pods there.
+const UID_RANGE: &str = "1000650000/10000";
+const RANGE_PROXY_UID: u64 = 1000650000 + 2102;
+/// Pods with this label go through the stand-ins for Linkerd's injector and OpenShift's SCC admission.
+const ADMITTED_AS_ON_OPENSHIFT: &str = "linkerd-multus-test/openshift-admission";
 const READY_WITHIN: Duration = Duration::from_secs(120);
 
 /// `repository` and `tag` of a full image reference.
@@ -74,14 +82,19 @@ fn helm_node(node: &Node, args: &[&str]) -> String {
     helm_ok(&all)
 }
 
-/// Removes the release and the test's namespaces, also when the test fails half-way.
+/// Removes the release, the test's namespaces and its cluster-scoped objects (`kind/name`), also when
+/// the test fails half-way.
 struct Cleanup<'a> {
     node: &'a Node,
     namespaces: Vec<String>,
+    cluster_objects: Vec<String>,
 }
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
+        for object in &self.cluster_objects {
+            let _ = self.node.kubectl(&["delete", "--ignore-not-found", object]);
+        }
         let kubeconfig = self.node.kubeconfig();
         let _ = helm(&[
             "--kubeconfig",
@@ -100,6 +113,63 @@ impl Drop for Cleanup<'_> {
         ];
         args.extend(self.namespaces.iter().map(String::as_str));
         let _ = self.node.kubectl(&args);
+    }
+}
+
+/// The stand-ins for Linkerd's injector (injecting the test image as proxy and validator) and for
+/// OpenShift's SCC admission, served in the node's netns where its apiserver calls them, registered
+/// under Linkerd's real configuration name for the pods labelled [`ADMITTED_AS_ON_OPENSHIFT`].
+struct OpenShiftAdmission {
+    _servers: (AdmissionServer, SccStandIn),
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl OpenShiftAdmission {
+    fn register(node: &Node, cleanup: &mut Cleanup, test_image: &str) -> Self {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        let _in_runtime = runtime.enter();
+        let client = runtime.block_on(node.client());
+        let bind = || {
+            node.run_in_netns(|| {
+                std::net::TcpListener::bind("127.0.0.1:0").expect("bind in the node's netns")
+            })
+        };
+        // Linkerd's validator connects to an address outside the pod and expects its own listener to
+        // take the connection; here the node's address (a closed port refuses at once if not redirected).
+        let node_ip = node.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}",
+        ]);
+        let containers = linkerd_injector::Containers {
+            image: test_image.to_string(),
+            proxy_args: vec!["proxy".into()],
+            validator_args: vec!["validate".into(), format!("{}:20001", node_ip.trim())],
+        };
+        let injector = AdmissionServer::start_on(bind(), move |request| {
+            linkerd_injector::respond_with(containers.clone(), request)
+        });
+        let scc = SccStandIn::start_on(client, [bind(), bind()]);
+        let selector = json!({ "matchLabels": { (ADMITTED_AS_ON_OPENSHIFT): "true" } });
+        let [mutating, validating] = scc.configurations(&unique_name("node"), selector.clone());
+        let injector_config = linkerd_injector::configuration(
+            linkerd_injector::CONFIGURATION_NAME,
+            injector.client_config(),
+            selector,
+        );
+        for config in [mutating, validating, injector_config] {
+            cleanup.cluster_objects.push(format!(
+                "{}/{}",
+                config["kind"].as_str().unwrap().to_lowercase(),
+                config["metadata"]["name"].as_str().unwrap()
+            ));
+            apply(node, &config);
+        }
+        Self {
+            _servers: (injector, scc),
+            _runtime: runtime,
+        }
     }
 }
 
@@ -288,6 +358,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let mut cleanup = Cleanup {
         node: &node,
         namespaces: vec![],
+        cluster_objects: vec![],
     };
     // What Multus brings: its CRD (left in place, as Multus owns it).
     let crd = chart_dir().join("crds-optional/network-attachment-definition.yaml");
@@ -341,10 +412,18 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "chainMode=none leaves the node's network config alone"
     );
 
-    // 3. An annotated namespace gets its NAD; a Deployment meshed as Linkerd's injector lays it out is
-    // attached by the webhook and runs.
+    // 3. A namespace annotated for Multus and, as OpenShift does, with a uid range gets its NAD. A
+    // Deployment with only its app is injected by the stand-in for Linkerd's injector and admitted by
+    // the stand-in for OpenShift's SCC admission with the chart's default configuration name (it runs
+    // after the injector's): attached, the proxy on the range's uid, the validator's check passed.
     let ns = create_namespace(&node, &mut cleanup, "meshed");
-    node.kubectl_ok(&["annotate", "namespace", &ns, "linkerd.io/multus=enabled"]);
+    node.kubectl_ok(&[
+        "annotate",
+        "namespace",
+        &ns,
+        "linkerd.io/multus=enabled",
+        &format!("{}={UID_RANGE}", vocab::OPENSHIFT_UID_RANGE_ANNOTATION),
+    ]);
     let nad = wait_for_explained(
         &format!("the operator wrote NAD {ns}/linkerd-cni"),
         READY_WITHIN,
@@ -359,6 +438,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "the NAD names the kubeconfig the installer wrote: {nad_conf}"
     );
     let test_image = image(&node, "test");
+    let _admission = OpenShiftAdmission::register(&node, &mut cleanup, &test_image);
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "meshed", "namespace": ns},
@@ -366,14 +446,14 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "meshed"}},
             "template": {
-                "metadata": {"labels": {"app": "meshed"}},
+                "metadata": {
+                    "labels": {"app": "meshed", (ADMITTED_AS_ON_OPENSHIFT): "true"},
+                    "annotations": {"linkerd.io/inject": "enabled"},
+                },
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
                     "containers": [
                         {"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]},
-                        {"name": "linkerd-proxy", "image": test_image, "imagePullPolicy": "Never",
-                         "args": ["proxy", "--uid", PROXY_UID.to_string()],
-                         "securityContext": {"runAsUser": PROXY_UID}},
                     ],
                 },
             },
@@ -386,19 +466,42 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "meshed Deployment created -> pod Running in {:?}",
         start.elapsed()
     );
-    let networks = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+    let annotations = &pod["metadata"]["annotations"];
+    let networks = annotations["k8s.v1.cni.cncf.io/networks"]
         .as_str()
         .unwrap_or_default()
         .to_string();
     assert!(
-        networks.contains("linkerd-cni"),
-        "the webhook attached the NAD: annotations {}",
-        pod["metadata"]["annotations"]
+        networks.contains("linkerd-cni") && annotations["openshift.io/scc"] == "restricted-v2",
+        "the webhook attached the NAD, the SCC stand-in admitted the pod: annotations {annotations}"
+    );
+    let uid_of = |list: &str, name: &str| {
+        pod["spec"][list]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["name"] == name))
+            .and_then(|c| c["securityContext"]["runAsUser"].as_u64())
+    };
+    assert_eq!(
+        uid_of("containers", "linkerd-proxy"),
+        Some(RANGE_PROXY_UID),
+        "the proxy runs on the range's uid: {}",
+        pod["spec"]
+    );
+    let validator_uid = uid_of("initContainers", "linkerd-network-validator");
+    assert!(
+        validator_uid
+            .is_some_and(|u| (1000650000..1000660000).contains(&u) && u != RANGE_PROXY_UID),
+        "the validator runs on another uid of the range: {}",
+        pod["spec"]
     );
     let pod_name = pod["metadata"]["name"]
         .as_str()
         .expect("pod name")
         .to_string();
+    assert!(
+        logs(&node, &ns, &pod_name, "linkerd-network-validator").contains("validated:"),
+        "the validator saw its connection redirected"
+    );
     let pod_ip = pod["status"]["podIP"].as_str().expect("pod IP").to_string();
 
     // 4. Traffic: from an unmeshed pod in a plain namespace to the app's 8080 lands on the proxy's
@@ -432,7 +535,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let bypass = ask_from(&node, &ns, &pod_name, "linkerd-proxy", &server_addr);
     assert_eq!(
         bypass, "app server",
-        "uid {PROXY_UID} (the proxy) bypasses the redirect and reaches {server_addr} itself"
+        "uid {RANGE_PROXY_UID} (the proxy) bypasses the redirect and reaches {server_addr} itself"
     );
 
     // 5. The CNI DaemonSet restarted while meshed pods are being created: every pod runs, attached,
@@ -488,9 +591,29 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     // 5b. Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
     // (its 8080 reaches the app itself); once the namespace is enabled, the operator evicts it, the
     // ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
+    // Laid out by hand as Linkerd's injector would (its stand-in's validator would keep an unattached
+    // pod from starting, as Linkerd's does).
     let late = create_namespace(&node, &mut cleanup, "late");
-    let mut early = deployment.clone();
-    early["metadata"]["namespace"] = json!(late);
+    let early = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "meshed", "namespace": late},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "meshed"}},
+            "template": {
+                "metadata": {"labels": {"app": "meshed"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]},
+                        {"name": "linkerd-proxy", "image": test_image, "imagePullPolicy": "Never",
+                         "args": ["proxy", "--uid", PROXY_UID.to_string()],
+                         "securityContext": {"runAsUser": PROXY_UID}},
+                    ],
+                },
+            },
+        },
+    });
     apply(&node, &early);
     let before = wait_pod_running(&node, &late, "app=meshed");
     let before_uid = before["metadata"]["uid"].as_str().expect("uid").to_string();

@@ -172,3 +172,52 @@ fn proxy_reports_the_original_destination_behind_a_redirect() {
         "{uid_line}"
     );
 }
+
+/// Linkerd's validator, played by `validate`: in a netns whose outbound connections are redirected to
+/// 4140 it exits 0; without the redirect its connection is refused and it exits 95, as Linkerd's does.
+#[test]
+#[ignore = "needs root (netns, iptables) and the built binaries: run by e2e/test-all"]
+fn validate_exits_0_when_redirected_and_95_when_not() {
+    let ns = NetNs::create("e2e-val");
+    let bin = binary(WORKLOAD);
+    let validate = || {
+        ns.command(bin.to_str().expect("UTF-8 path"))
+            .args(["validate", "127.0.0.9:20001"])
+            .output()
+            .expect("run validate")
+    };
+    let out = validate();
+    assert_eq!(
+        out.status.code(),
+        Some(95),
+        "not redirected: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let redirect = ns.exec(&[
+        "iptables-legacy",
+        "-t",
+        "nat",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "-d",
+        "127.0.0.9",
+        "-j",
+        "REDIRECT",
+        "--to-ports",
+        "4140",
+    ]);
+    assert!(
+        redirect.status.success(),
+        "{}",
+        String::from_utf8_lossy(&redirect.stderr)
+    );
+    let out = validate();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("validated:"),
+        "redirected: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

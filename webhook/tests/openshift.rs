@@ -1,10 +1,12 @@
-//! OpenShift in either webhook order, on the real local apiserver: this webhook beside the stand-in
-//! for Linkerd's proxy injector (`linkerd_multus_e2e::stand_ins::linkerd_injector`) and the stand-in
-//! for the restricted SCC's uid check (`stand_ins::scc`), all real HTTPS webhooks. Each order runs
-//! with its own selector and configurations: the injector's configuration is named to sort before
-//! this project's, then after it (the apiserver calls mutating webhooks in that order). The built
-//! `linkerd-cni` then sets up a real netns for the stored pod, and real traffic shows its rules exempt
-//! the proxy's uid and nothing else.
+//! OpenShift's admission on the real local apiserver: this webhook beside the stand-in for Linkerd's
+//! proxy injector (`linkerd_multus_e2e::stand_ins::linkerd_injector`) and the stand-in for OpenShift's
+//! SCC admission with restricted-v2 (`stand_ins::scc`: called before every mutating webhook, again
+//! before a reinvocation, and as the final validation, as the real built-in plugin is), all real HTTPS
+//! webhooks. The apiserver calls mutating webhooks in the order of their configurations' names, so
+//! each case registers this webhook under a real name: the chart's default (which must run after
+//! Linkerd's injector, `linkerd-proxy-injector-webhook-config`) and the one it had before (which ran
+//! first, and the SCC admission refused every meshed pod). The built `linkerd-cni` then sets up a real
+//! netns for an admitted pod, and real traffic shows its rules exempt the proxy's uid and nothing else.
 
 mod support;
 
@@ -16,8 +18,9 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
+use linkerd_multus_e2e::chart;
 use linkerd_multus_e2e::pod_network::{PluginSettings, PodNetwork};
-use linkerd_multus_e2e::stand_ins::{linkerd_injector, scc, AdmissionServer};
+use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::traffic::{ask_as, Answerer};
 use linkerd_multus_e2e::{eventually, kubectl, unique_name, DeleteOnDrop, TestNamespace};
 use serde_json::{json, Value};
@@ -29,6 +32,13 @@ const FIRST: u64 = 1000650000;
 const PROXY_UID: u64 = FIRST + 2102;
 /// Pods with this label set to `off` are not checked by the SCC stand-in.
 const SCC_OPT_OUT: &str = "scc-stand-in";
+/// The configuration's name before it was renamed to run after Linkerd's injector (the chart's
+/// fullname for the README's release).
+const NAME_BEFORE_RENAME: &str = "ld-controller-linkerd-multus";
+/// The real SCC admission's words for Linkerd's validator uid, as the stand-in gives them.
+const VALIDATOR_REFUSED: &str = "unable to validate against any security context constraint: \
+     provider restricted-v2: .initContainers[0].runAsUser: Invalid value: 65534: must be in the \
+     ranges: [1000650000, 1000659999]";
 
 /// `kubectl create` of a pod: whether it was admitted, and kubectl's stderr (warnings, denials).
 fn try_create(namespace: &str, pod: &Value) -> (bool, String) {
@@ -139,7 +149,7 @@ async fn serves_native_sidecars(kube: &Client, namespace: &str) -> bool {
         .is_some_and(|i| i[0].restart_policy.as_deref() == Some("Always"))
 }
 
-/// Everything one order needs: its selector, the three configurations, whom the injector saw.
+/// Everything one case needs: its selector, the configurations, whom the injector saw.
 struct Order {
     selector: String,
     /// Per pod name: whether the injector saw this webhook's networks annotation (it ran after us).
@@ -147,19 +157,39 @@ struct Order {
     _guards: (
         ConfigGuard,
         ConfigGuard,
+        ConfigGuard,
         DeleteOnDrop<ValidatingWebhookConfiguration>,
     ),
-    _servers: (AdmissionServer, AdmissionServer),
+    _servers: (AdmissionServer, SccStandIn),
 }
 
-async fn set_up(kube: &Client, ours: &Running, ca: &str, injector_first: bool) -> Order {
+/// Creates `object` (a configuration as JSON) and deletes it when the guard drops.
+async fn create<K>(kube: &Client, object: Value) -> DeleteOnDrop<K>
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default,
+{
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    let object: K = serde_json::from_value(object).unwrap();
+    let api = Api::<K>::all(kube.clone());
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    DeleteOnDrop::new(api, &name)
+}
+
+/// Registers this webhook as `<ours>-<suffix>`, the injector stand-in as Linkerd's
+/// `linkerd-proxy-injector-webhook-config-<suffix>` and the SCC stand-in, for a fresh selector. The
+/// common suffix keeps the names' order (neither name is a prefix of the other).
+async fn set_up(kube: &Client, ours: &Running, ca: &str, ours_name: &str) -> Order {
     let selector = unique_name("os");
-    let ours_name = unique_name("m-linkerd-multus");
-    let injector_name = unique_name(if injector_first {
-        "a-linkerd-injector"
-    } else {
-        "z-linkerd-injector"
-    });
     let saw = Arc::new(Mutex::new(Vec::new()));
     let record = saw.clone();
     let injector = AdmissionServer::start(move |request: Value| {
@@ -172,12 +202,11 @@ async fn set_up(kube: &Client, ours: &Running, ca: &str, injector_first: bool) -
             linkerd_injector::respond(request).await
         }
     });
-    let client = kube.clone();
-    let scc_server = AdmissionServer::start(move |request| scc::respond(client.clone(), request));
+    let scc = SccStandIn::start(kube.clone());
 
     let ours_guard = create_config(
         kube,
-        &ours_name,
+        &format!("{ours_name}-{selector}"),
         vec![webhook_entry(
             "pods.linkerd-multus.test",
             json!({ "url": ours.url(), "caBundle": ca }),
@@ -185,35 +214,27 @@ async fn set_up(kube: &Client, ours: &Running, ca: &str, injector_first: bool) -
         )],
     )
     .await;
-    // Linkerd's injector sets no reinvocationPolicy.
-    let mut entry = webhook_entry("injector.linkerd.test", injector.client_config(), &selector);
-    entry.as_object_mut().unwrap().remove("reinvocationPolicy");
-    let injector_guard = create_config(kube, &injector_name, vec![entry]).await;
-
-    let mut entry = webhook_entry("scc.openshift.test", scc_server.client_config(), &selector);
-    let e = entry.as_object_mut().unwrap();
-    e.remove("reinvocationPolicy");
-    e.insert("failurePolicy".into(), json!("Fail"));
-    e["objectSelector"]["matchExpressions"] =
+    let only_ours = json!({ "matchLabels": { (SELECTOR_KEY): selector } });
+    let injector_guard = create(
+        kube,
+        linkerd_injector::configuration(
+            &format!("{}-{selector}", linkerd_injector::CONFIGURATION_NAME),
+            injector.client_config(),
+            only_ours.clone(),
+        ),
+    )
+    .await;
+    let mut checked = only_ours;
+    checked["matchExpressions"] =
         json!([{ "key": SCC_OPT_OUT, "operator": "NotIn", "values": ["off"] }]);
-    let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": { "name": unique_name("scc-stand-in") },
-        "webhooks": [entry],
-    }))
-    .unwrap();
-    let api = Api::<ValidatingWebhookConfiguration>::all(kube.clone());
-    let name = config.metadata.name.clone().unwrap();
-    api.create(&PostParams::default(), &config)
-        .await
-        .expect("create the SCC stand-in's configuration");
-    let scc_guard = DeleteOnDrop::new(api, &name);
+    let [mutating, validating] = scc.configurations(&selector, checked);
+    let scc_guard = create(kube, mutating).await;
+    let validating_guard = create(kube, validating).await;
     Order {
         selector,
         injector_saw_ours: saw,
-        _guards: (ours_guard, injector_guard, scc_guard),
-        _servers: (injector, scc_server),
+        _guards: (ours_guard, injector_guard, scc_guard, validating_guard),
+        _servers: (injector, scc),
     }
 }
 
@@ -268,231 +289,332 @@ async fn wait_until_active(kube: &Client, plain: &str, range: &str, selector: &s
     .await
 }
 
-/// In both orders: the stored pods' proxy and validator uids, the annotation, and the SCC stand-in's
-/// verdict are the same, and no securityContext changes outside a namespace with a range.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
-async fn either_webhook_order_gives_pods_the_range_accepts() {
-    let kube = linkerd_multus_e2e::client().await;
-    let on = [(vocab::MULTUS_ANNOTATION, "enabled")];
-    let range = TestNamespace::create_with(
-        &kube,
-        "os-range",
-        ann(&[on[0], (vocab::OPENSHIFT_UID_RANGE_ANNOTATION, RANGE)]),
-    )
-    .await;
-    let plain = TestNamespace::create_with(&kube, "os-plain", ann(&on)).await;
-    let control_plane = TestNamespace::create(&kube, "os-cp").await;
+/// This webhook and the namespaces the cases run in: one with a uid range, one without, Linkerd's.
+struct Env {
+    kube: Client,
+    range: TestNamespace,
+    plain: TestNamespace,
+    control_plane: TestNamespace,
+    ours: Running,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
 
-    let dir = temp_dir();
-    let bundle = write_cert(dir.path());
-    let ours = Running::start(
-        args(dir.path()),
-        settings(&control_plane.name, "default"),
-        kube.clone(),
-    )
-    .await;
-    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bundle.ca_pem);
-
-    let native_sidecars = serves_native_sidecars(&kube, &plain.name).await;
-    let inject = vocab::INJECT_ANNOTATION;
-    let uid_key = vocab::PROXY_UID_ANNOTATION;
-    let proxy = vocab::PROXY_CONTAINER;
-    let validator = vocab::VALIDATOR_CONTAINER;
-    for injector_first in [true, false] {
-        let order = if injector_first {
-            "injector first"
-        } else {
-            "injector after"
-        };
-        let o = set_up(&kube, &ours, &ca, injector_first).await;
-        let sel = &o.selector;
-        wait_until_active(&kube, &plain.name, &range.name, sel).await;
-
-        // 1. A meshed pod in a namespace with a range.
-        let (ok, stderr) = try_create(
-            &range.name,
-            &pod_json("meshed", sel, json!({ (inject): "enabled" }), json!({})),
-        );
-        assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
-        let p = stored(&kube, &range.name, "meshed").await;
-        assert_eq!(
-            p["metadata"]["annotations"][uid_key],
-            PROXY_UID.to_string(),
-            "{order}"
-        );
-        let v = proxy_and_validator(&p, "containers", order);
-        assert!(in_range(&v["runAsGroup"]), "{order}: {v}");
-        assert_eq!(
-            sc(&p, "containers", "app"),
-            &Value::Null,
-            "{order}: the app is not ours"
-        );
-        // The app (the range's first uid) and the validator are redirected; the proxy is not.
-        let validator_uid = v["runAsUser"].as_u64().unwrap();
-        rules_exempt_exactly(&range.name, "meshed", PROXY_UID, &[FIRST, validator_uid]);
-
-        // 2. The user's proxy uid inside the range: kept, the proxy made to match.
-        let (ok, stderr) = try_create(
-            &range.name,
-            &pod_json(
-                "user-inside",
-                sel,
-                json!({ (inject): "enabled", (uid_key): "1000650007" }),
-                json!({}),
-            ),
-        );
-        assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
-        let p = stored(&kube, &range.name, "user-inside").await;
-        assert_eq!(
-            p["metadata"]["annotations"][uid_key], "1000650007",
-            "{order}"
-        );
-        assert_eq!(
-            sc(&p, "containers", proxy)["runAsUser"],
-            1000650007u64,
-            "{order}"
-        );
-        assert!(
-            in_range(&sc(&p, "initContainers", validator)["runAsUser"]),
-            "{order}"
-        );
-
-        // 3. The user's proxy uid outside the range: kept, the proxy left as the injector made it, a
-        // warning; the SCC stand-in refuses that pod (shown with a copy it checks).
-        let outside = |name: &str| {
-            pod_json(
-                name,
-                sel,
-                json!({ (inject): "enabled", (uid_key): "1234" }),
-                json!({}),
-            )
-        };
-        let (ok, stderr) = try_create(&range.name, &outside("user-outside-refused"));
-        assert!(
-            !ok && stderr.contains("scc stand-in") && stderr.contains("runs as 1234"),
-            "{order}: {stderr}"
-        );
-        let mut unchecked = outside("user-outside");
-        unchecked["metadata"]["labels"][SCC_OPT_OUT] = json!("off");
-        let (ok, stderr) = try_create(&range.name, &unchecked);
-        assert!(
-            ok && stderr.contains("\"1234\" is not a uid inside namespace annotation"),
-            "{order}: {stderr}"
-        );
-        let p = stored(&kube, &range.name, "user-outside").await;
-        assert_eq!(p["metadata"]["annotations"][uid_key], "1234", "{order}");
-        assert_eq!(sc(&p, "containers", proxy)["runAsUser"], 1234, "{order}");
-        assert!(
-            in_range(&sc(&p, "initContainers", validator)["runAsUser"]),
-            "{order}"
-        );
-
-        // 4. The proxy as a native sidecar, where the server serves an init container's restartPolicy
-        // (one that drops it would store a blocking init container, not a sidecar).
-        if native_sidecars {
-            let (ok, stderr) = try_create(
-                &range.name,
-                &pod_json(
-                    "native",
-                    sel,
-                    json!({ (inject): "enabled", (linkerd_injector::NATIVE_SIDECAR_ANNOTATION): "true" }),
-                    json!({}),
-                ),
-            );
-            assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
-            let p = stored(&kube, &range.name, "native").await;
-            proxy_and_validator(&p, "initContainers", order);
-        } else {
-            eprintln!("{order}: native-sidecar case not run: the server drops an init container's restartPolicy");
+impl Env {
+    async fn start() -> Self {
+        let kube = linkerd_multus_e2e::client().await;
+        let on = (vocab::MULTUS_ANNOTATION, "enabled");
+        let range = TestNamespace::create_with(
+            &kube,
+            "os-range",
+            ann(&[on, (vocab::OPENSHIFT_UID_RANGE_ANNOTATION, RANGE)]),
+        )
+        .await;
+        let plain = TestNamespace::create_with(&kube, "os-plain", ann(&[on])).await;
+        let control_plane = TestNamespace::create(&kube, "os-cp").await;
+        let dir = temp_dir();
+        let bundle = write_cert(dir.path());
+        let ours = Running::start(
+            args(dir.path()),
+            settings(&control_plane.name, "default"),
+            kube.clone(),
+        )
+        .await;
+        let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bundle.ca_pem);
+        Self {
+            kube,
+            range,
+            plain,
+            control_plane,
+            ours,
+            ca,
+            _dir: dir,
         }
+    }
 
-        // 5. Neither container: attached, annotated, no securityContext anywhere.
-        let (ok, stderr) = try_create(&range.name, &pod_json("neither", sel, json!({}), json!({})));
-        assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
-        let p = stored(&kube, &range.name, "neither").await;
-        assert_eq!(
-            p["metadata"]["annotations"][uid_key],
-            PROXY_UID.to_string(),
-            "{order}"
-        );
-        assert_eq!(
-            p["spec"]["containers"].as_array().unwrap().len(),
-            1,
-            "{order}"
-        );
-        assert_eq!(sc(&p, "containers", "app"), &Value::Null, "{order}");
-        assert!(p["spec"]["initContainers"].is_null(), "{order}");
+    /// Registers the three webhooks with this one named `<ours_name>-…` and waits until all are called.
+    async fn order(&self, ours_name: &str) -> Order {
+        let o = set_up(&self.kube, &self.ours, &self.ca, ours_name).await;
+        wait_until_active(&self.kube, &self.plain.name, &self.range.name, &o.selector).await;
+        o
+    }
 
-        // 6. The control plane and 7. a namespace without a range: the injector's uids stay.
+    async fn stop(self) {
+        self.ours.stop().await;
+    }
+
+    /// Whether the injector ran after this webhook for pod `name` (it saw our annotation).
+    fn injector_saw_ours(o: &Order, name: &str) -> bool {
+        let saw = o.injector_saw_ours.lock().unwrap().clone();
+        saw.iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("the injector never saw {name}: {saw:?}"))
+            .1
+    }
+
+    async fn delete_pods(&self, pods: &[(&str, &str)]) {
+        for (namespace, name) in pods {
+            Api::<Pod>::namespaced(self.kube.clone(), namespace)
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("delete {namespace}/{name}: {e}"));
+        }
+    }
+
+    /// Cases 6 and 7, the same in either order: in Linkerd's namespace and in one without a range,
+    /// the pod is attached and the injector's uids stay (the SCC stand-in does not check there).
+    async fn no_range_cases(&self, sel: &str, order: &str) {
         let cases = [
             (
-                &control_plane.name,
+                &self.control_plane.name,
                 "control-plane",
                 json!({ (vocab::CONTROL_PLANE_COMPONENT_LABEL): "destination" }),
             ),
-            (&plain.name, "no-range", json!({})),
+            (&self.plain.name, "no-range", json!({})),
         ];
         for (namespace, name, labels) in cases {
             let (ok, stderr) = try_create(
                 namespace,
-                &pod_json(name, sel, json!({ (inject): "enabled" }), labels),
+                &pod_json(
+                    name,
+                    sel,
+                    json!({ (vocab::INJECT_ANNOTATION): "enabled" }),
+                    labels,
+                ),
             );
             assert!(
                 ok && !stderr.contains("Warning"),
                 "{order} {name}: {stderr}"
             );
-            let p = stored(&kube, namespace, name).await;
+            let p = stored(&self.kube, namespace, name).await;
             assert!(
                 !p["metadata"]["annotations"][vocab::NETWORKS_ANNOTATION].is_null(),
                 "{order} {name}"
             );
             assert!(
-                p["metadata"]["annotations"][uid_key].is_null(),
+                p["metadata"]["annotations"][vocab::PROXY_UID_ANNOTATION].is_null(),
                 "{order} {name}"
             );
+            let validator = sc(&p, "initContainers", vocab::VALIDATOR_CONTAINER);
             assert_eq!(
-                sc(&p, "containers", proxy)["runAsUser"],
+                sc(&p, "containers", vocab::PROXY_CONTAINER)["runAsUser"],
                 2102,
                 "{order} {name}"
             );
-            assert_eq!(
-                sc(&p, "initContainers", validator)["runAsUser"],
-                65534,
-                "{order} {name}"
-            );
-            assert_eq!(
-                sc(&p, "initContainers", validator)["runAsGroup"],
-                65534,
-                "{order} {name}"
-            );
+            assert_eq!(validator["runAsUser"], 65534, "{order} {name}");
+            assert_eq!(validator["runAsGroup"], 65534, "{order} {name}");
         }
-
-        // The order really was as named: the injector saw our annotation only when it ran after us.
-        let saw = o.injector_saw_ours.lock().unwrap().clone();
-        let first_call = saw
-            .iter()
-            .find(|(n, _)| n == "meshed")
-            .expect("the injector saw the pod");
-        assert_eq!(first_call.1, !injector_first, "{order}: {saw:?}");
-        for name in ["meshed", "user-inside", "user-outside", "native", "neither"] {
-            let deleted = Api::<Pod>::namespaced(kube.clone(), &range.name)
-                .delete(name, &DeleteParams::default())
-                .await;
-            assert!(
-                deleted.is_ok() || name == "native" && !native_sidecars,
-                "delete {name}"
-            );
-        }
-        for (namespace, name) in [
-            (&control_plane.name, "control-plane"),
-            (&plain.name, "no-range"),
-        ] {
-            Api::<Pod>::namespaced(kube.clone(), namespace)
-                .delete(name, &DeleteParams::default())
-                .await
-                .expect("delete");
-        }
+        self.delete_pods(&[
+            (&self.control_plane.name, "control-plane"),
+            (&self.plain.name, "no-range"),
+        ])
+        .await;
     }
-    ours.stop().await;
+}
+
+/// With the chart's default configuration name, this webhook runs after Linkerd's injector: the SCC
+/// admission (first, and again before any reinvocation) admits meshed pods created in a namespace with
+/// a range, with the proxy and validator on uids of the range, and the rules exempt the proxy only.
+/// Fails when the chart's name sorts before the injector's (the name before the rename did).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (netns, iptables), helm and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
+    let env = Env::start().await;
+    let kube = &env.kube;
+    let range = &env.range.name;
+    let chart_name = chart::webhook_configuration_name(chart::README_RELEASE);
+    let order = format!("configuration {chart_name}");
+    let order = order.as_str();
+    let o = env.order(&chart_name).await;
+    let sel = &o.selector;
+    let native_sidecars = serves_native_sidecars(kube, &env.plain.name).await;
+    let inject = vocab::INJECT_ANNOTATION;
+    let uid_key = vocab::PROXY_UID_ANNOTATION;
+    let proxy = vocab::PROXY_CONTAINER;
+    let validator = vocab::VALIDATOR_CONTAINER;
+
+    // 1. A meshed pod in a namespace with a range.
+    let (ok, stderr) = try_create(
+        range,
+        &pod_json("meshed", sel, json!({ (inject): "enabled" }), json!({})),
+    );
+    assert!(
+        ok && !stderr.contains("Warning"),
+        "{order}: the meshed pod must be admitted (refused when this webhook runs before Linkerd's \
+         injector, {}): {stderr}",
+        linkerd_injector::CONFIGURATION_NAME
+    );
+    assert!(
+        !Env::injector_saw_ours(&o, "meshed"),
+        "{order}: the injector ran first"
+    );
+    let p = stored(kube, range, "meshed").await;
+    assert_eq!(
+        p["metadata"]["annotations"][uid_key],
+        PROXY_UID.to_string(),
+        "{order}"
+    );
+    assert_eq!(
+        p["metadata"]["annotations"]["openshift.io/scc"], "restricted-v2",
+        "{order}"
+    );
+    let v = proxy_and_validator(&p, "containers", order);
+    assert!(in_range(&v["runAsGroup"]), "{order}: {v}");
+    assert_eq!(
+        sc(&p, "containers", "app"),
+        &json!({ "runAsUser": FIRST }),
+        "{order}: the app runs as the range's first uid, set by the SCC admission, not by us"
+    );
+    // The app (the range's first uid) and the validator are redirected; the proxy is not.
+    let validator_uid = v["runAsUser"].as_u64().unwrap();
+    rules_exempt_exactly(range, "meshed", PROXY_UID, &[FIRST, validator_uid]);
+
+    // 2. The user's proxy uid inside the range: kept, the proxy made to match.
+    let (ok, stderr) = try_create(
+        range,
+        &pod_json(
+            "user-inside",
+            sel,
+            json!({ (inject): "enabled", (uid_key): "1000650007" }),
+            json!({}),
+        ),
+    );
+    assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
+    let p = stored(kube, range, "user-inside").await;
+    assert_eq!(
+        p["metadata"]["annotations"][uid_key], "1000650007",
+        "{order}"
+    );
+    assert_eq!(
+        sc(&p, "containers", proxy)["runAsUser"],
+        1000650007u64,
+        "{order}"
+    );
+    assert!(
+        in_range(&sc(&p, "initContainers", validator)["runAsUser"]),
+        "{order}"
+    );
+
+    // 3. The user's proxy uid outside the range: kept, the proxy left as the injector made it, a
+    // warning; the SCC admission refuses that pod (shown with a copy it does not check).
+    let outside = |name: &str| {
+        pod_json(
+            name,
+            sel,
+            json!({ (inject): "enabled", (uid_key): "1234" }),
+            json!({}),
+        )
+    };
+    let (ok, stderr) = try_create(range, &outside("user-outside-refused"));
+    assert!(
+        !ok && stderr
+            .contains(".containers[1].runAsUser: Invalid value: 1234: must be in the ranges"),
+        "{order}: {stderr}"
+    );
+    let mut unchecked = outside("user-outside");
+    unchecked["metadata"]["labels"][SCC_OPT_OUT] = json!("off");
+    let (ok, stderr) = try_create(range, &unchecked);
+    assert!(
+        ok && stderr.contains("\"1234\" is not a uid inside namespace annotation"),
+        "{order}: {stderr}"
+    );
+    let p = stored(kube, range, "user-outside").await;
+    assert_eq!(p["metadata"]["annotations"][uid_key], "1234", "{order}");
+    assert_eq!(sc(&p, "containers", proxy)["runAsUser"], 1234, "{order}");
+    assert!(
+        in_range(&sc(&p, "initContainers", validator)["runAsUser"]),
+        "{order}"
+    );
+
+    // 4. The proxy as a native sidecar, where the server serves an init container's restartPolicy
+    // (one that drops it would store a blocking init container, not a sidecar).
+    if native_sidecars {
+        let (ok, stderr) = try_create(
+            range,
+            &pod_json(
+                "native",
+                sel,
+                json!({ (inject): "enabled", (linkerd_injector::NATIVE_SIDECAR_ANNOTATION): "true" }),
+                json!({}),
+            ),
+        );
+        assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
+        let p = stored(kube, range, "native").await;
+        proxy_and_validator(&p, "initContainers", order);
+        env.delete_pods(&[(range, "native")]).await;
+    } else {
+        eprintln!("{order}: native-sidecar case not run: the server drops an init container's restartPolicy");
+    }
+
+    // 5. Neither container: attached, annotated; only the SCC admission's uid on the app.
+    let (ok, stderr) = try_create(range, &pod_json("neither", sel, json!({}), json!({})));
+    assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
+    let p = stored(kube, range, "neither").await;
+    assert_eq!(
+        p["metadata"]["annotations"][uid_key],
+        PROXY_UID.to_string(),
+        "{order}"
+    );
+    assert_eq!(
+        p["spec"]["containers"].as_array().unwrap().len(),
+        1,
+        "{order}"
+    );
+    assert_eq!(
+        sc(&p, "containers", "app"),
+        &json!({ "runAsUser": FIRST }),
+        "{order}"
+    );
+    assert!(p["spec"]["initContainers"].is_null(), "{order}");
+
+    // 6. and 7.
+    env.no_range_cases(sel, order).await;
+    env.delete_pods(&[
+        (range, "meshed"),
+        (range, "user-inside"),
+        (range, "user-outside"),
+        (range, "neither"),
+    ])
+    .await;
+    env.stop().await;
+}
+
+/// The name before the rename sorted before Linkerd's injector: the injector adds the proxy and its
+/// validator (uid 65534) after this webhook, and the SCC admission, rerun before this webhook's
+/// reinvocation, refuses every meshed pod with the real plugin's words. Pods without Linkerd's
+/// containers are admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
+async fn before_linkerds_injector_the_scc_admission_refuses_meshed_pods() {
+    let env = Env::start().await;
+    let range = &env.range.name;
+    let order = format!("configuration {NAME_BEFORE_RENAME}");
+    let order = order.as_str();
+    assert!(NAME_BEFORE_RENAME < linkerd_injector::CONFIGURATION_NAME);
+    let o = env.order(NAME_BEFORE_RENAME).await;
+    let sel = &o.selector;
+    let inject = vocab::INJECT_ANNOTATION;
+
+    for (name, annotations) in [
+        ("meshed", json!({ (inject): "enabled" })),
+        (
+            "user-inside",
+            json!({ (inject): "enabled", (vocab::PROXY_UID_ANNOTATION): "1000650007" }),
+        ),
+    ] {
+        let (ok, stderr) = try_create(range, &pod_json(name, sel, annotations, json!({})));
+        assert!(
+            !ok && stderr.contains(VALIDATOR_REFUSED),
+            "{order} {name}: {stderr}"
+        );
+        assert!(
+            Env::injector_saw_ours(&o, name),
+            "{order}: the injector ran after this webhook"
+        );
+    }
+    let (ok, stderr) = try_create(range, &pod_json("neither", sel, json!({}), json!({})));
+    assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
+    env.no_range_cases(sel, order).await;
+    env.delete_pods(&[(range, "neither")]).await;
+    env.stop().await;
 }

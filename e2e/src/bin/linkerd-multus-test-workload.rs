@@ -1,5 +1,5 @@
-//! The test image's one binary: the app (8080) and Linkerd's proxy (4143/4140) of a meshed test pod, and
-//! a client. See `linkerd_multus_e2e::workload`.
+//! The test image's one binary: the app (8080), Linkerd's proxy (4143/4140) and network validator of a
+//! meshed test pod, and a client. See `linkerd_multus_e2e::workload`.
 
 use linkerd_multus_e2e::workload;
 
@@ -9,9 +9,6 @@ fn main() {
     let result = workload::parse_args(&args, hostname.as_deref()).and_then(workload::run);
     if let Err(e) = result {
         eprintln!("linkerd-multus-test-workload: {e}");
-        std::process::exit(match e {
-            workload::Error::Usage(_) => 2,
-            _ => 1,
-        });
+        std::process::exit(e.exit_code());
     }
 }

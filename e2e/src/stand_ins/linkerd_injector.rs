@@ -21,13 +21,68 @@ pub const NATIVE_SIDECAR_ANNOTATION: &str = "config.alpha.linkerd.io/proxy-enabl
 /// The uid Linkerd's validator template hard-codes.
 pub const VALIDATOR_UID: u64 = 65534;
 
+/// The name of the configuration Linkerd's chart registers its injector under.
+pub const CONFIGURATION_NAME: &str = "linkerd-proxy-injector-webhook-config";
+/// The name of its webhook entry.
+pub const WEBHOOK_NAME: &str = "linkerd-proxy-injector.linkerd.io";
+
+/// What the injected containers run. Linkerd's images are not to be had here: by default they name an
+/// image that does not exist (for the bare apiserver, where nothing runs); the node scenario gives the
+/// test workload's image and arguments.
+#[derive(Clone, Debug)]
+pub struct Containers {
+    pub image: String,
+    pub proxy_args: Vec<String>,
+    pub validator_args: Vec<String>,
+}
+
+impl Default for Containers {
+    fn default() -> Self {
+        Self {
+            image: "example.invalid/linkerd-proxy".into(),
+            proxy_args: Vec::new(),
+            validator_args: Vec::new(),
+        }
+    }
+}
+
 /// The admission response for `request` (an AdmissionReview request).
 pub async fn respond(request: Value) -> Value {
     allowed(patch(&request["object"]))
 }
 
+/// [`respond`] injecting `containers`.
+pub async fn respond_with(containers: Containers, request: Value) -> Value {
+    allowed(patch_with(&request["object"], &containers))
+}
+
+/// The configuration registering the injector at `client_config` for pods matching `object_selector`,
+/// named `name` (Linkerd's is [`CONFIGURATION_NAME`]). Like Linkerd's: no `reinvocationPolicy`,
+/// `failurePolicy: Ignore`.
+pub fn configuration(name: &str, client_config: Value, object_selector: Value) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": { "name": name },
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "clientConfig": client_config,
+            "rules": [{ "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"] }],
+            "objectSelector": object_selector,
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        }],
+    })
+}
+
 /// The JSON patch operations injecting `pod` (none when it is not to be injected).
 pub fn patch(pod: &Value) -> Vec<Value> {
+    patch_with(pod, &Containers::default())
+}
+
+/// [`patch`] with the injected containers running `containers`.
+pub fn patch_with(pod: &Value, containers: &Containers) -> Vec<Value> {
     let annotations = &pod["metadata"]["annotations"];
     let has_proxy = ["containers", "initContainers"].iter().any(|list| {
         pod["spec"][list]
@@ -53,16 +108,24 @@ pub fn patch(pod: &Value) -> Vec<Value> {
         }
         sc
     };
-    let mut proxy = json!({
-        "name": vocab::PROXY_CONTAINER,
-        "image": "example.invalid/linkerd-proxy",
-        "securityContext": restricted(uid, None),
-    });
-    let validator = json!({
-        "name": vocab::VALIDATOR_CONTAINER,
-        "image": "example.invalid/linkerd-network-validator",
-        "securityContext": restricted(VALIDATOR_UID, Some(VALIDATOR_UID)),
-    });
+    let container = |name: &str, args: &[String], sc: Value| {
+        let mut c = json!({ "name": name, "image": containers.image, "securityContext": sc });
+        if !args.is_empty() {
+            c["args"] = json!(args);
+            c["imagePullPolicy"] = json!("Never");
+        }
+        c
+    };
+    let mut proxy = container(
+        vocab::PROXY_CONTAINER,
+        &containers.proxy_args,
+        restricted(uid, None),
+    );
+    let validator = container(
+        vocab::VALIDATOR_CONTAINER,
+        &containers.validator_args,
+        restricted(VALIDATOR_UID, Some(VALIDATOR_UID)),
+    );
     let native = annotations[NATIVE_SIDECAR_ANNOTATION] == "true";
     let mut init = vec![validator];
     let mut ops = Vec::new();

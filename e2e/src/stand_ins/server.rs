@@ -25,6 +25,17 @@ impl AdmissionServer {
         F: Fn(Value) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Value> + Send + 'static,
     {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        Self::start_on(listener, handler)
+    }
+
+    /// [`AdmissionServer::start`] on a listener bound to 127.0.0.1 by the caller, e.g. inside another
+    /// network namespace (a socket keeps the namespace it was created in).
+    pub fn start_on<F, Fut>(listener: std::net::TcpListener, handler: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Value> + Send + 'static,
+    {
         let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
             .expect("a self-signed certificate");
         let ca_pem = key.cert.pem();
@@ -42,7 +53,6 @@ impl AdmissionServer {
         .expect("the certificate is served");
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
 
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("local address");
         let router = Router::new().route(

