@@ -25,6 +25,8 @@ pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
 pub const CONTROL_PLANE_COMPONENT_LABEL: &str = "linkerd.io/control-plane-component";
 /// OpenShift's namespace annotation `<first uid>/<size>` of the uids pods there may run as.
 pub const OPENSHIFT_UID_RANGE_ANNOTATION: &str = "openshift.io/sa.scc.uid-range";
+/// The API group of OpenShift's SecurityContextConstraints: served only where SCC admission runs.
+pub const OPENSHIFT_SCC_GROUP: &str = "security.openshift.io";
 
 /// Linkerd proxy configuration annotations (pod, falling back to namespace).
 pub const PROXY_UID_ANNOTATION: &str = "config.linkerd.io/proxy-uid";
@@ -101,6 +103,9 @@ pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/se
 
 /// The Service in front of the webhook; the self-managed certificate is issued for its DNS names.
 pub const DEFAULT_WEBHOOK_SERVICE_NAME: &str = "linkerd-multus-webhook";
+/// Linkerd's proxy injector: the name of its Service, and the start of its webhook entry's name
+/// (`linkerd-proxy-injector.linkerd.io`). `check` tells its configuration by either.
+pub const LINKERD_PROXY_INJECTOR: &str = "linkerd-proxy-injector";
 
 // === Rules every part answers the same way ===
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -11,7 +12,7 @@ use linkerd_multus_webhook::decision::DecisionConfig;
 use linkerd_multus_webhook::uid_range::UidRange;
 use serde::Serialize;
 
-use super::uids;
+use super::{probe, uids};
 use crate::attachment::{lacks_attachment, listed_nad_of_ours};
 use crate::desired::{is_adoptable, uses_nad, want, want_nad, Existing, Want};
 use crate::nad_config::{build_config, ConfigSource};
@@ -67,6 +68,39 @@ pub struct WebhookProbe {
     pub result: Result<(), String>,
 }
 
+/// A MutatingWebhookConfiguration, as far as the order the API server calls them in matters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookConfiguration {
+    pub name: String,
+    /// An entry calls this webhook's path.
+    pub ours: bool,
+    /// An entry is Linkerd's proxy injector.
+    pub injects_proxy: bool,
+}
+
+impl WebhookConfiguration {
+    pub fn of(config: &MutatingWebhookConfiguration) -> Self {
+        let hooks = || config.webhooks.iter().flatten();
+        Self {
+            name: config.metadata.name.clone().unwrap_or_default(),
+            ours: hooks()
+                .any(|h| probe::Target::of(&h.client_config, vocab::WEBHOOK_PATH).is_some()),
+            injects_proxy: hooks().any(is_proxy_injector),
+        }
+    }
+}
+
+/// Linkerd's injector by its entry's name (`linkerd-proxy-injector.linkerd.io`; a prefix, so any
+/// suffix Linkerd has used) or by its Service's (the entry may have been renamed).
+fn is_proxy_injector(hook: &MutatingWebhook) -> bool {
+    hook.name.starts_with(vocab::LINKERD_PROXY_INJECTOR)
+        || hook
+            .client_config
+            .service
+            .as_ref()
+            .is_some_and(|svc| svc.name == vocab::LINKERD_PROXY_INJECTOR)
+}
+
 /// Everything `check` read from the cluster.
 #[derive(Clone, Debug)]
 pub struct Observed {
@@ -77,6 +111,10 @@ pub struct Observed {
     /// NADs named `--nad-name`, in any namespace.
     pub nads: Vec<NetworkAttachmentDefinition>,
     pub webhooks: Vec<WebhookProbe>,
+    /// Every MutatingWebhookConfiguration.
+    pub webhook_configurations: Vec<WebhookConfiguration>,
+    /// The API server serves OpenShift's SCC group (so SCC admission runs).
+    pub serves_scc: bool,
     /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
@@ -92,7 +130,7 @@ pub struct Settings {
     pub adopt_unowned: bool,
 }
 
-/// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook, pods.
+/// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook (and its order), pods.
 pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
     let config = build_config(seen.configmap.as_ref(), &s.source);
     vec![
@@ -114,6 +152,7 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
         nads_verdict(seen, s, config.ok().as_deref()),
         foreign_verdict(seen, s),
         webhook_verdict(&seen.webhooks),
+        webhook_order_verdict(seen, s),
         pods_verdict(seen, s),
         uids_verdict(seen, s),
     ]
@@ -351,6 +390,115 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
         "check the operator pods and the certificate Secret; with cert-manager, check the CA injector",
     )
     .with_items(failed)
+}
+
+/// Linkerd's injector must run before this webhook where OpenShift's SCC admission runs: the API
+/// server reruns its built-in mutating plugins (SCC among them) after a webhook changed the pod and
+/// before reinvoking earlier webhooks, so the injector's uids are rejected before ours could move them.
+fn webhook_order_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "webhook-order";
+    let names = |pick: fn(&WebhookConfiguration) -> bool| -> Vec<&str> {
+        seen.webhook_configurations
+            .iter()
+            .filter(|c| pick(c))
+            .map(|c| c.name.as_str())
+            .collect()
+    };
+    let ours = names(|c| c.ours);
+    let injectors = names(|c| c.injects_proxy);
+    // The webhook line already fails for this.
+    if ours.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "no MutatingWebhookConfiguration calls this webhook: no order to check",
+        );
+    }
+    // The API server's order: names compared byte by byte.
+    let Some(&last_injector) = injectors.iter().max() else {
+        return Verdict::pass(
+            CHECK,
+            format!(
+                "no MutatingWebhookConfiguration injects {} (Linkerd's proxy injector not found): \
+                 the order does not matter",
+                vocab::PROXY_CONTAINER
+            ),
+        );
+    };
+    let early: Vec<(&str, &str)> = ours
+        .iter()
+        .flat_map(|&o| {
+            injectors
+                .iter()
+                .filter(move |&&i| i > o)
+                .map(move |&i| (o, i))
+        })
+        .collect();
+    let Some(&(first_ours, first_injector)) = early.first() else {
+        let after: Vec<String> = ours
+            .iter()
+            .map(|o| format!("{o} runs after {last_injector}"))
+            .collect();
+        return Verdict::pass(CHECK, after.join("; "));
+    };
+    let ranged = seen.namespaces.iter().any(|ns| {
+        want(ns, &s.decision.linkerd_namespace) == Want::Nad
+            && ns
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(&s.decision.uid_range_annotation))
+    });
+    if !seen.serves_scc && !ranged {
+        return Verdict::pass(
+            CHECK,
+            format!(
+                "{first_ours} runs before {first_injector}, which is fine without OpenShift's SCCs: \
+                 this webhook is reinvoked after the injector and sets the uids"
+            ),
+        );
+    }
+    // An old configuration of ours next to one that already runs last: deleting the old one is enough.
+    let late: Vec<&str> = ours
+        .iter()
+        .copied()
+        .filter(|&o| o > last_injector)
+        .collect();
+    let hint = if late.is_empty() {
+        format!(
+            "upgrade the chart: its configuration is named zz-<fullname> (e.g. \
+             zz-ld-controller-linkerd-multus), runs after Linkerd's injector, and helm deletes the old \
+             one; with kustomize, apply config/default again (zz-linkerd-multus) and delete the old one: \
+             kubectl delete mutatingwebhookconfiguration linkerd-multus; installed otherwise, recreate it \
+             under a name that sorts after {last_injector}"
+        )
+    } else {
+        let mut old: Vec<&str> = early.iter().map(|&(o, _)| o).collect();
+        old.dedup();
+        format!(
+            "{} already calls this webhook after the injector: delete the old configuration(s): \
+             kubectl delete mutatingwebhookconfiguration {}",
+            late.join(", "),
+            old.join(" ")
+        )
+    };
+    let pairs = if early.len() > 1 {
+        early
+            .iter()
+            .map(|(o, i)| format!("{o} runs before {i}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Verdict::fail(
+        CHECK,
+        format!(
+            "{first_ours} (this webhook) runs before {first_injector} (Linkerd's proxy injector): \
+             OpenShift's SCC admission re-admits the pod after the injector, before this webhook is \
+             reinvoked, and rejects the injector's proxy and validator uids"
+        ),
+        hint,
+    )
+    .with_items(pairs)
 }
 
 /// Each namespace's annotations, by name.

@@ -10,7 +10,9 @@ mod probe;
 mod report;
 mod uids;
 
-pub use evaluate::{evaluate, pod_problem, Observed, Settings, Verdict, WebhookProbe};
+pub use evaluate::{
+    evaluate, pod_problem, Observed, Settings, Verdict, WebhookConfiguration, WebhookProbe,
+};
 pub use report::{render_human, render_json, OutputFormat};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -192,12 +194,23 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
             }
         }
     }
+    let webhook_configurations = configs.items.iter().map(WebhookConfiguration::of).collect();
+    // Discovery: every authenticated user may read it, so `check` needs no extra RBAC for this.
+    let serves_scc = client
+        .list_api_groups()
+        .await
+        .map_err(read("list API groups"))?
+        .groups
+        .iter()
+        .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP);
     Ok(Observed {
         crd,
         configmap,
         namespaces,
         nads,
         webhooks,
+        webhook_configurations,
+        serves_scc,
         pods,
         containers,
     })
