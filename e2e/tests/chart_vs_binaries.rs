@@ -215,7 +215,7 @@ fn operator_parses_the_chart_settings_and_defaults_agree() {
         if mode == "selfManaged" {
             expected.webhook.webhook_cert_secret =
                 Some("ld-controller-linkerd-multus-webhook-cert".into());
-            expected.webhook.webhook_config_name = Some("ld-controller-linkerd-multus".into());
+            expected.webhook.webhook_config_name = Some("zz-ld-controller-linkerd-multus".into());
             expected.webhook.webhook_service_name = "ld-controller-linkerd-multus-webhook".into();
         }
         assert_eq!(

@@ -236,6 +236,28 @@ fn webhook_registration_is_safe_by_default() {
     );
 }
 
+/// The webhook configuration is called after Linkerd's injector (issue #27: it must see the injected pod),
+/// for the default release and for a one-letter one, under the same name in every certificate mode; in
+/// self-managed mode the operator's WEBHOOK_CONFIG_NAME and its RBAC name exactly that configuration.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn webhook_configuration_is_called_after_linkerds_injector() {
+    for release in [RELEASE, "a"] {
+        let config =
+            checked_webhook_config_name(&parse_docs(&helm_template(release, NAMESPACE, &[])));
+        assert_eq!(config, format!("zz-{release}-linkerd-multus"));
+        for mode in ["certManager", "helm"] {
+            let set = format!("webhook.certs.mode={mode}");
+            let docs = parse_docs(&helm_template(release, NAMESPACE, &["--set", &set]));
+            assert_eq!(
+                name(find(&docs, "MutatingWebhookConfiguration", None)),
+                config,
+                "{mode}"
+            );
+        }
+    }
+}
+
 /// The Deployment is hardened: non-root, read-only root fs, no capabilities, requests, probes on the
 /// admin port, two replicas with leader election.
 #[test]

@@ -84,12 +84,22 @@ struct Installed {
 
 impl Installed {
     fn install(release: &str, namespace: &str, values: &str, extra: &[&str]) -> (Self, String) {
+        Self::install_chart(&chart_dir(), release, namespace, values, extra)
+    }
+
+    /// [`Installed::install`] of the chart in `chart` (another version of it).
+    fn install_chart(
+        chart: &std::path::Path,
+        release: &str,
+        namespace: &str,
+        values: &str,
+        extra: &[&str],
+    ) -> (Self, String) {
         let values = temp_file("helm-values", values);
-        let chart = chart_dir();
         let mut args = vec![
             "install",
             release,
-            path_str(&chart),
+            path_str(chart),
             "-n",
             namespace,
             "-f",
@@ -150,12 +160,41 @@ fn deployment_state(namespace: &str, name: &str) -> (i64, Value) {
     )
 }
 
+/// The MutatingWebhookConfiguration the chart names after the release's fullname (see
+/// `linkerd-multus.webhookConfigName`: it must sort after Linkerd's injector).
+fn config_name(fullname: &str) -> String {
+    format!("zz-{fullname}")
+}
+
 fn ca_bundle(name: &str) -> Option<String> {
     let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", name]);
     mwc["webhooks"][0]["clientConfig"]["caBundle"]
         .as_str()
         .map(str::to_string)
 }
+
+/// What the operator does in self-managed mode: fill the caBundle of webhook configuration `config` in.
+fn fill_ca_bundle(config: &str, ca: &str) {
+    let patch =
+        format!(r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{ca}"}}]"#);
+    let out = kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        config,
+        "--type=json",
+        "-p",
+        &patch,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two fake CAs (base64 of a PEM header): no call is made, only the field is compared.
+const FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
+const RENEWED_FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCgo=";
 
 /// After uninstall nothing labelled with the release exists, cluster-scoped or in its namespaces.
 fn assert_nothing_left(release: &str, namespaces: &[&str]) {
@@ -243,9 +282,10 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         serde_json::json!(["configmaps"])
     );
 
+    let config = config_name(&fullname);
     let secret_name = format!("{fullname}-webhook-cert");
     let secret_before = kubectl_json(&["get", "secret", &secret_name, "-n", ns])["data"].clone();
-    let ca_before = ca_bundle(&fullname).expect("caBundle set in helm mode");
+    let ca_before = ca_bundle(&config).expect("caBundle set in helm mode");
     assert_eq!(secret_before["ca.crt"].as_str(), Some(ca_before.as_str()));
     let (generation_before, template_before) = deployment_state(ns, &fullname);
 
@@ -256,7 +296,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         "--set",
         "webhook.timeoutSeconds=15",
     ]);
-    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &fullname]);
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &config]);
     assert_eq!(
         mwc["webhooks"][0]["timeoutSeconds"], 15,
         "the upgrade was not applied"
@@ -267,7 +307,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         "the upgrade regenerated the certificate"
     );
     assert_eq!(
-        ca_bundle(&fullname).as_deref(),
+        ca_bundle(&config).as_deref(),
         Some(ca_before.as_str()),
         "caBundle changed"
     );
@@ -296,8 +336,8 @@ fn install_upgrade_uninstall_with_helm_certificates() {
 }
 
 /// Self-managed certificates: the caBundle the operator writes into the webhook configuration survives
-/// `helm upgrade` (helm's three-way merge keeps fields the chart never sets). With cni.enabled the
-/// DaemonSet and Linkerd-format ConfigMap land in the CNI namespace. Uninstall leaves nothing behind.
+/// `helm upgrade` (the chart carries the live one over). With cni.enabled the DaemonSet and Linkerd-format
+/// ConfigMap land in the CNI namespace. Uninstall leaves nothing behind.
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_self_managed_with_cni() {
@@ -308,8 +348,9 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
     let (installed, _notes) =
         Installed::install(&release, ns, &values, &["--set", "cni.enabled=true"]);
     let fullname = format!("{release}-linkerd-multus");
+    let config = config_name(&fullname);
     assert_eq!(
-        ca_bundle(&fullname),
+        ca_bundle(&config),
         None,
         "self-managed mode must leave caBundle to the operator"
     );
@@ -317,31 +358,14 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
     let ds = kubectl_json(&["get", "daemonset", &format!("{fullname}-cni"), "-n", cni_ns]);
     assert_eq!(ds["spec"]["template"]["spec"]["hostNetwork"], true);
     let cm = kubectl_json(&["get", "configmap", "linkerd-cni-config", "-n", cni_ns]);
-    let config: Value =
+    let cni_config: Value =
         serde_json::from_str(cm["data"]["cni_network_config"].as_str().expect("key"))
             .expect("JSON");
-    assert_eq!(config["linkerd"]["proxy-uid"], 2102);
+    assert_eq!(cni_config["linkerd"]["proxy-uid"], 2102);
 
     assert_least_privilege(ns, cni_ns, &fullname);
 
-    // What the operator does in self-managed mode: fill the caBundle in.
-    let fake_ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
-    let patch = format!(
-        r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{fake_ca}"}}]"#
-    );
-    let out = kubectl(&[
-        "patch",
-        "mutatingwebhookconfiguration",
-        &fullname,
-        "--type=json",
-        "-p",
-        &patch,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fill_ca_bundle(&config, FAKE_CA);
     let (generation_before, template_before) = deployment_state(ns, &fullname);
 
     installed.upgrade(&[
@@ -350,14 +374,14 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
         "--set",
         "webhook.timeoutSeconds=12",
     ]);
-    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &fullname]);
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &config]);
     assert_eq!(
         mwc["webhooks"][0]["timeoutSeconds"], 12,
         "the upgrade was not applied"
     );
     assert_eq!(
-        ca_bundle(&fullname).as_deref(),
-        Some(fake_ca),
+        ca_bundle(&config).as_deref(),
+        Some(FAKE_CA),
         "upgrade wiped the operator's caBundle"
     );
     assert_eq!(
@@ -367,6 +391,185 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
 
     drop(installed);
     assert_nothing_left(&release, &[ns, cni_ns]);
+}
+
+/// Upgrading from a version that named the webhook configuration after the fullname (which sorts before
+/// Linkerd's injector) renames it with no moment where the release's webhook cannot be called: helm creates
+/// the new configuration before it deletes the old one, and the chart carries the caBundle the operator
+/// had written into the old one over into the new one. A poll every 50 ms during the upgrade sees at least
+/// one of the two at every moment, and each one it sees has the caBundle. No operator runs on the testbed,
+/// so the new configuration's caBundle can only come from the chart. The next upgrade keeps the caBundle
+/// (it stays in the manifest, or helm's three-way merge would remove it), the operator's renewed one
+/// included. Uninstall leaves nothing behind.
+#[test]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
+fn upgrade_renames_the_webhook_configuration_without_a_gap() {
+    let namespaces = Namespaces::create(&["helm-rename", "helm-cni"]);
+    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
+    let release = unique_name("lm");
+    let old_chart = chart_with_the_old_config_name();
+    let values = isolating_values(&release, cni_ns);
+    let (installed, _) = Installed::install_chart(old_chart.path(), &release, ns, &values, &[]);
+    let old = format!("{release}-linkerd-multus");
+    let new = config_name(&old);
+    assert_eq!(ca_bundle(&old), None, "the old chart set a caBundle");
+    fill_ca_bundle(&old, FAKE_CA);
+
+    let polls = poll_configs_during([&old, &new], || installed.upgrade(&[]));
+    assert!(polls.len() >= 2, "too few polls to tell: {polls:?}");
+    let both = polls.iter().filter(|seen| seen.len() == 2).count();
+    eprintln!(
+        "MEASURE rename upgrade: {} polls, {both} saw both configurations",
+        polls.len()
+    );
+    for (i, seen) in polls.iter().enumerate() {
+        assert!(
+            !seen.is_empty(),
+            "poll {i}: neither {old} nor {new} existed: {polls:?}"
+        );
+        assert!(
+            seen.values().all(|ca| ca == FAKE_CA),
+            "poll {i}: a configuration without the caBundle could be called: {polls:?}"
+        );
+    }
+    assert_eq!(
+        ca_bundle(&new).as_deref(),
+        Some(FAKE_CA),
+        "the renamed configuration lacks the caBundle"
+    );
+    let gone = kubectl(&["get", "mutatingwebhookconfiguration", &old]);
+    assert!(
+        !gone.status.success() && String::from_utf8_lossy(&gone.stderr).contains("NotFound"),
+        "the old configuration is still there: {}",
+        String::from_utf8_lossy(&gone.stdout)
+    );
+
+    // The operator renews its CA; the next upgrade keeps the live caBundle.
+    fill_ca_bundle(&new, RENEWED_FAKE_CA);
+    installed.upgrade(&["--set", "webhook.timeoutSeconds=12"]);
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &new]);
+    assert_eq!(
+        mwc["webhooks"][0]["timeoutSeconds"], 12,
+        "the upgrade was not applied"
+    );
+    assert_eq!(
+        ca_bundle(&new).as_deref(),
+        Some(RENEWED_FAKE_CA),
+        "the second upgrade lost the caBundle"
+    );
+    assert!(
+        installed
+            .manifest()
+            .contains(&format!("caBundle: {RENEWED_FAKE_CA}\n")),
+        "the manifest no longer carries the caBundle"
+    );
+
+    drop(installed);
+    assert_nothing_left(&release, &[ns, cni_ns]);
+}
+
+/// A copy of the chart as earlier versions named the webhook configuration: after the fullname. Only the
+/// `linkerd-multus.webhookConfigName` helper differs. Removed when dropped.
+fn chart_with_the_old_config_name() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("linkerd-multus-old-chart")
+        .tempdir()
+        .expect("temp dir");
+    copy_dir(&chart_dir(), dir.path());
+    let helpers = dir.path().join("templates/_helpers.tpl");
+    let text = std::fs::read_to_string(&helpers).expect("_helpers.tpl");
+    let define = r#"{{- define "linkerd-multus.webhookConfigName" -}}"#;
+    let start = text.find(define).expect("the webhookConfigName helper") + define.len();
+    let end = start + text[start..].find("{{- end -}}").expect("its end");
+    let old = format!(
+        "{}\n{{{{- include \"linkerd-multus.fullname\" . -}}}}\n{}",
+        &text[..start],
+        &text[end..]
+    );
+    std::fs::write(&helpers, old).expect("write _helpers.tpl");
+    dir
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+/// Runs `action` while a thread polls the webhook configurations `names` every 50 ms (at most 2 minutes'
+/// worth); returns, per poll, the ones that existed with their caBundle ("" without one).
+fn poll_configs_during(
+    names: [&str; 2],
+    action: impl FnOnce(),
+) -> Vec<std::collections::BTreeMap<String, String>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// Stops the poll also when `action` panics.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let poller = scope.spawn(|| {
+            let mut polls = Vec::new();
+            // One last poll after the stop: the state the action left.
+            for _ in 0..2400 {
+                let last = stop.load(Ordering::SeqCst);
+                polls.push(existing_configs(names));
+                if last {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            polls
+        });
+        let guard = StopOnDrop(&stop);
+        action();
+        drop(guard);
+        poller.join().expect("the poll thread")
+    })
+}
+
+/// Which of the webhook configurations `names` exist, with their first webhook's caBundle ("" without one).
+fn existing_configs(names: [&str; 2]) -> std::collections::BTreeMap<String, String> {
+    let out = kubectl(&[
+        "get",
+        "mutatingwebhookconfigurations",
+        names[0],
+        names[1],
+        "--ignore-not-found",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl get mutatingwebhookconfigurations: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Default::default(); // kubectl prints nothing when neither exists
+    }
+    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
+    list["items"]
+        .as_array()
+        .expect("a List")
+        .iter()
+        .map(|mwc| {
+            let ca = mwc["webhooks"][0]["clientConfig"]["caBundle"]
+                .as_str()
+                .unwrap_or_default();
+            (name(mwc).to_string(), ca.to_string())
+        })
+        .collect()
 }
 
 /// One RBAC question for the operator's ServiceAccount: `verb` on `group`/`resource` (`name`, namespace).
@@ -399,6 +602,7 @@ fn operator_can(
 /// Secrets, the Lease, the CNI ConfigMap and the webhook configuration only by name.
 fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
     let secret = format!("{fullname}-webhook-cert");
+    let config = config_name(fullname);
     let (nads, coord, events) = ("k8s.cni.cncf.io", "coordination.k8s.io", "events.k8s.io");
     let admission = "admissionregistration.k8s.io";
     let mwcs = "mutatingwebhookconfigurations";
@@ -431,7 +635,7 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("create", "", "secrets", None, Some(ns)),
         Access("get", "", "secrets", Some(&secret), Some(ns)),
         Access("update", "", "secrets", Some(&secret), Some(ns)),
-        Access("patch", admission, mwcs, Some(fullname), None),
+        Access("patch", admission, mwcs, Some(&config), None),
         Access("create", coord, "leases", None, Some(ns)),
         Access(
             "patch",
@@ -474,6 +678,8 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
             Some(cni_ns),
         ),
         Access("patch", admission, mwcs, Some("other"), None),
+        // The name of earlier versions (the fullname) is not the operator's any more.
+        Access("patch", admission, mwcs, Some(fullname), None),
         Access("patch", coord, "leases", Some("other"), Some(ns)),
         Access("create", coord, "leases", None, Some("default")),
     ];

@@ -39,6 +39,52 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-webhook" (include "linkerd-multus.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The MutatingWebhookConfiguration's name. The apiserver calls mutating webhook configurations in name order,
+and this webhook must see the pod after Linkerd's proxy injector has added its containers (their uids, proxy
+2102 and validator 65534, are what it moves into OpenShift's range; when it runs first, the apiserver reruns
+the built-in admission plugins before reinvoking it, and OpenShift's SCC admission rejects the pod). "zz-"
+sorts after every injector name Linkerd's charts have used (linkerd-proxy-injector-webhook-config) and after
+most webhooks, so this webhook sees the injected pod on its first call; reinvocationPolicy IfNeeded stays for
+webhooks that change the pod later. Not truncated to 63: this kind's names may be 253 characters long, and a
+cut could give two releases one name. Earlier versions named it after the fullname; upgrades carry its
+caBundle over ("linkerd-multus.caBundleCarried").
+*/}}
+{{- define "linkerd-multus.webhookConfigName" -}}
+{{- printf "zz-%s" (include "linkerd-multus.fullname" .) -}}
+{{- end -}}
+
+{{/*
+selfManaged and certManager modes: the caBundle to render, so that a renamed webhook configuration can be
+called from the moment helm creates it. In those modes the caBundle is filled in on the cluster (by the
+operator, or by cert-manager's CA injector), seconds after the object exists; helm upgrade creates the
+configuration of the new name before it deletes the one of the old name, and with failurePolicy Fail every pod
+creation the webhook matches would fail until then. So this looks the caBundle up, in the first of these
+that has one for a webhook calling this release's Service:
+- the live configuration of the current name: once a manifest carried a caBundle, the next one must carry it
+  too, or helm's three-way merge would remove it from the live object (and it follows the live value when
+  the operator or cert-manager renews the CA);
+- the configuration of the previous name (the fullname), which this upgrade deletes.
+Empty on a first install, and with `helm template` (no cluster: lookup returns nothing).
+*/}}
+{{- define "linkerd-multus.caBundleCarried" -}}
+{{- $svc := include "linkerd-multus.webhookServiceName" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $found := "" -}}
+{{- range $name := list (include "linkerd-multus.webhookConfigName" .) (include "linkerd-multus.fullname" .) -}}
+{{- if not $found -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" $name -}}
+{{- range $hook := (dig "webhooks" (list) $live) -}}
+{{- $service := dig "clientConfig" "service" (dict) $hook -}}
+{{- if and (not $found) (eq (dig "name" "" $service) $svc) (eq (dig "namespace" "" $service) $ns) -}}
+{{- $found = dig "clientConfig" "caBundle" "" $hook -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+
 {{- define "linkerd-multus.certSecretName" -}}
 {{- default (printf "%s-webhook-cert" (include "linkerd-multus.fullname" .)) .Values.webhook.certs.secretName -}}
 {{- end -}}

@@ -118,3 +118,56 @@ pub fn temp_file(prefix: &str, contents: &str) -> PathBuf {
 pub fn path_str(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
 }
+
+/// Names Linkerd's proxy injector registers its MutatingWebhookConfiguration under: the one Linkerd's charts
+/// have used, and its bare prefix.
+pub const LINKERD_INJECTOR_CONFIGS: [&str; 2] = [
+    "linkerd-proxy-injector-webhook-config",
+    "linkerd-proxy-injector",
+];
+
+/// Panics unless the apiserver calls the MutatingWebhookConfiguration `config` after Linkerd's injector's: it
+/// calls mutating webhook configurations in name order (byte order), and the webhook must see the pod the
+/// injector produced. When it runs first, the apiserver reruns the built-in admission plugins before
+/// reinvoking it, and OpenShift's SCC admission rejects the uids the injector added after it.
+pub fn assert_called_after_linkerd_injector(config: &str) {
+    for injector in LINKERD_INJECTOR_CONFIGS {
+        assert!(
+            config > injector,
+            "the apiserver would call {config} before Linkerd's {injector}"
+        );
+    }
+}
+
+/// The rendered (self-managed mode) MutatingWebhookConfiguration's name, once checked that it is called
+/// after Linkerd's injector and that the operator's settings name it: WEBHOOK_CONFIG_NAME, and the
+/// resourceNames of the rule that lets it get and patch webhook configurations.
+pub fn checked_webhook_config_name(docs: &[Value]) -> String {
+    let config = name(find(docs, "MutatingWebhookConfiguration", None)).to_string();
+    assert_called_after_linkerd_injector(&config);
+    assert_eq!(
+        operator_env(docs)["WEBHOOK_CONFIG_NAME"],
+        config,
+        "the operator would sync the caBundle of another configuration"
+    );
+    let patch_rules: Vec<&Value> = docs
+        .iter()
+        .filter(|d| kind(d) == "ClusterRole")
+        .flat_map(|role| role["rules"].as_array().into_iter().flatten())
+        .filter(|rule| {
+            rule["resources"] == serde_json::json!(["mutatingwebhookconfigurations"])
+                && rule["verbs"].to_string().contains("\"patch\"")
+        })
+        .collect();
+    assert_eq!(
+        patch_rules.len(),
+        1,
+        "expected one rule to patch webhook configurations: {patch_rules:?}"
+    );
+    assert_eq!(
+        patch_rules[0]["resourceNames"],
+        serde_json::json!([config]),
+        "the operator may patch another configuration than its own"
+    );
+    config
+}
