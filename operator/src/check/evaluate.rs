@@ -301,11 +301,13 @@ fn users<'a>(
 
 fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
     const CHECK: &str = "foreign-nads";
+    // The controller's own rule: with --nad-namespace only that namespace holds a NAD to adopt.
+    let shared = s.decision.nad_namespace.as_deref();
     let wanted = |namespace: &str| {
         seen.namespaces
             .iter()
             .find(|ns| ns_name(ns) == namespace)
-            .is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
+            .is_some_and(|ns| want_nad(ns, &s.decision.linkerd_namespace, shared) == Want::Nad)
     };
     let foreign: Vec<String> = seen
         .nads
@@ -323,9 +325,12 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
                     "{namespace}: {what}: --adopt-unowned-nads is on, the operator adopts it at its next \
                      reconcile (is it running?)"
                 ),
-                (true, false) => {
-                    format!("{namespace}: {what}: not adopted, the namespace does not opt in")
-                }
+                (true, false) => match shared {
+                    Some(shared) => format!(
+                        "{namespace}: {what}: not adopted, with --nad-namespace only {shared} holds a NAD"
+                    ),
+                    None => format!("{namespace}: {what}: not adopted, the namespace does not opt in"),
+                },
             }
         })
         .collect();

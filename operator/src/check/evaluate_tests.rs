@@ -480,6 +480,44 @@ fn unowned_nads_name_the_adopt_flag() {
         .contains("operator.adoptUnownedNADs=true"));
 }
 
+/// With `--nad-namespace` and `--adopt-unowned-nads`, `check` promises an adoption only where the
+/// controller makes one (its `want_nad`): in the shared namespace, not in an enabled namespace.
+#[test]
+fn shared_mode_promises_adoption_only_in_the_shared_namespace() {
+    let mut seen = healthy();
+    seen.namespaces.push(namespace("shared", &[]));
+    for ns in ["app", "shared"] {
+        seen.nads
+            .retain(|n| n.metadata.namespace.as_deref() != Some(ns));
+        let mut n = owned_nad(ns);
+        n.metadata.labels = None;
+        seen.nads.push(n);
+    }
+    let adopting_shared = Settings {
+        adopt_unowned: true,
+        decision: DecisionConfig {
+            nad_namespace: Some("shared".into()),
+            ..DecisionConfig::default()
+        },
+        ..settings()
+    };
+    let v = evaluate(&seen, &adopting_shared)
+        .into_iter()
+        .find(|v| v.check == "foreign-nads")
+        .expect("foreign-nads");
+    let item = |ns: &str| {
+        v.items
+            .iter()
+            .find(|i| i.starts_with(&format!("{ns}: unowned")))
+            .unwrap_or_else(|| panic!("no item for {ns}: {v:?}"))
+    };
+    assert!(
+        item("app").contains("not adopted, with --nad-namespace only shared holds a NAD"),
+        "{v:?}"
+    );
+    assert!(item("shared").contains("adopts it"), "{v:?}");
+}
+
 /// An owned NAD kept after an opt-out is not "left behind" while a pod uses it, and is once none does.
 #[test]
 fn kept_nad_is_expected_only_while_used() {
