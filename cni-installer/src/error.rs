@@ -1,9 +1,9 @@
 //! Everything that can stop one installer step, each with what to do about it.
 
 use crate::chain::ChainError;
+use rules::cni_template::TemplateError;
 use std::io;
 use std::path::PathBuf;
-use vocab::cni_template::TemplateError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {

@@ -1,5 +1,5 @@
 //! One install pass and the uninstall: the I/O shell around the pure decisions in [`crate::chain`],
-//! [`crate::kubeconfig`], [`vocab::cni_template`] and [`crate::revert`]. Every write says why in the log.
+//! [`crate::kubeconfig`], [`rules::cni_template`] and [`crate::revert`]. Every write says why in the log.
 
 use crate::args::{ChainMode, Settings, TemplateSource};
 use crate::chain::{self, ConfigKind, Outcome};
@@ -7,9 +7,9 @@ use crate::error::InstallError;
 use crate::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
 use crate::revert::{self, Applied, Revert};
 use crate::{kubeconfig, primary};
+use rules::cni_template;
 use std::fs;
 use std::path::{Path, PathBuf};
-use vocab::cni_template;
 use vocab::PLUGIN_TYPE;
 
 /// Log level used for `__LOG_LEVEL__` when `--cni-log-level` is not given.

@@ -5,7 +5,7 @@
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
 //! remove the entry), [`kubeconfig`], [`revert`], [`ready`] (the readiness probe's verdict), and
-//! Linkerd's config template through [`vocab::cni_template`]. The I/O shell: [`files`] (atomic
+//! Linkerd's config template through [`rules::cni_template`]. The I/O shell: [`files`] (atomic
 //! writes), [`installer`] (one pass), [`run`] (watch loop and signals).
 
 pub mod args;

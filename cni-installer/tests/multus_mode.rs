@@ -74,7 +74,7 @@ async fn drill7_cni_add_between_sigterm_and_the_next_installer_succeeds() {
     .expect("template fixture");
     let kubeconfig = node.kubeconfig_path();
     let nad_config: Value = serde_json::from_str(
-        &vocab::cni_template::for_nad(&template, &kubeconfig.to_string_lossy())
+        &rules::cni_template::for_nad(&template, &kubeconfig.to_string_lossy())
             .expect("NAD config"),
     )
     .expect("NAD config JSON");

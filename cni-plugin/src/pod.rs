@@ -37,28 +37,7 @@ pub struct PodFacts {
 impl PodFacts {
     /// Pure: extracts the facts from the API objects.
     pub fn from_objects(pod: &Pod, ns: Option<&Namespace>, apiserver: Option<&Service>) -> Self {
-        let spec = pod.spec.as_ref();
-        let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
-        let inits = spec
-            .and_then(|s| s.init_containers.as_deref())
-            .unwrap_or_default();
-        let proxy = containers
-            .iter()
-            .find(|c| vocab::is_proxy_container(&c.name, false, None))
-            .or_else(|| {
-                inits
-                    .iter()
-                    .find(|c| vocab::is_proxy_container(&c.name, true, c.restart_policy.as_deref()))
-            });
-        let proxy_run_as_user = proxy
-            .and_then(|c| c.security_context.as_ref())
-            .and_then(|sc| sc.run_as_user)
-            .or_else(|| {
-                proxy.and(
-                    spec.and_then(|s| s.security_context.as_ref())
-                        .and_then(|sc| sc.run_as_user),
-                )
-            });
+        let view = rules::pod::PodView::from_spec(pod.spec.as_ref());
         let mut apiserver_ports = Vec::new();
         for p in apiserver
             .and_then(|s| s.spec.as_ref())
@@ -80,9 +59,9 @@ impl PodFacts {
             namespace_annotations: ns
                 .and_then(|n| n.metadata.annotations.clone())
                 .unwrap_or_default(),
-            has_proxy: proxy.is_some(),
-            has_init_container: inits.iter().any(|c| c.name == vocab::INIT_CONTAINER),
-            proxy_run_as_user,
+            has_proxy: view.has_proxy(),
+            has_init_container: view.has_linkerd_init(),
+            proxy_run_as_user: view.proxy_uid().and_then(|u| i64::try_from(u).ok()),
             control_plane: vocab::is_control_plane_pod(pod.metadata.labels.as_ref()),
             apiserver_ports,
         }

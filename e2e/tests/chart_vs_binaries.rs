@@ -8,9 +8,9 @@ mod support;
 use k8s_openapi::api::core::v1::ConfigMap;
 use linkerd_cni::{IptablesMode, LinkerdConfig, PluginConfig};
 use linkerd_multus_operator::nad_config::{build_config, ConfigSource};
+use rules::cni_template::{self as template, Values};
 use serde_json::Value;
 use support::*;
-use vocab::cni_template::{self as template, Values};
 
 const KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 

@@ -167,7 +167,7 @@ mod tests {
         };
         assert_eq!(
             c.settings.decision,
-            linkerd_multus_webhook::decision::DecisionConfig::default()
+            rules::decision::DecisionConfig::default()
         );
     }
 

@@ -22,7 +22,6 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::desired::{self, Want};
 use crate::error::is_api_missing;
 use crate::events::Events;
 use crate::inputs::{self, InputGauge};
@@ -30,6 +29,7 @@ use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
 use crate::reconcile::{self, Context, Settings};
+use rules::namespaces::{want_nad, Want};
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -259,9 +259,7 @@ fn configmap_trigger(
             let refs: Vec<_> = namespaces
                 .state()
                 .iter()
-                .filter(|ns| {
-                    desired::want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad
-                })
+                .filter(|ns| want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad)
                 .map(|ns| ObjectRef::from_obj(&**ns))
                 .collect();
             tracing::debug!(
@@ -409,8 +407,8 @@ mod tests {
             let mut slim = full.clone();
             namespaces::slim(&mut slim);
             assert_eq!(
-                desired::want(&slim, "linkerd"),
-                desired::want(&full, "linkerd")
+                rules::namespaces::want(&slim, "linkerd"),
+                rules::namespaces::want(&full, "linkerd")
             );
             assert_eq!(slim.metadata.uid, full.metadata.uid);
         }

@@ -6,64 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
-use linkerd_multus_webhook::networks::references;
-
-/// What a namespace needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Want {
-    /// Annotated `linkerd.io/multus: enabled`, or the Linkerd control-plane namespace.
-    Nad,
-    /// Anything else: no NAD of ours may exist there.
-    NoNad,
-    /// Terminating: the namespace's own deletion removes the NAD; writing would only fail.
-    LeaveAlone,
-}
-
-/// Decides what `ns` needs. The control-plane namespace needs the NAD whatever its annotation,
-/// because the control plane's own pods are attached to linkerd-cni through it.
-pub fn want(ns: &Namespace, linkerd_namespace: &str) -> Want {
-    if is_terminating(ns) {
-        return Want::LeaveAlone;
-    }
-    if ns.metadata.name.as_deref() == Some(linkerd_namespace) {
-        return Want::Nad;
-    }
-    let enabled = ns
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
-        .is_some_and(|v| v == vocab::MULTUS_ENABLED);
-    if enabled {
-        Want::Nad
-    } else {
-        Want::NoNad
-    }
-}
-
-/// Whether `ns` needs a NAD of its own. One NAD per opted-in namespace ([`want`]) by default; with
-/// `--nad-namespace` (`shared`), only that namespace holds one (whatever its annotation), shared by
-/// the pods of every opted-in namespace, and any other namespace's NAD of ours is unwanted.
-pub fn want_nad(ns: &Namespace, linkerd_namespace: &str, shared: Option<&str>) -> Want {
-    match (want(ns, linkerd_namespace), shared) {
-        (Want::LeaveAlone, _) => Want::LeaveAlone,
-        (want, None) => want,
-        (_, Some(shared)) if ns.metadata.name.as_deref() == Some(shared) => Want::Nad,
-        (_, Some(_)) => Want::NoNad,
-    }
-}
-
-fn is_terminating(ns: &Namespace) -> bool {
-    ns.metadata.deletion_timestamp.is_some()
-        || ns
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == "Terminating")
-}
+use rules::ownership::is_adoptable;
 
 /// The NAD the operator wants in `namespace`: only the fields it owns (server-side apply sends
 /// exactly these, so it never claims fields someone else set). `only_onto` pins the uid of the
@@ -160,17 +105,6 @@ impl<'a> Desired<'a> {
     }
 }
 
-/// No manager claims it (no managed-by label, whatever its value) and its config is a JSON object
-/// whose `type` is the linkerd-cni plugin. A conflist, another plugin, or a NAD another tool labels
-/// as its own is never adoptable.
-pub fn is_adoptable(labels: Option<&BTreeMap<String, String>>, config: Option<&str>) -> bool {
-    let claimed = labels.is_some_and(|l| l.contains_key(vocab::MANAGED_BY_LABEL));
-    let plugin_type = config
-        .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
-    !claimed && plugin_type.as_deref() == Some(vocab::PLUGIN_TYPE)
-}
-
 /// A 64-bit digest of a NAD config. It only ever compares two configs inside one process, so a
 /// fixed-key SipHash is enough; a collision (2^-64) would at worst skip one update until the next edit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,17 +126,6 @@ pub enum Users {
     NotLooked,
     /// Pod names, sorted; empty when nothing uses it.
     Pods(Vec<String>),
-}
-
-/// True when a pod in `pod_namespace` lists the NAD `nad` of `nad_namespace` in its networks
-/// annotation, in either of Multus' formats (`nad` alone from its own namespace, `ns/nad` from any).
-/// An annotation that cannot be read counts as using it: Multus may read it differently, and a NAD
-/// deleted under a running pod breaks its next sandbox.
-pub fn uses_nad(pod: &ObjectMeta, nad: &str, nad_namespace: &str, pod_namespace: &str) -> bool {
-    pod.annotations
-        .as_ref()
-        .and_then(|a| a.get(vocab::NETWORKS_ANNOTATION))
-        .is_some_and(|v| references(v, nad, nad_namespace, pod_namespace).unwrap_or(true))
 }
 
 /// What to do about one namespace's NAD.
@@ -271,50 +194,18 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::NamespaceStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
-    fn ns(name: &str, annotation: Option<&str>) -> Namespace {
-        Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                annotations: annotation.map(|v| {
-                    BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), v.to_string())])
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    /// Only the exact value `enabled` opts in; the control-plane namespace always does; a
-    /// terminating namespace is never written to.
+    /// A NAD of ours is owned, never adoptable, whatever its config.
     #[test]
-    fn which_namespaces_want_the_nad() {
-        let cases = [
-            (ns("a", Some("enabled")), Want::Nad),
-            (ns("a", Some("disabled")), Want::NoNad),
-            (ns("a", Some("Enabled")), Want::NoNad),
-            (ns("a", Some("enabled ")), Want::NoNad),
-            (ns("a", Some("")), Want::NoNad),
-            (ns("a", None), Want::NoNad),
-            (ns("linkerd", None), Want::Nad),
-            (ns("linkerd", Some("disabled")), Want::Nad),
-        ];
-        for (n, want_) in cases {
-            assert_eq!(want(&n, "linkerd"), want_, "{:?}", n.metadata);
-        }
-
-        let mut deleting = ns("a", Some("enabled"));
-        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
-        assert_eq!(want(&deleting, "linkerd"), Want::LeaveAlone);
-        let mut terminating = ns("linkerd", None);
-        terminating.status = Some(NamespaceStatus {
-            phase: Some("Terminating".into()),
-            ..Default::default()
-        });
-        assert_eq!(want(&terminating, "linkerd"), Want::LeaveAlone);
+    fn our_nad_is_owned_not_adoptable() {
+        let ours = BTreeMap::from([(
+            vocab::MANAGED_BY_LABEL.to_string(),
+            vocab::MANAGED_BY_VALUE.to_string(),
+        )]);
+        let go = r#"{"cniVersion":"0.3.0","name":"linkerd-cni","type":"linkerd-cni"}"#;
+        let e = Existing::of(Some(&ours), None, Some(go), Some("u".into()));
+        assert!(e.owned && !e.adoptable, "ours is not adoptable: {e:?}");
     }
 
     /// The applied object carries exactly the ownership label and the config, nothing more.
@@ -487,109 +378,6 @@ mod tests {
         )]))));
     }
 
-    /// Only a NAD nobody claims whose config's top-level `type` is linkerd-cni may be adopted.
-    #[test]
-    fn which_nads_are_adoptable() {
-        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let go = r#"{"cniVersion":"0.3.0","name":"linkerd-cni","type":"linkerd-cni"}"#;
-        let cases = [
-            (None, Some(go), true),
-            (Some(labels(&[("team", "a")])), Some(go), true),
-            (
-                Some(labels(&[(vocab::MANAGED_BY_LABEL, "helm")])),
-                Some(go),
-                false,
-            ),
-            (
-                Some(labels(&[(vocab::MANAGED_BY_LABEL, "")])),
-                Some(go),
-                false,
-            ),
-            (
-                None,
-                Some(r#"{"type":"macvlan","name":"linkerd-cni"}"#),
-                false,
-            ),
-            (None, Some(r#"{"type":"Linkerd-CNI"}"#), false),
-            (
-                None,
-                Some(r#"{"cniVersion":"0.3.1","plugins":[{"type":"linkerd-cni"}]}"#),
-                false,
-            ),
-            (None, Some("{not json"), false),
-            (None, None, false),
-        ];
-        for (l, config, want_) in cases {
-            assert_eq!(is_adoptable(l.as_ref(), config), want_, "{l:?} {config:?}");
-        }
-        let ours = labels(&[(vocab::MANAGED_BY_LABEL, vocab::MANAGED_BY_VALUE)]);
-        let e = Existing::of(Some(&ours), None, Some(go), Some("u".into()));
-        assert!(e.owned && !e.adoptable, "ours is not adoptable: {e:?}");
-    }
-
-    /// Every networks-annotation format counts; another namespace's NAD of that name does not; an
-    /// unreadable annotation errs towards keeping the NAD.
-    #[test]
-    fn which_pods_use_the_nad() {
-        let pod = |networks: Option<&str>| ObjectMeta {
-            annotations: networks
-                .map(|v| BTreeMap::from([(vocab::NETWORKS_ANNOTATION.to_string(), v.to_string())])),
-            ..Default::default()
-        };
-        let cases = [
-            (Some("linkerd-cni"), true),
-            (Some("macvlan, app/linkerd-cni@net2"), true),
-            (Some(r#"[{"name":"linkerd-cni","namespace":"app"}]"#), true),
-            (Some("not valid/at/all"), true),
-            (Some("other/linkerd-cni"), false),
-            (Some(r#"[{"name":"macvlan"}]"#), false),
-            (Some(""), false),
-            (None, false),
-        ];
-        for (networks, want_) in cases {
-            assert_eq!(
-                uses_nad(&pod(networks), "linkerd-cni", "app", "app"),
-                want_,
-                "{networks:?}"
-            );
-        }
-    }
-
-    /// Shared mode: only the shared namespace wants a NAD (opted in or not, the control plane's
-    /// included); a terminating one is still left alone. Without the flag, `want` decides.
-    #[test]
-    fn which_namespaces_want_a_nad_of_their_own() {
-        let cases = [
-            (ns("shared", None), Some("shared"), Want::Nad),
-            (ns("shared", Some("enabled")), Some("shared"), Want::Nad),
-            (ns("a", Some("enabled")), Some("shared"), Want::NoNad),
-            (ns("linkerd", None), Some("shared"), Want::NoNad),
-            (ns("a", None), Some("shared"), Want::NoNad),
-            (ns("a", Some("enabled")), None, Want::Nad),
-            (ns("linkerd", None), None, Want::Nad),
-            (ns("shared", None), None, Want::NoNad),
-        ];
-        for (n, shared, want_) in cases {
-            assert_eq!(
-                want_nad(&n, "linkerd", shared),
-                want_,
-                "{:?} {shared:?}",
-                n.metadata.name
-            );
-        }
-        let mut deleting = ns("shared", None);
-        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
-        assert_eq!(
-            want_nad(&deleting, "linkerd", Some("shared")),
-            Want::LeaveAlone
-        );
-    }
-
     /// The shared NAD carries the annotation, and a NAD that carried it keeps it (so its users are
     /// looked for everywhere before it goes); the plan writes when only the annotation differs; a
     /// per-namespace NAD left in shared mode goes the opt-out way (only once unused).
@@ -653,37 +441,5 @@ mod tests {
                 .annotations,
             None
         );
-    }
-
-    /// A shared NAD's users: `ns/name` from any namespace and the JSON form with "namespace", or
-    /// the bare name from a pod of the shared namespace itself.
-    #[test]
-    fn which_pods_use_the_shared_nad() {
-        let pod = |networks: &str| ObjectMeta {
-            annotations: Some(BTreeMap::from([(
-                vocab::NETWORKS_ANNOTATION.to_string(),
-                networks.to_string(),
-            )])),
-            ..Default::default()
-        };
-        let cases = [
-            ("shared/linkerd-cni", "app", true),
-            (
-                r#"[{"name":"linkerd-cni","namespace":"shared"}]"#,
-                "app",
-                true,
-            ),
-            ("linkerd-cni", "shared", true),
-            ("linkerd-cni", "app", false),
-            ("app/linkerd-cni", "app", false),
-            (r#"[{"name":"linkerd-cni"}]"#, "app", false),
-        ];
-        for (networks, pod_ns, want_) in cases {
-            assert_eq!(
-                uses_nad(&pod(networks), "linkerd-cni", "shared", pod_ns),
-                want_,
-                "{networks} in {pod_ns}"
-            );
-        }
     }
 }

@@ -10,9 +10,9 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::desired::{self, Want};
 use crate::listed::Listed;
 use crate::reconcile::Context;
+use rules::namespaces::{self, Want};
 
 /// The `input` label values.
 pub const CONFIGMAP: &str = "configmap";
@@ -78,7 +78,7 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| desired::want_nad(ns, linkerd, ctx.settings.shared()) == Want::Nad)
+            .filter(|ns| namespaces::want_nad(ns, linkerd, ctx.settings.shared()) == Want::Nad)
             .count();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),

@@ -2,7 +2,6 @@
 //! `linkerd-multus-webhook`) and the admin server, in one process sharing one shutdown token.
 
 pub mod admin;
-pub mod attachment;
 pub mod check;
 pub mod cli;
 pub mod config;

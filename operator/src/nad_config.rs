@@ -1,9 +1,9 @@
 //! PURE: the linkerd-cni ConfigMap's `cni_network_config` → the NAD's `spec.config` string. The
-//! template is read by [`vocab::cni_template`] (shared with the node installer); this shell finds it
+//! template is read by [`rules::cni_template`] (shared with the node installer); this shell finds it
 //! in the ConfigMap and names the ConfigMap in every error.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use vocab::cni_template::{self, ParseError};
+use rules::cni_template::{self, ParseError};
 
 /// Where the operator reads the CNI network config from, and what it sets in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl NadConfigError {
 }
 
 /// Builds the NAD's `spec.config` from the ConfigMap (`None`: it does not exist); the template itself
-/// is read by [`vocab::cni_template::for_nad`] (canonical output: an unchanged ConfigMap never causes
+/// is read by [`rules::cni_template::for_nad`] (canonical output: an unchanged ConfigMap never causes
 /// a write).
 pub fn build_config(cm: Option<&ConfigMap>, src: &ConfigSource) -> Result<String, NadConfigError> {
     let cm = cm.ok_or_else(|| NadConfigError::ConfigMapMissing {

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use linkerd_multus_e2e::{unique_name, DeleteOnDrop, TestNamespace};
 use linkerd_multus_operator::check::{self, Settings, Verdict};
 use linkerd_multus_operator::nad_config::ConfigSource;
-use linkerd_multus_webhook::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
 use serde_json::json;
 
 /// A configuration named `name` with one entry `hook` calling `url`, for no pod.

@@ -20,7 +20,7 @@ use linkerd_multus_operator::metrics::Metrics;
 use linkerd_multus_operator::nad_cache::NadView;
 use linkerd_multus_operator::nad_config::ConfigSource;
 use linkerd_multus_operator::reconcile::{self, Context, Step};
-use linkerd_multus_webhook::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
 use serde_json::{json, Value};
 use support::*;
 

@@ -1,13 +1,10 @@
 //! The vocabulary every part of linkerd-multus shares: annotation and label keys, object names, default
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
-//! key can never drift between the operator, the webhook and the CNI plugin. The few rules every part
-//! must answer alike (is this a control-plane pod, is this object ours) live here too, for the same reason,
-//! and so does Linkerd's CNI config template, which the operator and the node installer both read
-//! ([`cni_template`]).
+//! key can never drift between the operator, the webhook and the CNI plugin. Beside the words, a few
+//! predicates that only read them (is this a control-plane pod, a proxy container, an object of ours);
+//! the product's rules built on them live in the `rules` crate.
 
 use std::collections::BTreeMap;
-
-pub mod cni_template;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -97,7 +94,7 @@ pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
 
 /// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-// The placeholders of Linkerd's `cni_network_config` template: [`cni_template`].
+// The placeholders of Linkerd's `cni_network_config` template: `rules::cni_template`.
 
 // === The webhook ===
 

@@ -12,9 +12,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::AdmissionReview;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{self, Parsed};
+use rules::containers::PodContainers;
+use rules::decision::{decide, DecisionConfig};
 use serde_json::Value;
 
 /// A pod CREATE review as the apiserver sends it for a Deployment's pod (two containers with probes,

@@ -1,7 +1,7 @@
 //! The webhook's command-line flags; the operator flattens them into its own CLI (global, so its
 //! subcommands read them too). Values the webhook would refuse at run time are refused here.
 
-use crate::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
 
 /// Flags of the admission webhook (served by the operator process).
 #[derive(clap::Args, Clone, Debug)]
@@ -115,7 +115,7 @@ fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
 #[cfg(test)]
 mod tests {
     use super::WebhookArgs;
-    use crate::decision::DecisionConfig;
+    use rules::decision::DecisionConfig;
 
     /// The defaults the helm chart and the Go operator's users rely on.
     #[test]

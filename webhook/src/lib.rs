@@ -1,13 +1,13 @@
 //! The mutating admission webhook: attaches the `linkerd-cni` NetworkAttachmentDefinition to pods through
 //! Multus' networks annotation, copies the namespace's Linkerd annotations onto the pod and, on OpenShift,
 //! picks a proxy uid inside the namespace's uid range, then makes Linkerd's injected proxy and validator run
-//! inside it (it is reinvoked after the injector, so in either webhook order).
+//! inside it (it runs after Linkerd's injector; see the README's OpenShift section).
 //!
 //! The operator binary hosts it: it flattens [`WebhookArgs`] into its CLI, builds a [`Webhook`] with
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.
 //!
-//! Layout: [`decision`] (pure: pod + namespace annotations → patch, warnings) with [`networks`],
-//! [`uid_range`] and [`containers`]; [`review`] (pure: request body → reply); `server` (axum, served by
+//! Layout: the decision itself is `rules::decision` (pure: pod + namespace annotations → patch,
+//! warnings); [`review`] (pure: request body → reply); `server` (axum, served by
 //! [`TlsListener`], which needs no cluster, with the bounds of [`connections`]); [`namespaces`] (the namespace cache, sharing the operator controller's
 //! watch through [`Webhook::share_namespaces`]); [`tls`] (certificate files reloaded on change);
 //! [`cert_authority`] and `self_managed` (the self-managed certificate mode); `metrics`.
@@ -15,17 +15,13 @@
 mod args;
 pub mod cert_authority;
 pub mod connections;
-pub mod containers;
-pub mod decision;
 mod error;
 pub mod metrics;
 pub mod namespaces;
-pub mod networks;
 pub mod review;
 mod self_managed;
 mod server;
 pub mod tls;
-pub mod uid_range;
 
 pub use args::WebhookArgs;
 pub use error::Error;

@@ -23,9 +23,9 @@ use kube::core::admission::Operation;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::containers::{Container, PodContainers};
-use crate::decision::{decide, DecisionConfig, Outcome};
 use crate::metrics::outcome;
+use rules::containers::{Container, PodContainers};
+use rules::decision::{decide, DecisionConfig, Outcome};
 
 /// The AdmissionReview versions answered.
 const ADMISSION_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];

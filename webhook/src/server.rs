@@ -19,11 +19,11 @@ use rustls::server::ResolvesServerCert;
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::{self, LimitedListener, Peer};
-use crate::decision::DecisionConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
 use crate::review::{self, Parsed, Reply};
 use crate::{tls, Error, WebhookArgs};
+use rules::decision::DecisionConfig;
 
 /// Largest admission request accepted. Pods are limited by etcd's 1.5 MiB object size; a review holds
 /// one object (oldObject is null on CREATE), so 4 MiB leaves room without letting anyone exhaust memory.

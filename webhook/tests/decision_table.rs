@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::{decide, DecisionConfig, Outcome};
+use rules::containers::PodContainers;
+use rules::decision::{decide, DecisionConfig, Outcome};
 use serde_json::{json, Value};
 
 const NS: &str = "app";

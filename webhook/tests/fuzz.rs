@@ -11,11 +11,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionReview, Operation};
 use linkerd_multus_e2e::admission::review;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::{decide, DecisionConfig};
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
-use linkerd_multus_webhook::uid_range::UidRange;
 use proptest::prelude::*;
+use rules::containers::PodContainers;
+use rules::decision::{decide, DecisionConfig};
+use rules::pod::PodView;
+use rules::uid_range::UidRange;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -502,14 +503,14 @@ proptest! {
         let uid = patched["metadata"]["annotations"][vocab::PROXY_UID_ANNOTATION].as_str()
             .and_then(|u| u.parse::<u64>().ok()).filter(|u| range.contains(*u));
         let Some(uid) = uid else { return Ok(()) };
-        let pod = PodContainers::from_spec(patched.get("spec"));
+        let pod = PodView::from_spec_json(patched.get("spec"));
         let sc_object = |list: &str, name: &str| patched["spec"][list].as_array().and_then(|l| {
             l.iter().find(|c| c["name"] == name && (list != "initContainers" || name != vocab::PROXY_CONTAINER || c["restartPolicy"] == "Always"))
         }).map(|c| c.get("securityContext").is_none_or(|sc| sc.is_object() || sc.is_null()));
         if sc_object("containers", vocab::PROXY_CONTAINER).or(sc_object("initContainers", vocab::PROXY_CONTAINER)) == Some(true) {
-            prop_assert_eq!(pod.proxy_run_as_user(), Some(uid));
+            prop_assert_eq!(pod.proxy_uid(), Some(uid));
         }
-        if let Some(v) = pod.validator_run_as_user() {
+        if let Some(v) = pod.validator_uid() {
             if sc_object("initContainers", vocab::VALIDATOR_CONTAINER) == Some(true) && range.size > 1 {
                 prop_assert!(range.contains(v) && v != uid, "validator {} proxy {}", v, uid);
             }

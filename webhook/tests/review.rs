@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::admission::AdmissionReview;
-use linkerd_multus_webhook::decision::DecisionConfig;
 use linkerd_multus_webhook::metrics::outcome;
 use linkerd_multus_webhook::review::{parse, Parsed, Reply};
+use rules::decision::DecisionConfig;
 
 fn cfg() -> DecisionConfig {
     DecisionConfig::default()

@@ -7,15 +7,18 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebho
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::DecisionConfig;
-use linkerd_multus_webhook::uid_range::UidRange;
+use rules::decision::DecisionConfig;
+use rules::pod::PodView;
+use rules::uid_range::UidRange;
 use serde::Serialize;
 
 use super::{probe, uids};
-use crate::attachment::{lacks_attachment, listed_nad_of_ours};
-use crate::desired::{is_adoptable, uses_nad, want, want_nad, Existing, Want};
+use crate::desired::Existing;
 use crate::nad_config::{build_config, ConfigSource};
+use rules::attachment::uses_nad;
+use rules::attachment::{lacks_attachment, listed_nad_of_ours};
+use rules::namespaces::{want, want_nad, Want};
+use rules::ownership::is_adoptable;
 
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -118,7 +121,7 @@ pub struct Observed {
     /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
-    pub containers: BTreeMap<String, PodContainers>,
+    pub containers: BTreeMap<String, PodView>,
 }
 
 /// The flags the verdicts depend on.

@@ -9,8 +9,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
+use rules::pod::PodView;
 
 use super::*;
 use crate::desired::desired_nad;
@@ -109,7 +109,7 @@ fn healthy() -> Observed {
         )],
         containers: BTreeMap::from([(
             "app/web".to_string(),
-            PodContainers::from_spec(Some(&serde_json::json!({
+            PodView::from_spec_json(Some(&serde_json::json!({
                 "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 3102 } }],
                 "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 1000 } }],
             }))),
@@ -331,7 +331,7 @@ fn uid_disagreements_are_listed() {
     let mut seen = healthy();
     seen.containers.insert(
         "app/web".into(),
-        PodContainers::from_spec(Some(&serde_json::json!({
+        PodView::from_spec_json(Some(&serde_json::json!({
             "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 2102 } }],
             "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 65534 } }],
         }))),

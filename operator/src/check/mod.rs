@@ -27,9 +27,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
-use linkerd_multus_webhook::containers::PodContainers;
+use rules::pod::PodView;
 
-use crate::desired::{want, Want};
+use rules::namespaces::{want, Want};
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]
@@ -160,13 +160,12 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
             .await
             .map_err(read("list pods"))?;
         for pod in list.items {
-            let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
             containers.insert(
                 format!(
                     "{name}/{}",
                     pod.metadata.name.as_deref().unwrap_or_default()
                 ),
-                PodContainers::from_spec(Some(&spec)),
+                PodView::from_spec(pod.spec.as_ref()),
             );
         }
     }

@@ -6,15 +6,15 @@
 use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
-use linkerd_multus_webhook::containers::PodContainers;
-use linkerd_multus_webhook::decision::DecisionConfig;
-use linkerd_multus_webhook::uid_range::UidRange;
+use rules::decision::DecisionConfig;
+use rules::pod::PodView;
+use rules::uid_range::UidRange;
 
 /// What is wrong with the pod's uids, one line each; empty when nothing is (or there is no range, or
 /// it is Linkerd's control plane, whose uids the webhook leaves to Linkerd's installation).
 pub fn uid_problems(
     pod: &ObjectMeta,
-    containers: &PodContainers,
+    pod_view: &PodView,
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
 ) -> Vec<String> {
@@ -34,7 +34,7 @@ pub fn uid_problems(
     };
     let pod_annotation = annotation(pod.annotations.as_ref());
     let ns_annotation = annotation(ns_annotations);
-    let run_as = containers.proxy_run_as_user();
+    let run_as = pod_view.proxy_uid();
     // The uid the rules exempt; the configured default is not known here.
     let rules = vocab::PROXY_UID_PRECEDENCE
         .iter()
@@ -63,7 +63,7 @@ pub fn uid_problems(
             ));
         }
     }
-    if let Some(uid) = containers.validator_run_as_user() {
+    if let Some(uid) = pod_view.validator_uid() {
         if !range.contains(uid) {
             problems.push(format!(
                 "{} runs as {uid}, outside the namespace's uid range {}/{}",
@@ -94,8 +94,8 @@ mod tests {
             vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
             "1000/10000".to_string(),
         )]);
-        let containers = PodContainers::from_spec(Some(&spec));
-        uid_problems(&meta, &containers, Some(&ns), &DecisionConfig::default())
+        let view = PodView::from_spec_json(Some(&spec));
+        uid_problems(&meta, &view, Some(&ns), &DecisionConfig::default())
     }
 
     fn spec(proxy: u64, validator: u64) -> serde_json::Value {
@@ -103,6 +103,27 @@ mod tests {
             "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": proxy } }],
             "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": validator } }],
         })
+    }
+
+    /// The proxy and the validator run as the pod's `runAsUser` when they set none: the uid the plugin
+    /// exempts (it reads the same [`PodView`]), so `check` judges that uid, not "no uid".
+    #[test]
+    fn a_pod_level_uid_is_the_proxys_and_the_validators() {
+        let pod_level = |uid: u64| {
+            json!({
+                "securityContext": { "runAsUser": uid },
+                "containers": [{ "name": "linkerd-proxy" }],
+                "initContainers": [{ "name": "linkerd-network-validator" }],
+            })
+        };
+        assert_eq!(
+            problems(json!({ "config.linkerd.io/proxy-uid": "4102" }), pod_level(3102)),
+            ["linkerd-proxy runs as 3102 but config.linkerd.io/proxy-uid is 4102: the rules exempt 4102"]
+        );
+        assert_eq!(
+            problems(json!({}), pod_level(3102)),
+            ["linkerd-network-validator runs as the proxy's uid 3102, which the rules do not redirect"]
+        );
     }
 
     #[test]
@@ -141,8 +162,8 @@ mod tests {
             vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
             "1000/10000".to_string(),
         )]);
-        let containers = PodContainers::from_spec(Some(&spec(2102, 65534)));
+        let view = PodView::from_spec_json(Some(&spec(2102, 65534)));
         let cfg = DecisionConfig::default();
-        assert!(uid_problems(&meta, &containers, Some(&ns), &cfg).is_empty());
+        assert!(uid_problems(&meta, &view, Some(&ns), &cfg).is_empty());
     }
 }

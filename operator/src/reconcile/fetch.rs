@@ -9,7 +9,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::Api;
 
 use super::Context;
-use crate::desired::{self, Existing, Users};
+use crate::desired::{Existing, Users};
 use crate::error::{is_api_missing, is_not_found, Error};
 use crate::nad_cache;
 
@@ -92,7 +92,7 @@ pub async fn users(ctx: &Context, namespace: &str, anywhere: bool) -> Result<Use
         .filter_map(|p| {
             let pod_ns = p.metadata.namespace.as_deref().unwrap_or(namespace);
             let name = p.metadata.name.as_deref()?;
-            desired::uses_nad(&p.metadata, nad, namespace, pod_ns).then(|| {
+            rules::attachment::uses_nad(&p.metadata, nad, namespace, pod_ns).then(|| {
                 if pod_ns == namespace {
                     name.to_string()
                 } else {

@@ -25,8 +25,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use crate::desired::{self, Desired, Existing, Plan, Users, Want};
+use crate::desired::{self, Desired, Existing, Plan, Users};
 use crate::error::Error;
+use rules::namespaces::{self, Want};
 
 /// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
 /// stall this namespace until the client's 295 s read timeout.
@@ -52,7 +53,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
     // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
     let resync = Action::await_change();
-    let want = desired::want_nad(ns, &ctx.settings.linkerd_namespace, ctx.settings.shared());
+    let want = namespaces::want_nad(ns, &ctx.settings.linkerd_namespace, ctx.settings.shared());
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
     }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use linkerd_multus_webhook::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
 
 use super::Settings;
 

@@ -3,10 +3,10 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use linkerd_multus_webhook::decision::DecisionConfig;
+use rules::decision::DecisionConfig;
 
-use crate::attachment::lacks_attachment;
-use crate::desired::{want, Want};
+use rules::attachment::lacks_attachment;
+use rules::namespaces::{want, Want};
 
 /// Why a pod is restarted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,17 +84,7 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
 
 /// True when the pod runs Linkerd's proxy (a container, or a native-sidecar init container).
 pub fn is_meshed(pod: &Pod) -> bool {
-    let Some(spec) = &pod.spec else { return false };
-    let main = spec
-        .containers
-        .iter()
-        .any(|c| vocab::is_proxy_container(&c.name, false, None));
-    let sidecar = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .any(|c| vocab::is_proxy_container(&c.name, true, c.restart_policy.as_deref()));
-    main || sidecar
+    rules::pod::PodView::from_spec(pod.spec.as_ref()).has_proxy()
 }
 
 /// True when the validator's current or last run ended with exit code 95.

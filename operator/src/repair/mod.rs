@@ -24,8 +24,8 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
-use linkerd_multus_webhook::decision::DecisionConfig;
 use prometheus_client::registry::Registry;
+use rules::decision::DecisionConfig;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 

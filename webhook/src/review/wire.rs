@@ -11,7 +11,7 @@ use kube::core::admission::{AdmissionResponse, Operation};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::containers::{Container, PodContainers};
+use rules::containers::{Container, PodContainers};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::{
+use vocab::{
     url_host, DEFAULT_CNI_VERSION, DEFAULT_INBOUND_PROXY_PORT, DEFAULT_OUTBOUND_PROXY_PORT,
     DEFAULT_PROXY_UID, PLUGIN_TYPE,
 };

@@ -99,18 +99,6 @@ impl PodContainers {
     pub fn has_proxy(&self) -> bool {
         self.proxy().is_some()
     }
-
-    /// The proxy container's `runAsUser`, if it is a uid.
-    pub fn proxy_run_as_user(&self) -> Option<u64> {
-        let (_, proxy) = self.proxy()?;
-        run_as(proxy, "runAsUser")
-    }
-
-    /// The validator's `runAsUser`, if it is a uid.
-    pub fn validator_run_as_user(&self) -> Option<u64> {
-        let (_, validator) = self.validator()?;
-        run_as(validator, "runAsUser")
-    }
 }
 
 fn run_as(c: &Container, field: &str) -> Option<u64> {

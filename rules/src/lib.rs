@@ -1,0 +1,24 @@
+//! The product's rules, answered once for every part: the controller, the webhook, `check`, the
+//! repairer, the CNI plugin and its installer ask these functions and never re-derive them. Pure: no
+//! kube client, no async runtime, no I/O (k8s-openapi's plain data types where a rule reads an object),
+//! so the static plugin can depend on it and every rule is table-tested.
+//!
+//! - [`namespaces`]: which namespaces want a NAD of ours (one per namespace, or the shared one).
+//! - [`networks`]: Multus' networks annotation (both formats): reading, naming a NAD, adding ours.
+//! - [`attachment`]: is a pod attached as the webhook would attach it; does it use a NAD.
+//! - [`ownership`]: may an unlabelled NAD be adopted.
+//! - [`uid_range`]: OpenShift's uid range and the proxy uid taken from it.
+//! - [`pod`]: the pod as every part reads it ([`pod::PodView`]: its proxy, validator and their uids).
+//! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
+//! - [`decision`]: the webhook's whole pod patch.
+//! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
+
+pub mod attachment;
+pub mod cni_template;
+pub mod containers;
+pub mod decision;
+pub mod namespaces;
+pub mod networks;
+pub mod ownership;
+pub mod pod;
+pub mod uid_range;

@@ -1,0 +1,140 @@
+//! PURE: which namespaces want a NAD of ours. One rule, asked by the controller, `check`, the input
+//! gauges and the repairer alike.
+
+use k8s_openapi::api::core::v1::Namespace;
+
+/// What a namespace needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// Annotated `linkerd.io/multus: enabled`, or the Linkerd control-plane namespace.
+    Nad,
+    /// Anything else: no NAD of ours may exist there.
+    NoNad,
+    /// Terminating: the namespace's own deletion removes the NAD; writing would only fail.
+    LeaveAlone,
+}
+
+/// Decides what `ns` needs. The control-plane namespace needs the NAD whatever its annotation,
+/// because the control plane's own pods are attached to linkerd-cni through it.
+pub fn want(ns: &Namespace, linkerd_namespace: &str) -> Want {
+    if is_terminating(ns) {
+        return Want::LeaveAlone;
+    }
+    if ns.metadata.name.as_deref() == Some(linkerd_namespace) {
+        return Want::Nad;
+    }
+    let enabled = ns
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
+        .is_some_and(|v| v == vocab::MULTUS_ENABLED);
+    if enabled {
+        Want::Nad
+    } else {
+        Want::NoNad
+    }
+}
+
+/// Whether `ns` needs a NAD of its own. One NAD per opted-in namespace ([`want`]) by default; with
+/// `--nad-namespace` (`shared`), only that namespace holds one (whatever its annotation), shared by
+/// the pods of every opted-in namespace, and any other namespace's NAD of ours is unwanted.
+pub fn want_nad(ns: &Namespace, linkerd_namespace: &str, shared: Option<&str>) -> Want {
+    match (want(ns, linkerd_namespace), shared) {
+        (Want::LeaveAlone, _) => Want::LeaveAlone,
+        (want, None) => want,
+        (_, Some(shared)) if ns.metadata.name.as_deref() == Some(shared) => Want::Nad,
+        (_, Some(_)) => Want::NoNad,
+    }
+}
+
+fn is_terminating(ns: &Namespace) -> bool {
+    ns.metadata.deletion_timestamp.is_some()
+        || ns
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Terminating")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::NamespaceStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    use super::*;
+
+    fn ns(name: &str, annotation: Option<&str>) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: annotation.map(|v| {
+                    BTreeMap::from([(vocab::MULTUS_ANNOTATION.to_string(), v.to_string())])
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Only the exact value `enabled` opts in; the control-plane namespace always does; a
+    /// terminating namespace is never written to.
+    #[test]
+    fn which_namespaces_want_the_nad() {
+        let cases = [
+            (ns("a", Some("enabled")), Want::Nad),
+            (ns("a", Some("disabled")), Want::NoNad),
+            (ns("a", Some("Enabled")), Want::NoNad),
+            (ns("a", Some("enabled ")), Want::NoNad),
+            (ns("a", Some("")), Want::NoNad),
+            (ns("a", None), Want::NoNad),
+            (ns("linkerd", None), Want::Nad),
+            (ns("linkerd", Some("disabled")), Want::Nad),
+        ];
+        for (n, want_) in cases {
+            assert_eq!(want(&n, "linkerd"), want_, "{:?}", n.metadata);
+        }
+
+        let mut deleting = ns("a", Some("enabled"));
+        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert_eq!(want(&deleting, "linkerd"), Want::LeaveAlone);
+        let mut terminating = ns("linkerd", None);
+        terminating.status = Some(NamespaceStatus {
+            phase: Some("Terminating".into()),
+            ..Default::default()
+        });
+        assert_eq!(want(&terminating, "linkerd"), Want::LeaveAlone);
+    }
+
+    /// Shared mode: only the shared namespace wants a NAD (opted in or not, the control plane's
+    /// included); a terminating one is still left alone. Without the flag, `want` decides.
+    #[test]
+    fn which_namespaces_want_a_nad_of_their_own() {
+        let cases = [
+            (ns("shared", None), Some("shared"), Want::Nad),
+            (ns("shared", Some("enabled")), Some("shared"), Want::Nad),
+            (ns("a", Some("enabled")), Some("shared"), Want::NoNad),
+            (ns("linkerd", None), Some("shared"), Want::NoNad),
+            (ns("a", None), Some("shared"), Want::NoNad),
+            (ns("a", Some("enabled")), None, Want::Nad),
+            (ns("linkerd", None), None, Want::Nad),
+            (ns("shared", None), None, Want::NoNad),
+        ];
+        for (n, shared, want_) in cases {
+            assert_eq!(
+                want_nad(&n, "linkerd", shared),
+                want_,
+                "{:?} {shared:?}",
+                n.metadata.name
+            );
+        }
+        let mut deleting = ns("shared", None);
+        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert_eq!(
+            want_nad(&deleting, "linkerd", Some("shared")),
+            Want::LeaveAlone
+        );
+    }
+}
