@@ -2,11 +2,13 @@
 //! the `linkerd-cni-installer` crate.
 //!
 //! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, [`pod`] the pod
-//! through the apiserver, [`overrides`] applies its annotations, [`plan`] turns the settings into
-//! rules (pure), and [`iptables`] applies them inside the pod's netns ([`netns`]) with one
-//! `iptables-restore` per family — or, in `iptables-mode: nftables`, [`nftables`] writes the same
-//! rules as one netlink batch, with no binary. [`commands::run`] ties it together for the binary.
+//! through the apiserver, [`overrides`] applies its annotations, and [`plan`] turns the settings
+//! into rules (pure). The [`backend`] chosen from the config writes, checks or removes them inside
+//! the pod's netns ([`netns`]): [`iptables`] runs one `iptables-restore` per family, or, in
+//! `iptables-mode: nftables`, [`nftables`] writes the same rules as one netlink batch, with no
+//! binary; `simulate` only logs them. [`commands::run`] ties it together for the binary.
 
+pub mod backend;
 pub mod cni;
 pub mod commands;
 pub mod config;

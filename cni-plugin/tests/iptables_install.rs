@@ -5,22 +5,13 @@
 use std::path::PathBuf;
 
 use linkerd_cni::iptables::{resolve, search_path, Installed, Tools};
-use linkerd_cni::plan::{plan, Family, NatTable, Plan, RuleSettings};
+use linkerd_cni::plan::{plan, Family, NatTable, Plan};
 use linkerd_cni::{IptablesError, IptablesMode};
 use linkerd_multus_e2e::netns::NetNs;
+use settings::settings;
 
-fn settings(uid: u32) -> RuleSettings {
-    RuleSettings {
-        incoming_proxy_port: 4143,
-        outgoing_proxy_port: 4140,
-        proxy_uid: Some(uid),
-        proxy_gid: None,
-        ports_to_redirect: vec![],
-        inbound_ports_to_ignore: vec![],
-        outbound_ports_to_ignore: vec![],
-        subnets_to_ignore: vec![],
-    }
-}
+#[path = "support/settings.rs"]
+mod settings;
 
 fn tools(mode: IptablesMode) -> Tools {
     let t = resolve(mode, Family::V4, false, &search_path()).expect("iptables binaries");

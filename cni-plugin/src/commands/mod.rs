@@ -1,10 +1,12 @@
 //! The plugin's entry point: read the environment and stdin, run the command, and say what goes to
-//! stdout and which exit code. Each command lives in its own file.
+//! stdout and which exit code. Each command lives in its own file and writes rules only through
+//! the [`crate::backend`] the config selects.
 
 mod add;
 mod check;
 mod del;
-mod native;
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 
@@ -12,12 +14,10 @@ use serde_json::Value;
 
 use crate::cni::{codes, version_info, CniEnv, CniError, Command};
 use crate::config::PluginConfig;
-use crate::iptables::{self, Tools};
-use crate::netns::NetnsError;
+use crate::logging;
 use crate::overrides;
-use crate::plan::{self, Family, Plan, RuleSettings};
+use crate::plan::RuleSettings;
 use crate::pod::{self, PodError};
-use crate::{logging, IptablesError};
 
 /// `linkerd-cni --help`.
 pub const HELP: &str = "\
@@ -169,48 +169,6 @@ fn pod_error(e: &PodError) -> CniError {
         codes::POD_LOOKUP_FAILED
     };
     CniError::new(code, e.to_string(), "")
-}
-
-/// The families the config asks for: IPv4 always, IPv6 when `ipv6` is true.
-fn families(cfg: &PluginConfig) -> Vec<Family> {
-    if cfg.linkerd.ipv6 {
-        vec![Family::V4, Family::V6]
-    } else {
-        vec![Family::V4]
-    }
-}
-
-/// Finds the binaries for every family before touching the netns, so a missing binary fails
-/// cleanly and changes nothing.
-fn tools(cfg: &PluginConfig) -> Result<Vec<Tools>, CniError> {
-    let dirs = iptables::search_path();
-    families(cfg)
-        .into_iter()
-        .map(|f| {
-            iptables::resolve(
-                cfg.linkerd.iptables_mode,
-                f,
-                cfg.linkerd.use_wait_flag,
-                &dirs,
-            )
-            .map_err(|e| iptables_error(&e))
-        })
-        .collect()
-}
-
-fn plans(settings: &RuleSettings, cfg: &PluginConfig) -> Vec<Plan> {
-    families(cfg)
-        .into_iter()
-        .map(|f| plan::plan(settings, f))
-        .collect()
-}
-
-fn iptables_error(e: &IptablesError) -> CniError {
-    CniError::new(codes::IO_FAILURE, e.to_string(), "")
-}
-
-fn netns_error(e: &NetnsError) -> CniError {
-    CniError::new(codes::IO_FAILURE, e.to_string(), "")
 }
 
 fn netns_path(env: &CniEnv) -> &Path {

@@ -1,0 +1,205 @@
+//! How the pod's rules get into its netns: the [`Backend`] ADD, CHECK and DEL call, chosen once from
+//! the config by [`select`]. [`Iptables`] runs `iptables-restore` (legacy, nft or plain), [`Nftables`]
+//! writes nf_tables over netlink with no binary, and [`DryRun`] (`simulate`) logs what another
+//! backend would write and touches nothing.
+
+mod dry_run;
+mod iptables;
+mod nftables;
+
+use std::fmt;
+use std::path::Path;
+
+pub use dry_run::DryRun;
+pub use iptables::Iptables;
+pub use nftables::Nftables;
+
+use crate::cni::{codes, CniError};
+use crate::config::LinkerdConfig;
+use crate::netns::NetnsError;
+use crate::nftables::NftError;
+use crate::plan::{Family, RuleSettings};
+use crate::{IptablesError, IptablesMode};
+
+/// What ADD, CHECK and DEL need done in a pod's netns. Every method that enters the netns
+/// resolves what it needs first (binaries), so a missing one changes nothing.
+pub trait Backend: fmt::Debug {
+    /// The rules [`Backend::install`] would write for `settings`, one text per family in the
+    /// backend's own syntax (`iptables-restore` input, `nft list` syntax).
+    fn render(&self, settings: &RuleSettings) -> Vec<Rendered>;
+    /// ADD: puts exactly these rules in place, replacing ours if they are there already.
+    fn install(&self, netns: &Path, settings: &RuleSettings) -> Result<Applied, BackendError>;
+    /// CHECK: the rules in place must be exactly these; the error names the first difference.
+    fn check(&self, netns: &Path, settings: &RuleSettings) -> Result<(), BackendError>;
+    /// DEL: removes our rules and nothing else; none being there is fine. A netns that is gone
+    /// is [`NetnsError::Gone`], for the caller to judge.
+    fn remove(&self, netns: &Path) -> Result<(), BackendError>;
+}
+
+/// One family's rules as a backend writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub family: Family,
+    pub text: String,
+}
+
+/// One [`Rendered`] per family's plan, for the backends' [`Backend::render`].
+fn rendered<T>(plans: &[T], each: impl Fn(&T) -> (Family, String)) -> Vec<Rendered> {
+    plans
+        .iter()
+        .map(|p| {
+            let (family, text) = each(p);
+            Rendered { family, text }
+        })
+        .collect()
+}
+
+/// What an install did, for ADD's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// iptables: the one restore per family created our chains (a fresh netns).
+    Created,
+    /// iptables: our chains existed in some family (a repeated ADD); their rules were replaced.
+    Replaced,
+    /// nftables: our tables written in one batch, replacing any.
+    Tables,
+    /// `simulate`: nothing was written.
+    Nothing,
+}
+
+impl Applied {
+    /// What ADD logs; `None` when nothing was done.
+    pub fn summary(self) -> Option<&'static str> {
+        match self {
+            Applied::Created => Some("rules installed"),
+            Applied::Replaced => Some("rules installed (our chains existed: their rules replaced)"),
+            Applied::Tables => Some("nftables rules installed"),
+            Applied::Nothing => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error(transparent)]
+    Iptables(#[from] IptablesError),
+    #[error(transparent)]
+    Nftables(#[from] NftError),
+    /// CHECK found rules other than the plan; `read_with` is what read them.
+    #[error("the pod's {rules} rules differ from the plan: {diff}")]
+    Differs {
+        rules: &'static str,
+        diff: String,
+        read_with: String,
+    },
+}
+
+impl BackendError {
+    /// The CNI error: a mismatch is CHECK's own code naming what read the rules, the rest I/O.
+    pub fn to_cni(&self) -> CniError {
+        match self {
+            BackendError::Differs { read_with, .. } => {
+                CniError::new(codes::RULES_MISMATCH, self.to_string(), read_with.clone())
+            }
+            _ => CniError::new(codes::IO_FAILURE, self.to_string(), ""),
+        }
+    }
+}
+
+/// The backend for this config: `simulate` wraps the mode's backend in a [`DryRun`].
+pub fn select(cfg: &LinkerdConfig) -> Box<dyn Backend> {
+    let families = if cfg.ipv6 {
+        vec![Family::V4, Family::V6]
+    } else {
+        vec![Family::V4]
+    };
+    let backend: Box<dyn Backend> = match cfg.iptables_mode {
+        IptablesMode::Nftables => Box::new(Nftables { families }),
+        mode => Box::new(Iptables {
+            mode,
+            families,
+            use_wait_flag: cfg.use_wait_flag,
+        }),
+    };
+    if cfg.simulate {
+        Box::new(DryRun(backend))
+    } else {
+        backend
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(mode: IptablesMode, simulate: bool, ipv6: bool, wait: bool) -> LinkerdConfig {
+        LinkerdConfig {
+            iptables_mode: mode,
+            simulate,
+            ipv6,
+            use_wait_flag: wait,
+            ..LinkerdConfig::default()
+        }
+    }
+
+    /// Each mode gets its own backend with the config's families and wait flag; `simulate` wraps
+    /// whichever it is, so it never writes.
+    #[test]
+    fn the_config_selects_the_backend() {
+        use IptablesMode::*;
+        let configs = [
+            (Legacy, false, false),
+            (Nft, true, true),
+            (Plain, false, true),
+            (Nftables, true, true),
+        ];
+        let wants = [
+            "Iptables { mode: Legacy, families: [V4], use_wait_flag: false }",
+            "Iptables { mode: Nft, families: [V4, V6], use_wait_flag: true }",
+            "Iptables { mode: Plain, families: [V4], use_wait_flag: true }",
+            "Nftables { families: [V4, V6] }",
+        ];
+        for ((mode, ipv6, wait), want) in configs.into_iter().zip(wants) {
+            let cfg = cfg(mode, false, ipv6, wait);
+            assert_eq!(format!("{:?}", select(&cfg)), want);
+            let simulate = LinkerdConfig {
+                simulate: true,
+                ..cfg
+            };
+            assert_eq!(
+                format!("{:?}", select(&simulate)),
+                format!("DryRun({want})")
+            );
+        }
+    }
+
+    /// CHECK's mismatch keeps its own code and says what read the rules; every other failure is
+    /// an I/O failure with the underlying message as it was.
+    #[test]
+    fn errors_become_cni_errors() {
+        let differs = BackendError::Differs {
+            rules: "iptables",
+            diff: "ipv4: chain PROXY_INIT_OUTPUT does not exist in the nat table".into(),
+            read_with: "/usr/sbin/iptables-legacy-save".into(),
+        };
+        assert_eq!(
+            differs.to_cni(),
+            CniError::new(
+                codes::RULES_MISMATCH,
+                "the pod's iptables rules differ from the plan: ipv4: chain PROXY_INIT_OUTPUT does not exist in the nat table",
+                "/usr/sbin/iptables-legacy-save"
+            )
+        );
+        let gone = BackendError::from(NetnsError::Gone("/run/netns/x".into()));
+        assert_eq!(
+            gone.to_cni(),
+            CniError::new(
+                codes::IO_FAILURE,
+                "network namespace /run/netns/x does not exist",
+                ""
+            )
+        );
+    }
+}
