@@ -1,7 +1,7 @@
 //! The kube-runtime Controller on Namespaces and the watches that trigger it.
 //!
 //! - Namespaces: the primary watch; every change reconciles that namespace.
-//! - NADs named `--nad-name` (metadata only, all namespaces): a hand edit or delete reconciles the
+//! - NADs named `--nad-name` (whole objects, each kept as a small view; all namespaces): a hand edit or delete reconciles the
 //!   namespace at once, and the store feeds the owned-NAD gauge and spares GETs.
 //! - The CNI ConfigMap (its namespace only): any change reconciles *every* namespace that needs a
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.

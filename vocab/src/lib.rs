@@ -25,7 +25,8 @@ pub const OPENSHIFT_UID_RANGE_ANNOTATION: &str = "openshift.io/sa.scc.uid-range"
 /// The API group of OpenShift's SecurityContextConstraints: served only where SCC admission runs.
 pub const OPENSHIFT_SCC_GROUP: &str = "security.openshift.io";
 
-/// Linkerd proxy configuration annotations (pod, falling back to namespace).
+/// Linkerd proxy configuration annotations. The CNI plugin reads each on the pod, falling back to the
+/// namespace; `check` reads only the proxy uid, in the plugin's order ([`PROXY_UID_PRECEDENCE`]).
 pub const PROXY_UID_ANNOTATION: &str = "config.linkerd.io/proxy-uid";
 pub const PROXY_GID_ANNOTATION: &str = "config.linkerd.io/proxy-gid";
 pub const SKIP_INBOUND_PORTS_ANNOTATION: &str = "config.linkerd.io/skip-inbound-ports";

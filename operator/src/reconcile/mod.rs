@@ -2,7 +2,8 @@
 //! build the desired NAD config → fetch the NAD that exists → apply the plan → report.
 //!
 //! Files follow the steps: `context` (settings, client, stores), `fetch`, `apply`, `report` (Events,
-//! logs, metrics), `health` (input health, for the `input_healthy` gauge) and `retry` (backoff after a failure).
+//! logs, metrics), `health` (input health, for the `input_healthy` gauge), `retry` (backoff after a
+//! failure) and `recent` (the operator's own writes, remembered until the NAD watch shows them).
 
 mod apply;
 mod context;
