@@ -178,12 +178,7 @@ async fn floor_client(client: Client) -> anyhow::Result<()> {
             continue;
         };
         let name = ns.metadata.name.clone().unwrap_or_default();
-        let enabled = ns
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
-            .is_some_and(|v| v == vocab::MULTUS_ENABLED);
+        let enabled = rules::namespaces::opts_in(ns.metadata.annotations.as_ref());
         let api = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &name);
         if enabled {
             let nad: NetworkAttachmentDefinition = serde_json::from_value(json!({

@@ -1,6 +1,8 @@
 //! PURE: which namespaces want a NAD of ours. One rule, asked by the controller, `check`, the input
 //! gauges and the repairer alike.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Namespace;
 
 /// What a namespace needs.
@@ -23,17 +25,18 @@ pub fn want(ns: &Namespace, linkerd_namespace: &str) -> Want {
     if ns.metadata.name.as_deref() == Some(linkerd_namespace) {
         return Want::Nad;
     }
-    let enabled = ns
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
-        .is_some_and(|v| v == vocab::MULTUS_ENABLED);
-    if enabled {
+    if opts_in(ns.metadata.annotations.as_ref()) {
         Want::Nad
     } else {
         Want::NoNad
     }
+}
+
+/// True when `annotations` carry `linkerd.io/multus: enabled`, the one value that opts in.
+pub fn opts_in(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(vocab::MULTUS_ANNOTATION))
+        .is_some_and(|v| v == vocab::MULTUS_ENABLED)
 }
 
 /// Whether `ns` needs a NAD of its own. One NAD per opted-in namespace ([`want`]) by default; with
@@ -59,8 +62,6 @@ fn is_terminating(ns: &Namespace) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use k8s_openapi::api::core::v1::NamespaceStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
