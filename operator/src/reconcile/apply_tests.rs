@@ -10,6 +10,8 @@ use crate::desired::Existing;
 use crate::reconcile::mock_api::{self, managed_by, nad, Call, MockApi, NADS, NAD_PATH, NS};
 
 const CONFIG: &str = r#"{"cniVersion":"0.3.1","type":"linkerd-cni"}"#;
+/// Our field manager, spelled out: renaming it would orphan the fields the old name owns.
+const MANAGER: &str = "linkerd-multus-operator";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/apps/events?";
 
 fn namespace() -> Namespace {
@@ -38,6 +40,12 @@ fn recorded(ctx: &Context, cached: Option<&NadView>) -> Option<Option<Existing>>
         .newer_than_cache(NS, cached, Instant::now())
 }
 
+/// Our create or apply as recorded for the plans to read (see `recent.rs`).
+fn remembered(ctx: &Context) -> Existing {
+    let recorded = recorded(ctx, None).expect("the write is remembered");
+    recorded.expect("a NAD present")
+}
+
 /// The NAD we want, as sent: only the fields we own, with `uid` pinned when given.
 fn our_nad(uid: Option<&str>) -> Value {
     let mut metadata = json!({"name": "linkerd-cni", "namespace": NS, "labels": managed_by()});
@@ -50,6 +58,25 @@ fn our_nad(uid: Option<&str>) -> Value {
         "metadata": metadata,
         "spec": {"config": CONFIG},
     })
+}
+
+/// The create: a POST under our field manager.
+fn create_call() -> Call {
+    Call::post(format!("{NADS}?&fieldManager={MANAGER}"))
+}
+
+/// The apply: a forced server-side apply under our field manager.
+fn apply_call() -> Call {
+    Call::patch(format!("{NAD_PATH}?&force=true&fieldManager={MANAGER}"))
+}
+
+fn delete_call() -> Call {
+    Call::delete(format!("{NAD_PATH}?"))
+}
+
+/// The uid the plans of these tests saw.
+fn u1() -> Option<String> {
+    Some("u1".into())
 }
 
 fn ours_as_written(uid: &str, resource_version: &str) -> Value {
@@ -68,18 +95,14 @@ fn event_reason(reason: &'static str) -> impl FnOnce(&Value) + Send + 'static {
 async fn create_posts_the_owned_fields_and_remembers_the_result() {
     let (step, ctx) = carry(
         Plan::Create,
-        vec![
-            Call::post(format!("{NADS}?&fieldManager=linkerd-multus-operator"))
-                .header("content-type", "application/json")
-                .body(|body| assert_eq!(body, &our_nad(None)))
-                .answer(ours_as_written("u1", "10")),
-        ],
+        vec![create_call()
+            .header("content-type", "application/json")
+            .body(|body| assert_eq!(body, &our_nad(None)))
+            .answer(ours_as_written("u1", "10"))],
     )
     .await;
     assert_eq!(step.expect("created"), Step::Done);
-    let remembered = recorded(&ctx, None)
-        .expect("the create is remembered")
-        .expect("present");
+    let remembered = remembered(&ctx);
     assert_eq!(
         (remembered.owned, remembered.uid.as_deref()),
         (true, Some("u1"))
@@ -91,14 +114,7 @@ async fn create_posts_the_owned_fields_and_remembers_the_result() {
 /// that appeared would go unreported (or the reconcile fail and retry forever).
 #[tokio::test]
 async fn a_create_refused_as_already_there_is_raced() {
-    let (step, ctx) = carry(
-        Plan::Create,
-        vec![
-            Call::post(format!("{NADS}?&fieldManager=linkerd-multus-operator"))
-                .fail(409, "AlreadyExists"),
-        ],
-    )
-    .await;
+    let (step, ctx) = carry(Plan::Create, vec![create_call().fail(409, "AlreadyExists")]).await;
     assert_eq!(step.expect("not an error"), Step::Raced);
     assert_eq!(recorded(&ctx, None), None);
 }
@@ -110,21 +126,15 @@ async fn a_create_refused_as_already_there_is_raced() {
 #[tokio::test]
 async fn update_is_a_forced_server_side_apply_pinned_to_the_uid() {
     let (step, ctx) = carry(
-        Plan::Update {
-            uid: Some("u1".into()),
-        },
-        vec![Call::patch(format!(
-            "{NAD_PATH}?&force=true&fieldManager=linkerd-multus-operator"
-        ))
-        .header("content-type", "application/apply-patch+yaml")
-        .body(|body| assert_eq!(body, &our_nad(Some("u1"))))
-        .answer(ours_as_written("u1", "11"))],
+        Plan::Update { uid: u1() },
+        vec![apply_call()
+            .header("content-type", "application/apply-patch+yaml")
+            .body(|body| assert_eq!(body, &our_nad(Some("u1"))))
+            .answer(ours_as_written("u1", "11"))],
     )
     .await;
     assert_eq!(step.expect("applied"), Step::Done);
-    let remembered = recorded(&ctx, None)
-        .expect("the apply is remembered")
-        .expect("present");
+    let remembered = remembered(&ctx);
     assert_eq!(remembered.uid.as_deref(), Some("u1"));
 }
 
@@ -134,13 +144,8 @@ async fn update_is_a_forced_server_side_apply_pinned_to_the_uid() {
 #[tokio::test]
 async fn an_apply_refused_as_invalid_is_an_apply_error() {
     let (step, ctx) = carry(
-        Plan::Update {
-            uid: Some("u1".into()),
-        },
-        vec![Call::patch(format!(
-            "{NAD_PATH}?&force=true&fieldManager=linkerd-multus-operator"
-        ))
-        .fail(422, "Invalid")],
+        Plan::Update { uid: u1() },
+        vec![apply_call().fail(422, "Invalid")],
     )
     .await;
     match step {
@@ -162,10 +167,7 @@ async fn an_apply_of_an_unserved_kind_reports_the_crd_missing() {
     let (step, ctx) = carry(
         Plan::Update { uid: None },
         vec![
-            Call::patch(format!(
-                "{NAD_PATH}?&force=true&fieldManager=linkerd-multus-operator"
-            ))
-            .kind_not_served(),
+            apply_call().kind_not_served(),
             Call::post(EVENTS).body(event_reason(crate::events::REASON_CRD_MISSING)),
         ],
     )
@@ -181,11 +183,9 @@ async fn adopt_applies_onto_the_uid_and_says_so() {
     let (step, _) = carry(
         Plan::Adopt { uid: "u7".into() },
         vec![
-            Call::patch(format!(
-                "{NAD_PATH}?&force=true&fieldManager=linkerd-multus-operator"
-            ))
-            .body(|body| assert_eq!(body, &our_nad(Some("u7"))))
-            .answer(ours_as_written("u7", "12")),
+            apply_call()
+                .body(|body| assert_eq!(body, &our_nad(Some("u7"))))
+                .answer(ours_as_written("u7", "12")),
             Call::post(EVENTS).body(event_reason(crate::events::REASON_ADOPTED)),
         ],
     )
@@ -210,36 +210,29 @@ async fn a_foreign_nad_is_reported_and_never_written() {
 /// one (the next trigger plans from the stale cache and deletes again, answered 404).
 #[tokio::test]
 async fn delete_is_guarded_by_the_uid_and_remembered() {
-    let (step, ctx) = carry(
-        Plan::Delete {
-            uid: Some("u1".into()),
-        },
-        vec![Call::delete(format!("{NAD_PATH}?"))
-            .body(|body| assert_eq!(body["preconditions"], json!({"uid": "u1"}), "{body}"))
-            .answer(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))],
-    )
-    .await;
-    assert_eq!(step.expect("deleted"), Step::Done);
-    assert_deleted_is_remembered(&ctx);
+    let deleted = delete_call()
+        .body(|body| assert_eq!(body["preconditions"], json!({"uid": "u1"}), "{body}"))
+        .answer(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+    assert_eq!(delete_answered(deleted).await.expect("deleted"), Step::Done);
 }
 
 /// A delete answered 404 (gone already) is done, not an error, and remembered like a delete.
 /// Regression: a NAD deleted by someone else would fail the reconcile and retry forever.
 #[tokio::test]
 async fn a_delete_of_a_nad_gone_already_is_done() {
-    let (step, ctx) = carry(
-        Plan::Delete {
-            uid: Some("u1".into()),
-        },
-        vec![Call::delete(format!("{NAD_PATH}?")).fail(404, "NotFound")],
-    )
-    .await;
-    assert_eq!(step.expect("not an error"), Step::Done);
-    assert_deleted_is_remembered(&ctx);
+    let gone = delete_call().fail(404, "NotFound");
+    assert_eq!(
+        delete_answered(gone).await.expect("not an error"),
+        Step::Done
+    );
 }
 
-/// The cache still shows the deleted NAD (uid u1): plans read it as gone.
-fn assert_deleted_is_remembered(ctx: &Context) {
+/// Carries out the delete of our NAD of uid u1, the apiserver answering `call`, and checks the
+/// delete is remembered: while the cache still shows that NAD, plans read it as gone.
+async fn delete_answered(call: Call) -> Result<Step, Error> {
+    let (step, ctx) = carry(Plan::Delete { uid: u1() }, vec![call]).await;
     let cached = NadView::of(&serde_json::from_value(ours_as_written("u1", "11")).expect("nad"));
-    assert_eq!(recorded(ctx, Some(&cached)), Some(None));
+    let read = recorded(&ctx, Some(&cached));
+    assert_eq!(read, Some(None), "the delete is remembered");
+    step
 }

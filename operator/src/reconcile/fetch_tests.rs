@@ -20,13 +20,23 @@ fn pod(namespace: &str, name: &str, networks: Option<&str>) -> Value {
     })
 }
 
-fn pod_list(items: Vec<Value>) -> Value {
-    json!({
+/// The users `users` (`anywhere` or not) finds, against a mock answering the metadata list at `uri`
+/// with `pods`.
+async fn users_listed(anywhere: bool, uri: &str, pods: Vec<Value>) -> Vec<String> {
+    let list = json!({
         "apiVersion": "meta.k8s.io/v1",
         "kind": "PartialObjectMetadataList",
         "metadata": {"resourceVersion": "1"},
-        "items": items,
-    })
+        "items": pods,
+    });
+    let call = Call::get(uri).header("accept", METADATA_LIST).answer(list);
+    let (ctx, api) = mock_api::context(vec![call]);
+    let got = users(&ctx, NS, anywhere).await;
+    api.finish().await;
+    match got.expect("users") {
+        Users::Pods(names) => names,
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A live read of a NAD that exists gives what the plan needs of it: owned (our label), its uid
@@ -125,10 +135,12 @@ async fn live_reports_another_error_as_get_nad() {
 #[tokio::test]
 async fn existing_reads_live_until_the_cache_is_trusted() {
     let (ctx, api) = mock_api::context(vec![Call::get(NAD_PATH).fail(404, "NotFound")]);
-    assert_eq!(existing(&ctx, NS).await.expect("live"), None);
+    let live = existing(&ctx, NS).await;
     ctx.health.watches_synced();
-    assert_eq!(existing(&ctx, NS).await.expect("cached"), None);
+    let cached = existing(&ctx, NS).await;
     api.finish().await;
+    assert_eq!(live.expect("live"), None);
+    assert_eq!(cached.expect("cached"), None);
 }
 
 /// The users of a namespace's own NAD: a metadata list of that namespace's pods only, and of
@@ -136,20 +148,15 @@ async fn existing_reads_live_until_the_cache_is_trusted() {
 /// Regressions: listing whole pods or every namespace (cost), or deleting a NAD a pod still lists.
 #[tokio::test]
 async fn users_lists_the_namespaces_pod_metadata() {
-    let pods = pod_list(vec![
+    let pods = vec![
         pod(NS, "web", Some("linkerd-cni")),
         pod(NS, "bare", None),
         pod(NS, "other", Some("elsewhere/linkerd-cni")),
         pod(NS, "api", Some("macvlan, apps/linkerd-cni@net1")),
-    ]);
-    let (ctx, api) = mock_api::context(vec![Call::get("/api/v1/namespaces/apps/pods?")
-        .header("accept", METADATA_LIST)
-        .answer(pods)]);
-    let got = users(&ctx, NS, false).await;
-    api.finish().await;
+    ];
     assert_eq!(
-        got.expect("users"),
-        Users::Pods(vec!["api".into(), "web".into()])
+        users_listed(false, "/api/v1/namespaces/apps/pods?", pods).await,
+        ["api", "web"]
     );
 }
 
@@ -158,19 +165,14 @@ async fn users_lists_the_namespaces_pod_metadata() {
 /// Regression: deleting a shared NAD that pods of other namespaces still list.
 #[tokio::test]
 async fn users_anywhere_lists_every_namespace() {
-    let pods = pod_list(vec![
+    let pods = vec![
         pod(NS, "local", Some("linkerd-cni")),
         pod("web", "remote", Some("apps/linkerd-cni")),
         pod("web", "own", Some("linkerd-cni")),
-    ]);
-    let (ctx, api) = mock_api::context(vec![Call::get("/api/v1/pods?")
-        .header("accept", METADATA_LIST)
-        .answer(pods)]);
-    let got = users(&ctx, NS, true).await;
-    api.finish().await;
+    ];
     assert_eq!(
-        got.expect("users"),
-        Users::Pods(vec!["local".into(), "web/remote".into()])
+        users_listed(true, "/api/v1/pods?", pods).await,
+        ["local", "web/remote"]
     );
 }
 
