@@ -208,3 +208,7 @@ async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(
     ctx.recent_writes.deleted(namespace, uid, Instant::now());
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

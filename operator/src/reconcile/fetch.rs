@@ -104,3 +104,7 @@ pub async fn users(ctx: &Context, namespace: &str, anywhere: bool) -> Result<Use
     names.sort();
     Ok(Users::Pods(names))
 }
+
+#[cfg(test)]
+#[path = "fetch_tests.rs"]
+mod tests;

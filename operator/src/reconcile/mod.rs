@@ -9,6 +9,8 @@ mod apply;
 mod context;
 mod fetch;
 mod health;
+#[cfg(test)]
+mod mock_api;
 mod recent;
 mod report;
 mod retry;
