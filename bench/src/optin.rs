@@ -58,7 +58,7 @@ async fn measure(client: &Client, args: &OptinArgs, operator: &mut Operator) -> 
     let warm = format!("bench-optin-warm-{tag}");
     fanout::apply_namespace(client, &warm, LABEL, true).await?;
     wait_for(client, &warm, vocab::NAD_NAME, true, Instant::now()).await?;
-    if operator.child.try_wait()?.is_some() {
+    if operator.exited().is_some() {
         bail!("the operator exited during warm-up");
     }
     let warm_floor = format!("bench-optin-warmf-{tag}");

@@ -127,7 +127,7 @@ async fn settle(
 ) -> anyhow::Result<Settled> {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        if let Some(status) = op.child.try_wait()? {
+        if let Some(status) = op.exited() {
             bail!("the operator exited ({status})");
         }
         if done(&nads(client).await?) {

@@ -31,6 +31,7 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod operator_process;
 pub mod pod_network;
 mod port;
 pub mod stand_ins;

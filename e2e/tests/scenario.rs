@@ -10,11 +10,12 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
+use linkerd_multus_e2e::operator_process::OperatorProcess;
 use linkerd_multus_e2e::traffic::{ask, Answerer};
 use linkerd_multus_e2e::{
     apply_nad_crd, binary, free_port, kubectl_ok_with, wait_for_within, DedicatedTestbed,
@@ -39,69 +40,33 @@ fn cni_network_config(inbound_ports_to_ignore: &[&str]) -> String {
 
 // === the pieces of the scenario ===
 
-/// The operator as a real process; killed (and reaped) when dropped.
-struct Operator {
-    child: Child,
-    log: PathBuf,
-    admin: u16,
+/// The operator as a real process (the kit's): killed and reaped when dropped.
+fn start_operator(bed: &Cluster, webhook_port: u16) -> OperatorProcess {
+    start_operator_with(bed, webhook_port, &[])
 }
 
-impl Operator {
-    fn start(bed: &Cluster, webhook_port: u16) -> Self {
-        Self::start_with(bed, webhook_port, &[])
-    }
-
-    /// Started with `flags` added to the ones every scenario uses.
-    fn start_with(bed: &Cluster, webhook_port: u16, flags: &[&str]) -> Self {
-        let admin = free_port();
-        let log = bed.dir.join(format!("operator-{admin}.log"));
-        let out = std::fs::File::create(&log).expect("operator log");
-        let child = Command::new(binary("linkerd-multus-operator"))
-            .env("KUBECONFIG", bed.testbed.kubeconfig())
-            .env("RUST_LOG", "info")
-            .args(["--namespace", "linkerd-multus", "--cni-kubeconfig"])
-            .arg(bed.plugin_kubeconfig())
-            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(["--webhook-addr", &format!("127.0.0.1:{webhook_port}")])
-            .args(["--webhook-cert-secret", "linkerd-multus-webhook-cert"])
-            .args(["--webhook-config-name", WEBHOOK_CONFIG])
-            .args(flags)
-            .stdout(out.try_clone().expect("log fd"))
-            .stderr(out)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("starting linkerd-multus-operator");
-        let op = Self { child, log, admin };
-        op.wait_ready();
-        op
-    }
-
-    fn wait_ready(&self) {
-        let url = format!("127.0.0.1:{}", self.admin);
-        wait_until(
-            "the operator's /ready",
-            Duration::from_secs(60),
-            || http_ok(&url, "/ready").then_some(()),
-            || self.log_tail(),
-        );
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        format!(
-            "operator log tail ({}):\n{}",
-            self.log.display(),
-            lines[lines.len().saturating_sub(25)..].join("\n")
-        )
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Started with `flags` added to the ones every scenario uses; returns once `/ready` answers.
+fn start_operator_with(bed: &Cluster, webhook_port: u16, flags: &[&str]) -> OperatorProcess {
+    let log = bed.dir.join(format!(
+        "{}.log",
+        linkerd_multus_e2e::unique_name("operator")
+    ));
+    let op = OperatorProcess::command(
+        &binary("linkerd-multus-operator"),
+        &bed.testbed.kubeconfig(),
+        log,
+    )
+    .env("RUST_LOG", "info")
+    .args(["--namespace", "linkerd-multus", "--cni-kubeconfig"])
+    .arg(bed.plugin_kubeconfig())
+    .args(["--webhook-addr", &format!("127.0.0.1:{webhook_port}")])
+    .args(["--webhook-cert-secret", "linkerd-multus-webhook-cert"])
+    .args(["--webhook-config-name", WEBHOOK_CONFIG])
+    .args(flags)
+    .spawn()
+    .expect("starting linkerd-multus-operator");
+    op.wait_ready_blocking(Duration::from_secs(60));
+    op
 }
 
 /// The dedicated control plane and a scratch directory for the node's files.
@@ -338,26 +303,6 @@ impl Drop for Node {
 
 // === small utilities ===
 
-/// Plain HTTP GET `path` on `addr` answered 200.
-fn http_ok(addr: &str, path: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .is_err()
-    {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.1 200")
-}
-
 /// The kit's [`wait_for_within`], printing `context()` (e.g. a log tail) when it fails.
 fn wait_until<T>(
     what: &str,
@@ -425,7 +370,7 @@ fn check_items(report: &Value, check: &str) -> Value {
 }
 
 /// The operator's self-managed CA lands in the webhook configuration.
-fn wait_for_ca_bundle(c: &Cluster, operator: &Operator) {
+fn wait_for_ca_bundle(c: &Cluster, operator: &OperatorProcess) {
     wait_until(
         "the caBundle",
         Duration::from_secs(30),
@@ -436,7 +381,7 @@ fn wait_for_ca_bundle(c: &Cluster, operator: &Operator) {
                 .filter(|b| !b.is_empty())
                 .map(|_| ())
         },
-        || operator.log_tail(),
+        || operator.log_report(),
     );
 }
 
@@ -477,8 +422,8 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     let webhook_port = before_the_operator(c);
 
     // 2. The operator as a process; its self-managed CA lands in the webhook configuration.
-    let mut operator = Operator::start(c, webhook_port);
-    let log = |op: &Operator| op.log_tail();
+    let mut operator = start_operator(c, webhook_port);
+    let log = |op: &OperatorProcess| op.log_report();
     wait_for_ca_bundle(c, &operator);
     let kubeconfig = c.plugin_kubeconfig();
     let expected = expected_nad_config(&kubeconfig, &["4191", "4190"]);
@@ -644,8 +589,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
 
     // 8. Operator killed mid-way; the namespace disabled while it is down; restarted → converges (the
     // NAD goes once no pod uses it).
-    let _ = operator.child.kill();
-    let _ = operator.child.wait();
+    operator.kill();
     for ns in ["app", "foreign"] {
         c.kubectl(&[
             "annotate",
@@ -655,7 +599,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
             "--overwrite",
         ]);
     }
-    operator = Operator::start(c, webhook_port);
+    operator = start_operator(c, webhook_port);
     // Its pods still list the NAD, so it stays (their next sandbox needs it) and check names them;
     // once they are gone, so is the NAD.
     let listed = |pod: &str| format!("app/{pod}: its namespace opted out");
@@ -744,7 +688,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
     let c = &cluster;
     let webhook_port = before_the_operator(c);
     let shared = ["--nad-namespace", "default"];
-    let operator = Operator::start_with(c, webhook_port, &shared);
+    let operator = start_operator_with(c, webhook_port, &shared);
     wait_for_ca_bundle(c, &operator);
 
     // 1. Three enabled namespaces → one NAD, in `default`, marked shared, with the ConfigMap's config.
@@ -759,7 +703,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
         "the shared NAD",
         Duration::from_secs(30),
         || c.nad_config("default"),
-        || operator.log_tail(),
+        || operator.log_report(),
     );
     assert_eq!(config, expected);
     let nad = c.nad("default").expect("NAD");
@@ -795,7 +739,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
     // 4. Back to one NAD per namespace, the pods still listing `default/linkerd-cni`: each enabled
     // namespace (and the control plane's) gets its NAD, the shared one stays while they run.
     drop(operator);
-    let operator = Operator::start(c, webhook_port);
+    let operator = start_operator(c, webhook_port);
     let mut all = vec!["default", "linkerd"];
     all.extend(enabled);
     all.sort();
@@ -803,7 +747,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
         "one NAD per enabled namespace",
         Duration::from_secs(30),
         || (c.nad_namespaces() == all).then_some(()),
-        || operator.log_tail(),
+        || operator.log_report(),
     );
     // `check` names the NAD each pod still lists, and why it is kept.
     let (ok, report) = c.check();
@@ -837,7 +781,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
                     })
                     .cloned()
             },
-            || operator.log_tail(),
+            || operator.log_report(),
         )
     };
     let first = kept(1);
@@ -863,7 +807,7 @@ fn shared_nad_then_back_to_one_per_namespace() {
         "the shared NAD to go",
         Duration::from_secs(30),
         || c.nad("default").is_none().then_some(()),
-        || operator.log_tail(),
+        || operator.log_report(),
     );
     all.retain(|ns| *ns != "default");
     assert_eq!(c.nad_namespaces(), all);
