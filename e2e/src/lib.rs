@@ -19,11 +19,13 @@
 //!
 //! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name).
 //!
-//! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
+//! [`Cluster`] (a kubeconfig: kubectl, client, get_json, describe) is what [`DedicatedTestbed`] and
+//! [`node::Node`] deref to; [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
 //! project's images).
 
 pub mod admission;
 pub mod chart;
+mod cluster;
 pub mod cni;
 mod guard;
 pub mod images;
@@ -40,6 +42,7 @@ pub mod traffic;
 mod wait;
 pub mod workload;
 
+pub use cluster::Cluster;
 pub use guard::DeleteOnDrop;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
