@@ -27,6 +27,7 @@ pub mod admission;
 pub mod chart;
 mod cluster;
 pub mod cni;
+pub mod events;
 mod guard;
 pub mod images;
 pub mod multus;

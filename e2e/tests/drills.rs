@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_e2e::events::wait_for_warning;
 use linkerd_multus_e2e::operator_process::OperatorProcess;
 use linkerd_multus_e2e::{
     binary, eventually, eventually_within, free_port, unique_name, DedicatedTestbed,
@@ -471,7 +471,6 @@ async fn drill_1_broken_inputs_never_stop_admission() {
     let (stop, bad, polls) = watch_readiness(&op);
 
     let pods = Api::<Pod>::namespaced(d.client.clone(), app);
-    let events = Api::<Event>::namespaced(d.client.clone(), app);
     let mut n = 0;
     let mut admitted = || {
         n += 1;
@@ -502,19 +501,15 @@ async fn drill_1_broken_inputs_never_stop_admission() {
         }
     };
     let warned = |reason: &'static str| {
-        let events = events.clone();
+        let client = d.client.clone();
         async move {
-            eventually(&format!("a {reason} Warning Event"), || async {
-                events
-                    .list(&Default::default())
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| {
-                        e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
-                    })
-            })
+            wait_for_warning(
+                &client,
+                app,
+                reason,
+                &format!("a {reason} Warning Event"),
+                |_| true,
+            )
             .await
         }
     };

@@ -725,8 +725,8 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
     use clap::Parser;
-    use k8s_openapi::api::events::v1::Event;
     use kube::api::{Api, DynamicObject};
+    use linkerd_multus_e2e::events::wait_for_warning;
     use linkerd_multus_e2e::{client, client_as_service_account, eventually, TestNamespace};
     use linkerd_multus_operator::config::Config;
 
@@ -792,18 +792,12 @@ async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
         )
     };
 
-    let events = Api::<Event>::namespaced(admin.clone(), &app.name);
-    eventually(
+    wait_for_warning(
+        &admin,
+        &app.name,
+        "CniConfigMapMissing",
         "a CniConfigMapMissing Warning in the enabled namespace",
-        || async {
-            events
-                .list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("CniConfigMapMissing"))
-        },
+        |_| true,
     )
     .await;
     let gauge = "linkerd_multus_input_healthy{input=\"configmap\"} ";
