@@ -27,6 +27,7 @@ use linkerd_multus_e2e::free_port;
 use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
+use crate::args::OperatorBenchArgs;
 use crate::row;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
@@ -49,12 +50,8 @@ const PATIENCE: Duration = Duration::from_secs(1800);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FanoutArgs {
-    /// Kubeconfig of a dedicated control plane (the bench creates thousands of namespaces there).
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
-    /// The release `linkerd-multus-operator` binary.
-    #[arg(long)]
-    pub operator: PathBuf,
+    #[command(flatten)]
+    pub target: OperatorBenchArgs,
     /// Namespaces enabled at once.
     #[arg(long, default_value_t = 2000)]
     pub namespaces: usize,
@@ -81,7 +78,7 @@ pub(crate) fn template(log_level: &str) -> String {
 }
 
 pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
-    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    let client = args.target.client().await;
     ensure_crd(&client).await?;
     apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     put_config(&client, "info").await?;
@@ -98,8 +95,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let concurrency = args.concurrency.to_string();
     let mut operator = Operator::start(
-        &args.kubeconfig,
-        &args.operator,
+        &args.target,
         args.resync_seconds,
         &dir,
         &["--max-concurrent-reconciles", &concurrency],
@@ -427,8 +423,7 @@ fn log_path() -> PathBuf {
 impl Operator {
     /// Started with `flags` added to the bench's own.
     pub(crate) fn start(
-        kubeconfig: &Path,
-        bin: &Path,
+        target: &OperatorBenchArgs,
         resync_seconds: u64,
         dir: &Path,
         flags: &[&str],
@@ -443,7 +438,8 @@ impl Operator {
         std::fs::write(&cert, &bundle.cert_pem)?;
         std::fs::write(&key, &bundle.key_pem)?;
         let webhook = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let process = OperatorProcess::command(bin, kubeconfig, log_path())
+        let bin = &target.operator;
+        let process = OperatorProcess::command(bin, &target.kubeconfig, log_path())
             .discard_stdout()
             // BENCH_OPERATOR_LOG: the operator's RUST_LOG, to read its timeline in the log file.
             .env(
