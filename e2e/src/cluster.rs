@@ -47,6 +47,14 @@ impl Cluster {
         kubectl_ok_with(&self.kubeconfig, args)
     }
 
+    /// helm against this cluster that must succeed: its stdout ([`crate::chart::helm_ok`]).
+    pub fn helm_ok(&self, args: &[&str]) -> String {
+        let kubeconfig = self.kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
+        let mut all = vec!["--kubeconfig", kubeconfig];
+        all.extend_from_slice(args);
+        crate::chart::helm_ok(&all)
+    }
+
     /// `kubectl get ARGS -o json`, `None` when not found.
     pub fn get_json(&self, args: &[&str]) -> Option<Value> {
         let mut all = vec!["get"];

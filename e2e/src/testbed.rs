@@ -95,6 +95,11 @@ pub fn kubectl(args: &[&str]) -> Output {
     kubectl_with(&kubeconfig_path(), args)
 }
 
+/// [`kubectl`] that must succeed: its stdout. Panics with the command and its stderr.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    kubectl_ok_with(&kubeconfig_path(), args)
+}
+
 /// Runs `kubectl --kubeconfig <kubeconfig> args...` and returns its output (whatever the exit status).
 pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(kubectl_binary())

@@ -4,7 +4,7 @@
 
 mod support;
 
-use linkerd_multus_e2e::{kubeconfig_path, kubectl, unique_name};
+use linkerd_multus_e2e::{kubeconfig_path, kubectl, kubectl_ok, unique_name, Cluster};
 use serde_json::Value;
 use support::*;
 
@@ -15,12 +15,7 @@ impl Namespaces {
     fn create(prefixes: &[&str]) -> Self {
         let names: Vec<String> = prefixes.iter().map(|p| unique_name(p)).collect();
         for name in &names {
-            let out = kubectl(&["create", "namespace", name]);
-            assert!(
-                out.status.success(),
-                "create ns {name}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            kubectl_ok(&["create", "namespace", name]);
         }
         Self(names)
     }
@@ -43,13 +38,8 @@ impl Drop for Namespaces {
 fn kubectl_json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend_from_slice(&["-o", "json"]);
-    let out = kubectl(&all);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("kubectl JSON")
+    let out = kubectl_ok(&all);
+    serde_json::from_str(&out).expect("kubectl JSON")
 }
 
 /// Whether the testbed's apiserver serves `group/version` (discovery; the tests never pin a version).
@@ -57,14 +47,6 @@ fn serves(group_version: &str) -> bool {
     kubectl(&["get", "--raw", &format!("/apis/{group_version}")])
         .status
         .success()
-}
-
-/// helm against the testbed.
-fn helm_cluster(args: &[&str]) -> String {
-    let kubeconfig = kubeconfig_path();
-    let mut all = vec!["--kubeconfig", path_str(&kubeconfig)];
-    all.extend_from_slice(args);
-    helm_ok(&all)
 }
 
 /// Values that keep the test's webhook away from every other test's pods: it only matches namespaces
@@ -106,7 +88,7 @@ impl Installed {
             path_str(&values),
         ];
         args.extend_from_slice(extra);
-        let notes = helm_cluster(&args);
+        let notes = Cluster::shared().helm_ok(&args);
         let installed = Self {
             release: release.into(),
             namespace: namespace.into(),
@@ -127,11 +109,11 @@ impl Installed {
             path_str(&self.values),
         ];
         args.extend_from_slice(extra);
-        helm_cluster(&args);
+        Cluster::shared().helm_ok(&args);
     }
 
     fn manifest(&self) -> String {
-        helm_cluster(&["get", "manifest", &self.release, "-n", &self.namespace])
+        Cluster::shared().helm_ok(&["get", "manifest", &self.release, "-n", &self.namespace])
     }
 }
 
@@ -177,7 +159,7 @@ fn ca_bundle(name: &str) -> Option<String> {
 fn fill_ca_bundle(config: &str, ca: &str) {
     let patch =
         format!(r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{ca}"}}]"#);
-    let out = kubectl(&[
+    kubectl_ok(&[
         "patch",
         "mutatingwebhookconfiguration",
         config,
@@ -185,11 +167,6 @@ fn fill_ca_bundle(config: &str, ca: &str) {
         "-p",
         &patch,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Two fake CAs (base64 of a PEM header): no call is made, only the field is compared.
@@ -541,7 +518,7 @@ fn poll_configs_during(
 
 /// Which of the webhook configurations `names` exist, with their first webhook's caBundle ("" without one).
 fn existing_configs(names: [&str; 2]) -> std::collections::BTreeMap<String, String> {
-    let out = kubectl(&[
+    let out = kubectl_ok(&[
         "get",
         "mutatingwebhookconfigurations",
         names[0],
@@ -550,15 +527,10 @@ fn existing_configs(names: [&str; 2]) -> std::collections::BTreeMap<String, Stri
         "-o",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "kubectl get mutatingwebhookconfigurations: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+    if out.trim().is_empty() {
         return Default::default(); // kubectl prints nothing when neither exists
     }
-    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
+    let list: Value = serde_json::from_str(&out).expect("kubectl JSON");
     list["items"]
         .as_array()
         .expect("a List")
@@ -696,7 +668,7 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
     // which resourceNames authorizes; the same list without the selector is forbidden.
     let who = format!("--as=system:serviceaccount:{ns}:{fullname}");
     let selector = "metadata.name=linkerd-cni-config";
-    let by_name = kubectl(&[
+    kubectl_ok(&[
         "get",
         "configmaps",
         "-n",
@@ -705,11 +677,6 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         selector,
         &who,
     ]);
-    assert!(
-        by_name.status.success(),
-        "{}",
-        String::from_utf8_lossy(&by_name.stderr)
-    );
     let all = kubectl(&["get", "configmaps", "-n", cni_ns, &who]);
     assert!(
         String::from_utf8_lossy(&all.stderr).contains("Forbidden"),
@@ -814,14 +781,9 @@ async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
     })
     .to_string();
     let _cni = Namespaces(vec![cni_ns.clone()]);
-    assert!(kubectl(&["create", "namespace", &cni_ns]).status.success());
+    kubectl_ok(&["create", "namespace", &cni_ns]);
     let file = temp_file("cm.json", &cm);
-    let out = kubectl(&["apply", "-f", path_str(&file)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_ok(&["apply", "-f", path_str(&file)]);
     let nads = Api::<DynamicObject>::namespaced_with(
         admin.clone(),
         &app.name,
@@ -898,12 +860,7 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
     hook["clientConfig"] = serde_json::json!({"url": "https://127.0.0.1:1/annotate-multus-v1-pod"});
     config["metadata"] = serde_json::json!({"name": scope});
     let file = temp_file("webhook-config", &config.to_string());
-    let out = kubectl(&["create", "-f", path_str(&file)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_ok(&["create", "-f", path_str(&file)]);
     let _config = KubectlDelete("mutatingwebhookconfiguration", scope.clone());
 
     let namespaces = Namespaces::create(&["os-plain", "os-runlevel", "os-monitoring"]);
@@ -916,12 +873,7 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
         let scope_label = format!("linkerd-multus-e2e/scope={scope}");
         let mut args = vec!["label", "namespace", ns.as_str(), scope_label.as_str()];
         args.extend(label);
-        let out = kubectl(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        kubectl_ok(&args);
     }
     let create_pod = |ns: &str, name: &str| {
         kubectl(&[

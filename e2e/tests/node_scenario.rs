@@ -16,7 +16,7 @@ use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use serde_json::{json, Value};
-use support::{chart_dir, helm, helm_ok, path_str, temp_file};
+use support::{chart_dir, helm, path_str, temp_file};
 
 const RELEASE: &str = "ld-controller";
 const RELEASE_NS: &str = "linkerd-multus";
@@ -73,13 +73,6 @@ fn values(node: &Node) -> String {
         },
     })
     .to_string()
-}
-
-fn helm_node(node: &Node, args: &[&str]) -> String {
-    let kubeconfig = node.kubeconfig();
-    let mut all = vec!["--kubeconfig", path_str(&kubeconfig)];
-    all.extend_from_slice(args);
-    helm_ok(&all)
 }
 
 /// Removes the release, the test's namespaces and its cluster-scoped objects (`kind/name`), also when
@@ -369,19 +362,16 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let values = temp_file("node-scenario-values", &values(&node));
     let chart = chart_dir();
     let start = Instant::now();
-    helm_node(
-        &node,
-        &[
-            "install",
-            RELEASE,
-            path_str(&chart),
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            path_str(&values),
-        ],
-    );
+    node.helm_ok(&[
+        "install",
+        RELEASE,
+        path_str(&chart),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "-f",
+        path_str(&values),
+    ]);
     let op = wait_deployment_ready(&node, RELEASE_NS, OPERATOR);
     assert_eq!(
         count(&op, "/status/readyReplicas"),
@@ -750,7 +740,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
 
     // 7. `helm uninstall`: nothing cluster-scoped of the release is left; in chainMode=none the
     // installer leaves its kubeconfig and the plugin on the node; the NADs stay (the README says so).
-    helm_node(&node, &["uninstall", RELEASE, "-n", RELEASE_NS, "--wait"]);
+    node.helm_ok(&["uninstall", RELEASE, "-n", RELEASE_NS, "--wait"]);
     let instance = format!("app.kubernetes.io/instance={RELEASE}");
     for kind in [
         "clusterroles",

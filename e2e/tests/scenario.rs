@@ -17,9 +17,7 @@ use linkerd_multus_e2e::cni::{Network, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::operator_process::OperatorProcess;
 use linkerd_multus_e2e::traffic::{ask, Answerer};
-use linkerd_multus_e2e::{
-    apply_nad_crd, binary, free_port, kubectl_ok_with, wait_for_within, DedicatedTestbed,
-};
+use linkerd_multus_e2e::{apply_nad_crd, binary, free_port, wait_for_within, DedicatedTestbed};
 use serde_json::{json, Value};
 
 const UID_RANGE: &str = "1000650000/10000";
@@ -92,7 +90,7 @@ impl Cluster {
 
     /// kubectl that must succeed; returns stdout.
     fn kubectl(&self, args: &[&str]) -> String {
-        kubectl_ok_with(&self.testbed.kubeconfig(), args)
+        self.testbed.kubectl_ok(args)
     }
 
     /// `kubectl apply` of `manifest` (through a file, so it goes through the same kubectl as the rest).
@@ -104,11 +102,7 @@ impl Cluster {
 
     /// `kubectl get ... -o json`, or None when it is not found.
     fn get(&self, args: &[&str]) -> Option<Value> {
-        let mut all = vec!["get"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["-o", "json", "--ignore-not-found"]);
-        let out = self.kubectl(&all);
-        (!out.trim().is_empty()).then(|| serde_json::from_str(&out).expect("kubectl json"))
+        self.testbed.get_json(args)
     }
 
     /// Every NAD named linkerd-cni, as `namespace` names (sorted).
