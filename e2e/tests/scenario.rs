@@ -411,28 +411,45 @@ fn before_the_operator(c: &Cluster) -> u16 {
 fn whole_product_on_a_real_control_plane_and_real_netns() {
     let cluster = Cluster::up();
     let c = &cluster;
-
-    // 1. What the cluster has before the operator: Multus' CRD, linkerd-cni's ConfigMap, namespaces.
     let webhook_port = before_the_operator(c);
+    let operator = start_operator(c, webhook_port);
+    let expected = step_control_plane_nad(c, &operator);
+    let config = step_openshift_namespace_nad(c, &operator, &expected);
+    step_meshed_pod_admitted(c);
+    let first = step_node_redirects(c, &config);
+    let (updated, node2) = step_configmap_edit_followed(c, &operator);
+    step_check_healthy_then_failing(c, &operator);
+    let operator = step_operator_restarted_converges(c, operator, webhook_port);
+    step_configmap_deleted_keeps_nads(c, &updated);
+    drop(operator);
+    drop(node2);
+    drop(first);
+}
 
-    // 2. The operator as a process; its self-managed CA lands in the webhook configuration.
-    let mut operator = start_operator(c, webhook_port);
-    let log = |op: &OperatorProcess| op.log_report();
-    wait_for_ca_bundle(c, &operator);
-    let kubeconfig = c.plugin_kubeconfig();
-    let expected = expected_nad_config(&kubeconfig, &["4191", "4190"]);
+/// Step 2: The operator (started, as a process); its self-managed CA lands in the webhook configuration, and
+/// the control-plane namespace gets its NAD without an annotation. Returns that NAD's config.
+fn step_control_plane_nad(c: &Cluster, operator: &OperatorProcess) -> Value {
+    wait_for_ca_bundle(c, operator);
+    let expected = expected_nad_config(&c.plugin_kubeconfig(), &["4191", "4190"]);
     let cp = wait_until(
         "the control plane's NAD",
         Duration::from_secs(30),
         || c.nad_config("linkerd"),
-        || log(&operator),
+        || operator.log_report(),
     );
     assert_eq!(
         cp, expected,
         "the control-plane namespace gets the NAD without any annotation"
     );
+    expected
+}
 
-    // 3. Annotate an OpenShift-style namespace → its NAD, with exactly the expected config.
+/// Step 3: Annotate an OpenShift-style namespace → its NAD, with exactly the expected config (returned).
+fn step_openshift_namespace_nad(
+    c: &Cluster,
+    operator: &OperatorProcess,
+    expected: &Value,
+) -> Value {
     c.kubectl(&["create", "namespace", "app"]);
     c.kubectl(&[
         "label",
@@ -451,16 +468,19 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         "the app NAD",
         Duration::from_secs(30),
         || c.nad_config("app"),
-        || log(&operator),
+        || operator.log_report(),
     );
-    assert_eq!(config, expected);
+    assert_eq!(&config, expected);
     let nad = c.nad("app").expect("NAD");
     assert_eq!(
         nad["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "linkerd-multus-operator"
     );
+    config
+}
 
-    // 4. A meshed pod: the apiserver calls the webhook, which attaches it and picks the proxy uid.
+/// Step 4: A meshed pod: the apiserver calls the webhook, which attaches it and picks the proxy uid.
+fn step_meshed_pod_admitted(c: &Cluster) {
     let pod = c.create_pod("app", "web");
     let a = annotations(&pod);
     assert_eq!(
@@ -474,11 +494,19 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         Some(&json!(PROXY_UID.to_string())),
         "{a:?}"
     );
+}
 
-    // 5. The node: bridge, then linkerd-cni from the NAD; the rules carry the pod's proxy uid and real
-    //    traffic goes where they say.
+/// The first pod's node and its proxy stand-ins, kept until the scenario ends.
+struct FirstPod {
+    _node: Node,
+    _proxy: (Answerer, Answerer),
+}
+
+/// Step 5: The node: bridge, then linkerd-cni from the NAD; the rules carry the pod's proxy uid and real
+/// traffic goes where they say.
+fn step_node_redirects(c: &Cluster, config: &Value) -> FirstPod {
     let node = Node::start_pod(c, "app", "web", 0);
-    node.attach_linkerd_cni(&config)
+    node.attach_linkerd_cni(config)
         .unwrap_or_else(|e| panic!("linkerd-cni ADD: {e}"));
     let rules = node.nat_rules();
     assert!(
@@ -489,7 +517,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         rules.contains("-j PROXY_INIT_REDIRECT") && rules.contains("-j PROXY_INIT_OUTPUT"),
         "{rules}"
     );
-    let _proxy = node.assert_redirects();
+    let proxy = node.assert_redirects();
     let bypass = node
         .netns
         .command("setpriv")
@@ -511,16 +539,23 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         !bypass.status.success() && stderr.contains("Connection refused"),
         "as the proxy uid the connection must reach the real (closed) port, not the proxy: {stderr}"
     );
+    FirstPod {
+        _node: node,
+        _proxy: proxy,
+    }
+}
 
-    // 6. Edit the ConfigMap: every NAD follows, and a new pod's rules show the change.
+/// Step 6: Edit the ConfigMap: every NAD follows (the new config returned), and a new pod's rules show the
+/// change (its node returned).
+fn step_configmap_edit_followed(c: &Cluster, operator: &OperatorProcess) -> (Value, Node) {
     c.set_cni_config(&cni_network_config(&["4191", "4190", "9999"]));
-    let updated = expected_nad_config(&kubeconfig, &["4191", "4190", "9999"]);
+    let updated = expected_nad_config(&c.plugin_kubeconfig(), &["4191", "4190", "9999"]);
     for ns in ["app", "linkerd"] {
         wait_until(
             &format!("the {ns} NAD to follow the ConfigMap"),
             Duration::from_secs(30),
             || (c.nad_config(ns).as_ref() == Some(&updated)).then_some(()),
-            || log(&operator),
+            || operator.log_report(),
         );
     }
     c.create_pod("app", "web2");
@@ -533,8 +568,11 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         rules2.contains("9999"),
         "the skipped port must reach the new pod's rules: {rules2}"
     );
+    (updated, node2)
+}
 
-    // 7. check on a healthy cluster, then on a pod created before its namespace was enabled.
+/// Step 7: check on a healthy cluster, then on a pod created before its namespace was enabled.
+fn step_check_healthy_then_failing(c: &Cluster, operator: &OperatorProcess) {
     let (ok, report) = c.check();
     assert!(ok, "check on a healthy cluster failed: {report:#}");
     // Someone else's NAD of the same name, in an enabled namespace: left alone from here on.
@@ -564,7 +602,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         "the late NAD",
         Duration::from_secs(30),
         || c.nad("late"),
-        || log(&operator),
+        || operator.log_report(),
     );
     let (ok, report) = c.check();
     assert!(!ok, "check must fail: {report:#}");
@@ -580,9 +618,16 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
              created before its namespace was set up): restart it"
         ])
     );
+}
 
-    // 8. Operator killed mid-way; the namespace disabled while it is down; restarted → converges (the
-    // NAD goes once no pod uses it).
+/// Step 8: Operator killed mid-way; the namespace disabled while it is down; restarted → converges (the
+/// NAD goes once no pod uses it). Returns the restarted operator.
+fn step_operator_restarted_converges(
+    c: &Cluster,
+    operator: OperatorProcess,
+    webhook_port: u16,
+) -> OperatorProcess {
+    let mut operator = operator;
     operator.kill();
     for ns in ["app", "foreign"] {
         c.kubectl(&[
@@ -617,7 +662,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
                 .all(|p| items.iter().any(|i| i.starts_with(&listed(p))))
                 .then_some(())
         },
-        || log(&operator),
+        || operator.log_report(),
     );
     assert!(
         c.nad("app").is_some(),
@@ -630,14 +675,17 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         "the app NAD to go",
         Duration::from_secs(30),
         || c.nad("app").is_none().then_some(()),
-        || log(&operator),
+        || operator.log_report(),
     );
     assert!(c.nad("linkerd").is_some(), "the control-plane NAD stays");
     let foreign = c.nad("foreign").expect("the foreign NAD survives");
     assert_eq!(foreign["spec"]["config"], "{\"mine\": true}");
     assert!(foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null());
+    operator
+}
 
-    // 9. Broken input: the ConfigMap deleted → NADs kept, check says why.
+/// Step 9: Broken input: the ConfigMap deleted → NADs kept, check says why.
+fn step_configmap_deleted_keeps_nads(c: &Cluster, updated: &Value) {
     c.kubectl(&[
         "-n",
         "linkerd-cni",
@@ -648,7 +696,7 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         c.nad_config("linkerd").as_ref(),
-        Some(&updated),
+        Some(updated),
         "a broken input must not delete NADs"
     );
     let (ok, report) = c.check();
@@ -657,9 +705,6 @@ fn whole_product_on_a_real_control_plane_and_real_netns() {
         failed_checks(&report).contains(&"cni-configmap".to_string()),
         "{report:#}"
     );
-    drop(operator);
-    drop(node2);
-    drop(node);
 }
 
 /// Resolves a networks annotation of one `ns/name` entry to that NAD's config, as Multus would.
