@@ -19,9 +19,13 @@
 //!
 //! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name).
 //!
-//! [`Cluster`] (a kubeconfig: kubectl, client, get_json, describe) is what [`DedicatedTestbed`] and
-//! [`node::Node`] deref to; [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
-//! project's images).
+//! [`Cluster`] (a kubeconfig: kubectl, kubectl_ok, helm_ok, client, get_json, describe) is what
+//! [`DedicatedTestbed`] and [`node::Node`] deref to; [`kubectl_ok`] is its runner for the shared
+//! testbed. [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet,
+//! containerd, the project's images).
+//!
+//! [`operator_process::OperatorProcess`]: the operator binary as a child process (scenarios, drills,
+//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event.
 
 pub mod admission;
 pub mod chart;
