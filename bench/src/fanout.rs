@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -25,9 +24,10 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use linkerd_multus_e2e::free_port;
+use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::args::OperatorBenchArgs;
 use crate::row;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
@@ -50,12 +50,8 @@ const PATIENCE: Duration = Duration::from_secs(1800);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FanoutArgs {
-    /// Kubeconfig of a dedicated control plane (the bench creates thousands of namespaces there).
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
-    /// The release `linkerd-multus-operator` binary.
-    #[arg(long)]
-    pub operator: PathBuf,
+    #[command(flatten)]
+    pub target: OperatorBenchArgs,
     /// Namespaces enabled at once.
     #[arg(long, default_value_t = 2000)]
     pub namespaces: usize,
@@ -82,7 +78,7 @@ pub(crate) fn template(log_level: &str) -> String {
 }
 
 pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
-    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    let client = args.target.client().await;
     ensure_crd(&client).await?;
     apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     put_config(&client, "info").await?;
@@ -99,8 +95,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let concurrency = args.concurrency.to_string();
     let mut operator = Operator::start(
-        &args.kubeconfig,
-        &args.operator,
+        &args.target,
         args.resync_seconds,
         &dir,
         &["--max-concurrent-reconciles", &concurrency],
@@ -120,7 +115,7 @@ async fn measure(
     let n = names.len();
     // 1. Fan-out from start.
     let created = wait_nads(client, vocab::NAD_NAME, n, |_, _| true, Some(operator)).await?;
-    let ours_create = operator.started.elapsed().as_secs_f64();
+    let ours_create = operator.started().elapsed().as_secs_f64();
     let rss_fanout = operator.rss_mb()?;
 
     let sample = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
@@ -137,7 +132,7 @@ async fn measure(
     );
 
     // 2. ConfigMap edit.
-    let cpu_before = cpu_seconds(operator.child.id())?;
+    let cpu_before = cpu_seconds(operator.pid())?;
     let started = Instant::now();
     put_config(client, "debug").await?;
     wait_nads(
@@ -149,7 +144,7 @@ async fn measure(
     )
     .await?;
     let ours_update = started.elapsed().as_secs_f64();
-    let ours_cpu = cpu_seconds(operator.child.id())? - cpu_before;
+    let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
     let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
         .get(vocab::NAD_NAME)
         .await?
@@ -249,7 +244,7 @@ async fn wait_nads(
     let mut gens = Generations::new();
     while gens.len() < n {
         let exited = match operator.as_deref_mut() {
-            Some(op) => op.child.try_wait()?,
+            Some(op) => op.exited(),
             None => None,
         };
         if let Some(status) = exited {
@@ -404,11 +399,20 @@ pub(crate) async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
     bail!("the NetworkAttachmentDefinition CRD is not served after 20 s")
 }
 
-/// The operator process under test.
-pub(crate) struct Operator {
-    pub(crate) child: Child,
-    admin: SocketAddr,
-    started: Instant,
+/// The operator process under test (the kit's, killed when dropped).
+pub(crate) struct Operator(OperatorProcess);
+
+impl std::ops::Deref for Operator {
+    type Target = OperatorProcess;
+    fn deref(&self) -> &OperatorProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Operator {
+    fn deref_mut(&mut self) -> &mut OperatorProcess {
+        &mut self.0
+    }
 }
 
 /// Where the operator's stderr goes (kept after the run, for a look when something failed).
@@ -419,8 +423,7 @@ fn log_path() -> PathBuf {
 impl Operator {
     /// Started with `flags` added to the bench's own.
     pub(crate) fn start(
-        kubeconfig: &Path,
-        bin: &Path,
+        target: &OperatorBenchArgs,
         resync_seconds: u64,
         dir: &Path,
         flags: &[&str],
@@ -434,13 +437,10 @@ impl Operator {
         let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
         std::fs::write(&cert, &bundle.cert_pem)?;
         std::fs::write(&key, &bundle.key_pem)?;
-        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let webhook = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log =
-            std::fs::File::create(std::env::temp_dir().join("linkerd-multus-bench-operator.log"))?;
-        let started = Instant::now();
-        let child = Command::new(bin)
-            .env("KUBECONFIG", kubeconfig)
+        let bin = &target.operator;
+        let process = OperatorProcess::command(bin, &target.kubeconfig, log_path())
+            .discard_stdout()
             // BENCH_OPERATOR_LOG: the operator's RUST_LOG, to read its timeline in the log file.
             .env(
                 "RUST_LOG",
@@ -449,7 +449,6 @@ impl Operator {
             .args(["--cni-namespace", CNI_NAMESPACE])
             .args(["--linkerd-namespace", "bench-linkerd"])
             .args(["--namespace", CNI_NAMESPACE])
-            .args(["--admin-addr", &admin.to_string()])
             .args(["--webhook-addr", &webhook.to_string()])
             .arg("--tls-cert-file")
             .arg(&cert)
@@ -458,20 +457,14 @@ impl Operator {
             .args(["--namespace-selector", &format!("{LABEL}=1")])
             .args(["--resync-seconds", &resync_seconds.to_string()])
             .args(flags)
-            .stdout(Stdio::null())
-            .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Self {
-            child,
-            admin,
-            started,
-        })
+        Ok(Self(process))
     }
 
     /// Resident set size from /proc, in MB.
     fn rss_mb(&self) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
         let kb: f64 = status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -483,35 +476,9 @@ impl Operator {
 
     /// Sum of the operator's NAD write counters (every op) from its /metrics.
     pub(crate) async fn writes(&self) -> anyhow::Result<f64> {
-        self.metric_sum("linkerd_multus_controller_nad_writes_total")
-            .await
-    }
-
-    /// Sum of every sample of the operator's /metrics whose line starts with `prefix`.
-    pub(crate) async fn metric_sum(&self, prefix: &str) -> anyhow::Result<f64> {
-        let mut stream = tokio::net::TcpStream::connect(self.admin).await?;
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .await?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text).await?;
-        let total = text
-            .lines()
-            .filter(|l| l.starts_with(prefix))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        Ok(total)
-    }
-
-    /// SIGTERM (it drains and exits), then reap.
-    pub(crate) fn stop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-        }
-        let _ = self.child.wait();
+        Ok(self
+            .metric_sum("linkerd_multus_controller_nad_writes_total")
+            .await?)
     }
 }
 

@@ -10,6 +10,7 @@
 //! [`shared`] (NAD writes and objects with one shared NAD against one per namespace).
 
 pub mod admission;
+pub mod args;
 pub mod fanout;
 pub mod fixture;
 pub mod floor_webhook;

@@ -3,7 +3,6 @@
 //! against the floor, a minimal client in this process that watches namespaces and creates (or
 //! deletes) a NAD on the event. Rounds alternate ours and the floor so both see the same noise.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -15,6 +14,7 @@ use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use serde_json::json;
 
+use crate::args::OperatorBenchArgs;
 use crate::fanout::{self, Operator, CNI_NAMESPACE, FLOOR_NAD, LABEL};
 use crate::row::{self, pct};
 
@@ -24,19 +24,15 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct OptinArgs {
-    /// Kubeconfig of a dedicated control plane.
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
-    /// The release `linkerd-multus-operator` binary.
-    #[arg(long)]
-    pub operator: PathBuf,
+    #[command(flatten)]
+    pub target: OperatorBenchArgs,
     /// Rounds of enable + disable, each for ours and for the floor.
     #[arg(long, default_value_t = 20)]
     pub rounds: usize,
 }
 
 pub async fn run(args: OptinArgs) -> anyhow::Result<()> {
-    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    let client = args.target.client().await;
     fanout::ensure_crd(&client).await?;
     fanout::apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     fanout::put_config(&client, "info").await?;
@@ -44,7 +40,7 @@ pub async fn run(args: OptinArgs) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("linkerd-multus-optin-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut operator = Operator::start(&args.kubeconfig, &args.operator, 600, &dir, &[])?;
+    let mut operator = Operator::start(&args.target, 600, &dir, &[])?;
     let result = measure(&client, &args, &mut operator).await;
     operator.stop();
     floor.abort();
@@ -58,7 +54,7 @@ async fn measure(client: &Client, args: &OptinArgs, operator: &mut Operator) -> 
     let warm = format!("bench-optin-warm-{tag}");
     fanout::apply_namespace(client, &warm, LABEL, true).await?;
     wait_for(client, &warm, vocab::NAD_NAME, true, Instant::now()).await?;
-    if operator.child.try_wait()?.is_some() {
+    if operator.exited().is_some() {
         bail!("the operator exited during warm-up");
     }
     let warm_floor = format!("bench-optin-warmf-{tag}");

@@ -7,7 +7,6 @@
 //! 3. Switched back to shared: the per-namespace NADs go (no pod uses them).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -15,6 +14,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 
+use crate::args::OperatorBenchArgs;
 use crate::fanout::{self, Operator, CNI_NAMESPACE, LABEL};
 use crate::row;
 
@@ -25,12 +25,8 @@ const PATIENCE: Duration = Duration::from_secs(1800);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SharedArgs {
-    /// Kubeconfig of a dedicated control plane (the bench creates thousands of namespaces there).
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
-    /// The `linkerd-multus-operator` binary.
-    #[arg(long)]
-    pub operator: PathBuf,
+    #[command(flatten)]
+    pub target: OperatorBenchArgs,
     /// Enabled namespaces.
     #[arg(long, default_value_t = 2000)]
     pub namespaces: usize,
@@ -40,7 +36,7 @@ pub struct SharedArgs {
 }
 
 pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
-    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    let client = args.target.client().await;
     fanout::ensure_crd(&client).await?;
     fanout::apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     fanout::apply_namespace(&client, SHARED_NAMESPACE, LABEL, false).await?;
@@ -56,8 +52,7 @@ pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let shared_flags = ["--nad-namespace", SHARED_NAMESPACE];
-    let start =
-        |flags: &[&str]| Operator::start(&args.kubeconfig, &args.operator, 600, &dir, flags);
+    let start = |flags: &[&str]| Operator::start(&args.target, 600, &dir, flags);
 
     // 1. Shared from scratch.
     let mut op = start(&shared_flags)?;
@@ -127,7 +122,7 @@ async fn settle(
 ) -> anyhow::Result<Settled> {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        if let Some(status) = op.child.try_wait()? {
+        if let Some(status) = op.exited() {
             bail!("the operator exited ({status})");
         }
         if done(&nads(client).await?) {

@@ -13,6 +13,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use base64::Engine;
+use linkerd_multus_e2e::stand_ins::TlsServer;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -37,60 +38,29 @@ struct Recorder {
 /// The stand-in: `GET /api/v1/namespaces/demo/pods/web` and `GET /api/v1/namespaces/demo`, each
 /// answer held until the other read has arrived (at most 2 s), to see whether the two overlap.
 struct StandInApiserver {
-    url: String,
-    ca_pem: String,
+    server: TlsServer,
     recorder: Recorder,
-    handle: axum_server::Handle<SocketAddr>,
 }
 
 impl StandInApiserver {
     fn start(alpn: &[&[u8]]) -> Self {
-        let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
-            .expect("a self-signed certificate");
-        let cert = rustls::pki_types::CertificateDer::from(key.cert.der().to_vec());
-        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(
-            rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der()),
-        );
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert], private)
-        .expect("the certificate is served");
-        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-
         let recorder = Recorder::default();
         let router = Router::new()
             .route("/api/v1/namespaces/demo/pods/web", get(pod))
             .route("/api/v1/namespaces/demo", get(namespace))
             .with_state(recorder.clone());
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        listener.set_nonblocking(true).expect("non-blocking");
-        let addr = listener.local_addr().expect("local address");
-        let handle = axum_server::Handle::new();
-        let server = axum_server::from_tcp_rustls(
-            listener,
-            axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls)),
-        )
-        .expect("serve TLS")
-        .handle(handle.clone());
-        tokio::spawn(server.serve(router.into_make_service_with_connect_info::<SocketAddr>()));
         Self {
-            url: format!("https://{addr}"),
-            ca_pem: key.cert.pem(),
+            server: TlsServer::start(alpn, router),
             recorder,
-            handle,
         }
     }
 
     fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
-        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.server.ca_pem());
         let path = dir.join("kubeconfig");
         let doc = json!({
             "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": self.url, "certificate-authority-data": ca}}],
+            "clusters": [{"name": "c", "cluster": {"server": self.server.url(), "certificate-authority-data": ca}}],
             "users": [{"name": "u", "user": {"token": "stand-in-token"}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         });
@@ -100,12 +70,6 @@ impl StandInApiserver {
 
     fn seen(&self) -> Vec<Seen> {
         self.recorder.seen.lock().expect("recorder").clone()
-    }
-}
-
-impl Drop for StandInApiserver {
-    fn drop(&mut self) {
-        self.handle.shutdown();
     }
 }
 

@@ -343,7 +343,9 @@ async fn lifecycle_nftables(version: &'static str, v6: bool) {
 
 /// The harness' default settings as `nft list table` prints them (FAMILY: ip or ip6; SUBNET: the
 /// line of an ignored subnet, if any).
-const NFT_EXPECTED: &str = r#"table FAMILY linkerd-cni {
+/// The output chain is the fixture the plan's own table test uses.
+const NFT_EXPECTED: &str = concat!(
+    r#"table FAMILY linkerd-cni {
 	chain PROXY_INIT_REDIRECT {
 		type nat hook prerouting priority dstnat; policy accept;
 		tcp dport 4191 return comment "proxy-init/ignore-port-4191"
@@ -352,14 +354,10 @@ SUBNET
 		meta l4proto tcp redirect to :4143 comment "proxy-init/redirect-all-incoming-to-proxy-port"
 	}
 
-	chain PROXY_INIT_OUTPUT {
-		type nat hook output priority -100; policy accept;
-		meta skuid 2102 return comment "proxy-init/ignore-proxy-user-id"
-		oifname "lo" return comment "proxy-init/ignore-loopback"
-		meta l4proto tcp redirect to :4140 comment "proxy-init/redirect-all-outgoing-to-proxy-port"
-	}
-}
-"#;
+"#,
+    include_str!("../../fixtures/nft-default-output-chain.txt"),
+    "}\n"
+);
 
 #[tokio::test]
 #[ignore = "needs root (netns, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]

@@ -19,18 +19,26 @@
 //!
 //! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name).
 //!
-//! [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet, containerd, the
-//! project's images).
+//! [`Cluster`] (a kubeconfig: kubectl, kubectl_ok, helm_ok, client, get_json, describe) is what
+//! [`DedicatedTestbed`] and [`node::Node`] deref to; [`kubectl_ok`] is its runner for the shared
+//! testbed. [`node::Node`] plays [`client`]'s part for the node mode (`e2e/testbed up --node`: kubelet,
+//! containerd, the project's images).
+//!
+//! [`operator_process::OperatorProcess`]: the operator binary as a child process (scenarios, drills,
+//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event.
 
 pub mod admission;
 pub mod chart;
+mod cluster;
 pub mod cni;
+pub mod events;
 mod guard;
 pub mod images;
 pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod operator_process;
 pub mod pod_network;
 mod port;
 pub mod stand_ins;
@@ -39,14 +47,15 @@ pub mod traffic;
 mod wait;
 pub mod workload;
 
+pub use cluster::Cluster;
 pub use guard::DeleteOnDrop;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
 pub use port::free_port;
 pub use testbed::{
     apply_nad_crd, binary, client, client_as_service_account, client_from, ensure_nad_crd,
-    kubeconfig_path, kubectl, kubectl_ok_with, kubectl_with, testbed_dir, workspace_root,
-    DedicatedTestbed,
+    kubeconfig_path, kubectl, kubectl_ok, kubectl_ok_with, kubectl_with, testbed_dir,
+    workspace_root, DedicatedTestbed,
 };
 pub use wait::{
     eventually, eventually_within, wait_for, wait_for_explained, wait_for_within, DEADLINE,

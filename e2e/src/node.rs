@@ -6,16 +6,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kube::Client;
-use serde_json::Value;
-
-use crate::testbed::{client_from, kubectl_ok_with, kubectl_with, workspace_root};
+use crate::cluster::Cluster;
+use crate::testbed::workspace_root;
 
 const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/test-all does)";
 
 /// A node testbed: its state directory, and whether this value started it (and stops it when dropped).
 pub struct Node {
     dir: PathBuf,
+    cluster: Cluster,
     dedicated: bool,
     down_done: bool,
 }
@@ -28,6 +27,7 @@ impl Node {
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace_root().join(".testbed-node"));
         let node = Self {
+            cluster: Cluster::new(dir.join("kubeconfig")),
             dir,
             dedicated: false,
             down_done: false,
@@ -48,6 +48,7 @@ impl Node {
     pub fn dedicated(prefix: &str) -> Self {
         let dir = std::env::temp_dir().join(crate::unique_name(prefix));
         let node = Self {
+            cluster: Cluster::new(dir.join("kubeconfig")),
             dir,
             dedicated: true,
             down_done: false,
@@ -66,18 +67,6 @@ impl Node {
         &self.dir
     }
 
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubeconfig")
-    }
-
-    pub async fn client(&self) -> Client {
-        client_from(&self.kubeconfig()).await
-    }
-
-    pub fn kubectl(&self, args: &[&str]) -> Output {
-        kubectl_with(&self.kubeconfig(), args)
-    }
-
     /// Runs `f` in the node's network namespace (where its apiserver, kubelet and pods live): a listener
     /// bound in `f` on 127.0.0.1 is what the node's apiserver reaches as `https://127.0.0.1:<port>`.
     pub fn run_in_netns<T: Send, F: FnOnce() -> T + Send>(&self, f: F) -> T {
@@ -89,33 +78,6 @@ impl Node {
     /// The node's CNI directories as containerd uses them: `bin` and `net.d` under this path.
     pub fn cni_dir(&self) -> PathBuf {
         self.dir.join("cni")
-    }
-
-    /// kubectl that must succeed: its stdout. Panics with the command and its stderr.
-    pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        kubectl_ok_with(&self.kubeconfig(), args)
-    }
-
-    /// `kubectl get ARGS -o json`, `None` when not found.
-    pub fn get_json(&self, args: &[&str]) -> Option<Value> {
-        let mut all = vec!["get"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["-o", "json", "--ignore-not-found"]);
-        let out = self.kubectl_ok(&all);
-        (!out.trim().is_empty())
-            .then(|| serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl json: {e}")))
-    }
-
-    /// `kubectl describe` of `what` in `namespace` plus the namespace's events: what a failure shows.
-    pub fn describe(&self, namespace: &str, what: &str) -> String {
-        let text = |o: Output| {
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-        };
-        format!(
-            "--- kubectl describe {what}:\n{}\n--- events in {namespace}:\n{}",
-            text(self.kubectl(&["-n", namespace, "describe", what])),
-            text(self.kubectl(&["-n", namespace, "get", "events", "--sort-by=.lastTimestamp"]))
-        )
     }
 
     /// The full reference of a locally built image (`operator`, `cni`, `test`): the
@@ -193,6 +155,14 @@ impl Node {
             .env("LINKERD_MULTUS_IMAGES_NO_BUILD", "1")
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command} --node: {e}"))
+    }
+}
+
+/// kubeconfig, kubectl, client, get_json, describe: the node's cluster.
+impl std::ops::Deref for Node {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.cluster
     }
 }
 

@@ -95,6 +95,11 @@ pub fn kubectl(args: &[&str]) -> Output {
     kubectl_with(&kubeconfig_path(), args)
 }
 
+/// [`kubectl`] that must succeed: its stdout. Panics with the command and its stderr.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    kubectl_ok_with(&kubeconfig_path(), args)
+}
+
 /// Runs `kubectl --kubeconfig <kubeconfig> args...` and returns its output (whatever the exit status).
 pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(kubectl_binary())
@@ -147,6 +152,7 @@ pub fn binary(name: &str) -> PathBuf {
 /// a directory of its own; stopped with `e2e/testbed down` when dropped.
 pub struct DedicatedTestbed {
     dir: PathBuf,
+    cluster: crate::Cluster,
     /// A kube-apiserver this process restarted (see `start_apiserver`), reaped on drop.
     restarted: std::sync::Mutex<Option<std::process::Child>>,
 }
@@ -157,6 +163,7 @@ impl DedicatedTestbed {
     pub fn up(prefix: &str) -> Self {
         let dir = std::env::temp_dir().join(crate::unique_name(prefix));
         let bed = Self {
+            cluster: crate::Cluster::new(dir.join("kubeconfig")),
             dir,
             restarted: std::sync::Mutex::new(None),
         };
@@ -168,18 +175,6 @@ impl DedicatedTestbed {
             String::from_utf8_lossy(&out.stderr)
         );
         bed
-    }
-
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubeconfig")
-    }
-
-    pub async fn client(&self) -> Client {
-        client_from(&self.kubeconfig()).await
-    }
-
-    pub fn kubectl(&self, args: &[&str]) -> Output {
-        kubectl_with(&self.kubeconfig(), args)
     }
 
     /// SIGKILLs this testbed's kube-apiserver (etcd keeps running); returns its command line, for
@@ -255,6 +250,14 @@ impl DedicatedTestbed {
             .env("LINKERD_MULTUS_TESTBED_DIR", &self.dir)
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command}: {e}"))
+    }
+}
+
+/// kubeconfig, kubectl, client, get_json, describe: the testbed's cluster.
+impl std::ops::Deref for DedicatedTestbed {
+    type Target = crate::Cluster;
+    fn deref(&self) -> &crate::Cluster {
+        &self.cluster
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use linkerd_multus_e2e::{client, kubectl, TestNamespace};
+use linkerd_multus_e2e::{client, kubectl_ok, TestNamespace};
 
 /// If this breaks, no test that needs the apiserver can be trusted: the namespace must round-trip.
 #[tokio::test]
@@ -38,19 +38,14 @@ async fn creates_a_namespace_and_reads_it_back() {
     );
 
     // kubectl sees the same object through the same kubeconfig.
-    let out = kubectl(&[
+    let out = kubectl_ok(&[
         "get",
         "namespace",
         &ns.name,
         "-o",
         "jsonpath={.metadata.name}",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), ns.name);
+    assert_eq!(out, ns.name);
 }
 
 /// The testbed labels system namespaces the way 1.21+ does; webhook namespaceSelectors rely on it.

@@ -3,23 +3,24 @@
 //! broken on purpose. Each drill prints the figure it measured (`MEASURE ...`).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use linkerd_multus_e2e::events::wait_for_warning;
+use linkerd_multus_e2e::operator_process::OperatorProcess;
 use linkerd_multus_e2e::{
     binary, eventually, eventually_within, free_port, unique_name, DedicatedTestbed,
 };
+use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
 const CNI_NS: &str = "linkerd-cni";
@@ -30,112 +31,48 @@ const CONVERGE: Duration = Duration::from_secs(120);
 
 // === the operator as a process ===
 
-/// `linkerd-multus-operator` as a real process; SIGKILLed (and reaped) when dropped.
-struct OperatorProcess {
-    child: Child,
-    log: PathBuf,
-    admin: SocketAddr,
+/// A replica of `linkerd-multus-operator` (the kit's process), with its webhook address and name.
+struct Replica {
+    process: OperatorProcess,
     webhook: String,
     identity: String,
 }
 
-impl OperatorProcess {
+impl Replica {
     /// Starts it against `bed` as replica `identity` (leader election on), plus `extra` flags.
     fn start(bed: &DedicatedTestbed, dir: &Path, identity: &str, extra: &[String]) -> Self {
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let log = dir.join(format!("operator-{identity}.log"));
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("operator log");
         let webhook = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(binary("linkerd-multus-operator"))
-            .env("KUBECONFIG", bed.kubeconfig())
-            .env("RUST_LOG", "info,linkerd_multus_operator=debug")
-            .args(["--namespace", OPERATOR_NS, "--leader-elect"])
-            .args(["--pod-name", identity])
-            .args(["--admin-addr", &admin.to_string()])
-            .args(["--webhook-addr", webhook.as_str()])
-            .args(["--webhook-cert-secret", "linkerd-multus-drill-cert"])
-            .args(["--webhook-config-name", WEBHOOK_CONFIG])
-            .args(extra)
-            .stdout(out.try_clone().expect("log fd"))
-            .stderr(out)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("starting linkerd-multus-operator");
+        let process =
+            OperatorProcess::command(&binary("linkerd-multus-operator"), &bed.kubeconfig(), log)
+                .append_log()
+                .env("RUST_LOG", "info,linkerd_multus_operator=debug")
+                .args(["--namespace", OPERATOR_NS, "--leader-elect"])
+                .args(["--pod-name", identity])
+                .args(["--webhook-addr", webhook.as_str()])
+                .args(["--webhook-cert-secret", "linkerd-multus-drill-cert"])
+                .args(["--webhook-config-name", WEBHOOK_CONFIG])
+                .args(extra)
+                .spawn()
+                .expect("starting linkerd-multus-operator");
         Self {
-            child,
-            log,
-            admin,
+            process,
             webhook,
             identity: identity.to_string(),
         }
     }
+}
 
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let resp = reqwest::get(format!("http://{}{path}", self.admin))
-            .await
-            .ok()?;
-        let status = resp.status().as_u16();
-        Some((status, resp.text().await.unwrap_or_default()))
-    }
-
-    async fn metric(&self, name: &str) -> Option<f64> {
-        let (_, body) = self.get("/metrics").await?;
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-    }
-
-    async fn wait_metric(&self, name: &str, value: f64) {
-        eventually(&format!("{name} reads {value}"), || async {
-            (self.metric(name).await? == value).then_some(())
-        })
-        .await
-    }
-
-    async fn wait_ready(&self) {
-        eventually("the operator's /ready answers 200", || async {
-            (self.get("/ready").await?.0 == 200).then_some(())
-        })
-        .await
-    }
-
-    fn signal(&self, signal: &str) {
-        let sent = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "kill {signal}");
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().expect("try_wait")
-    }
-
-    fn wait_exit(&mut self) -> ExitStatus {
-        self.child.wait().expect("wait")
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+impl std::ops::Deref for Replica {
+    type Target = OperatorProcess;
+    fn deref(&self) -> &OperatorProcess {
+        &self.process
     }
 }
 
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "operator log ({}):\n{}",
-                self.log.display(),
-                self.log_tail()
-            );
-        }
+impl std::ops::DerefMut for Replica {
+    fn deref_mut(&mut self) -> &mut OperatorProcess {
+        &mut self.process
     }
 }
 
@@ -163,9 +100,9 @@ impl Drill {
         d
     }
 
-    fn operator(&self, identity: &str, extra: &[&str]) -> OperatorProcess {
+    fn operator(&self, identity: &str, extra: &[&str]) -> Replica {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        OperatorProcess::start(&self.bed, &self.dir, identity, &extra)
+        Replica::start(&self.bed, &self.dir, identity, &extra)
     }
 
     async fn install_crd(&self) {
@@ -332,7 +269,7 @@ impl Drill {
     /// until every NAD converged; returns the time it took and the exits seen.
     async fn supervise_until_converged(
         &self,
-        ops: &mut [OperatorProcess],
+        ops: &mut [Replica],
         enabled: &[String],
         needle: &str,
         foreign: &BTreeMap<(String, String), Value>,
@@ -453,7 +390,7 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
 // === drill 1: broken inputs never stop admission ===
 
 /// Polls `/ready` every 100 ms until stopped; counts answers other than 200.
-fn watch_readiness(op: &OperatorProcess) -> (Arc<AtomicBool>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+fn watch_readiness(op: &Replica) -> (Arc<AtomicBool>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let (stop, bad, polls) = (
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicUsize::new(0)),
@@ -463,7 +400,7 @@ fn watch_readiness(op: &OperatorProcess) -> (Arc<AtomicBool>, Arc<AtomicUsize>, 
         stop.clone(),
         bad.clone(),
         polls.clone(),
-        format!("http://{}/ready", op.admin),
+        format!("http://{}/ready", op.admin()),
     );
     tokio::spawn(async move {
         while !s.load(Ordering::Relaxed) {
@@ -534,7 +471,6 @@ async fn drill_1_broken_inputs_never_stop_admission() {
     let (stop, bad, polls) = watch_readiness(&op);
 
     let pods = Api::<Pod>::namespaced(d.client.clone(), app);
-    let events = Api::<Event>::namespaced(d.client.clone(), app);
     let mut n = 0;
     let mut admitted = || {
         n += 1;
@@ -565,19 +501,15 @@ async fn drill_1_broken_inputs_never_stop_admission() {
         }
     };
     let warned = |reason: &'static str| {
-        let events = events.clone();
+        let client = d.client.clone();
         async move {
-            eventually(&format!("a {reason} Warning Event"), || async {
-                events
-                    .list(&Default::default())
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| {
-                        e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
-                    })
-            })
+            wait_for_warning(
+                &client,
+                app,
+                reason,
+                &format!("a {reason} Warning Event"),
+                |_| true,
+            )
             .await
         }
     };
@@ -741,7 +673,7 @@ async fn drill_3_operator_killed_and_leader_handoff_mid_fan_out() {
         (d.owned_nad_count().await >= 50).then_some(())
     })
     .await;
-    a.signal("-KILL");
+    a.signal(Signal::SIGKILL);
     let killed = Instant::now();
     let at_kill = d.owned_nad_count().await;
     let status = a.wait_exit();
@@ -783,7 +715,7 @@ async fn drill_3_operator_killed_and_leader_handoff_mid_fan_out() {
             .filter(|v| config_of(v).contains(needle))
             .count()
     });
-    b.signal("-TERM");
+    b.signal(Signal::SIGTERM);
     let handed = Instant::now();
     let mut b = b;
     let stopped = tokio::task::block_in_place(|| b.wait_exit());

@@ -4,152 +4,10 @@
 
 mod support;
 
-use linkerd_multus_e2e::{kubeconfig_path, kubectl, unique_name};
+use linkerd_multus_e2e::{kubectl, kubectl_ok, unique_name};
 use serde_json::Value;
+use support::install::*;
 use support::*;
-
-/// Namespaces created with kubectl for one test and deleted when dropped.
-struct Namespaces(Vec<String>);
-
-impl Namespaces {
-    fn create(prefixes: &[&str]) -> Self {
-        let names: Vec<String> = prefixes.iter().map(|p| unique_name(p)).collect();
-        for name in &names {
-            let out = kubectl(&["create", "namespace", name]);
-            assert!(
-                out.status.success(),
-                "create ns {name}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Self(names)
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = kubectl(&[
-                "delete",
-                "namespace",
-                name,
-                "--wait=false",
-                "--ignore-not-found",
-            ]);
-        }
-    }
-}
-
-fn kubectl_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["-o", "json"]);
-    let out = kubectl(&all);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("kubectl JSON")
-}
-
-/// Whether the testbed's apiserver serves `group/version` (discovery; the tests never pin a version).
-fn serves(group_version: &str) -> bool {
-    kubectl(&["get", "--raw", &format!("/apis/{group_version}")])
-        .status
-        .success()
-}
-
-/// helm against the testbed.
-fn helm_cluster(args: &[&str]) -> String {
-    let kubeconfig = kubeconfig_path();
-    let mut all = vec!["--kubeconfig", path_str(&kubeconfig)];
-    all.extend_from_slice(args);
-    helm_ok(&all)
-}
-
-/// Values that keep the test's webhook away from every other test's pods: it only matches namespaces
-/// labelled with this release's name (none are), and a failed call would be ignored anyway.
-fn isolating_values(release: &str, cni_namespace: &str) -> String {
-    format!(
-        "operator:\n  cniNamespace: {cni_namespace}\nwebhook:\n  failurePolicy: Ignore\n  namespaceSelector:\n    \
-         matchLabels:\n      linkerd-multus-e2e/release: {release}\n"
-    )
-}
-
-struct Installed {
-    release: String,
-    namespace: String,
-    values: std::path::PathBuf,
-}
-
-impl Installed {
-    fn install(release: &str, namespace: &str, values: &str, extra: &[&str]) -> (Self, String) {
-        Self::install_chart(&chart_dir(), release, namespace, values, extra)
-    }
-
-    /// [`Installed::install`] of the chart in `chart` (another version of it).
-    fn install_chart(
-        chart: &std::path::Path,
-        release: &str,
-        namespace: &str,
-        values: &str,
-        extra: &[&str],
-    ) -> (Self, String) {
-        let values = temp_file("helm-values", values);
-        let mut args = vec![
-            "install",
-            release,
-            path_str(chart),
-            "-n",
-            namespace,
-            "-f",
-            path_str(&values),
-        ];
-        args.extend_from_slice(extra);
-        let notes = helm_cluster(&args);
-        let installed = Self {
-            release: release.into(),
-            namespace: namespace.into(),
-            values,
-        };
-        (installed, notes)
-    }
-
-    fn upgrade(&self, extra: &[&str]) {
-        let chart = chart_dir();
-        let mut args = vec![
-            "upgrade",
-            &self.release,
-            path_str(&chart),
-            "-n",
-            &self.namespace,
-            "-f",
-            path_str(&self.values),
-        ];
-        args.extend_from_slice(extra);
-        helm_cluster(&args);
-    }
-
-    fn manifest(&self) -> String {
-        helm_cluster(&["get", "manifest", &self.release, "-n", &self.namespace])
-    }
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        // A failed test must not leave its (cluster-scoped) webhook configuration behind.
-        let kubeconfig = kubeconfig_path();
-        let _ = helm(&[
-            "--kubeconfig",
-            path_str(&kubeconfig),
-            "uninstall",
-            &self.release,
-            "-n",
-            &self.namespace,
-        ]);
-        let _ = std::fs::remove_file(&self.values);
-    }
-}
 
 /// The Deployment's generation and pod template: an upgrade that changes neither restarts nothing.
 fn deployment_state(namespace: &str, name: &str) -> (i64, Value) {
@@ -177,7 +35,7 @@ fn ca_bundle(name: &str) -> Option<String> {
 fn fill_ca_bundle(config: &str, ca: &str) {
     let patch =
         format!(r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{ca}"}}]"#);
-    let out = kubectl(&[
+    kubectl_ok(&[
         "patch",
         "mutatingwebhookconfiguration",
         config,
@@ -185,11 +43,6 @@ fn fill_ca_bundle(config: &str, ca: &str) {
         "-p",
         &patch,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Two fake CAs (base64 of a PEM header): no call is made, only the field is compared.
@@ -541,7 +394,7 @@ fn poll_configs_during(
 
 /// Which of the webhook configurations `names` exist, with their first webhook's caBundle ("" without one).
 fn existing_configs(names: [&str; 2]) -> std::collections::BTreeMap<String, String> {
-    let out = kubectl(&[
+    let out = kubectl_ok(&[
         "get",
         "mutatingwebhookconfigurations",
         names[0],
@@ -550,15 +403,10 @@ fn existing_configs(names: [&str; 2]) -> std::collections::BTreeMap<String, Stri
         "-o",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "kubectl get mutatingwebhookconfigurations: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+    if out.trim().is_empty() {
         return Default::default(); // kubectl prints nothing when neither exists
     }
-    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
+    let list: Value = serde_json::from_str(&out).expect("kubectl JSON");
     list["items"]
         .as_array()
         .expect("a List")
@@ -696,7 +544,7 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
     // which resourceNames authorizes; the same list without the selector is forbidden.
     let who = format!("--as=system:serviceaccount:{ns}:{fullname}");
     let selector = "metadata.name=linkerd-cni-config";
-    let by_name = kubectl(&[
+    kubectl_ok(&[
         "get",
         "configmaps",
         "-n",
@@ -705,256 +553,9 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         selector,
         &who,
     ]);
-    assert!(
-        by_name.status.success(),
-        "{}",
-        String::from_utf8_lossy(&by_name.stderr)
-    );
     let all = kubectl(&["get", "configmaps", "-n", cni_ns, &who]);
     assert!(
         String::from_utf8_lossy(&all.stderr).contains("Forbidden"),
         "listing every ConfigMap was allowed"
     );
-}
-
-/// Install order: the chart installs while the CNI namespace does not exist yet (its ConfigMap read is
-/// a ClusterRole limited by name). The real controller, acting as the chart's ServiceAccount with the
-/// chart's RBAC, reports the missing ConfigMap (Warning Event, gauge 0) while `/ready` is 200, and
-/// picks the ConfigMap up once linkerd-cni creates it: the NAD appears.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
-async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
-    use clap::Parser;
-    use k8s_openapi::api::events::v1::Event;
-    use kube::api::{Api, DynamicObject};
-    use linkerd_multus_e2e::{client, client_as_service_account, eventually, TestNamespace};
-    use linkerd_multus_operator::config::Config;
-
-    let namespaces = Namespaces::create(&["helm-early"]);
-    let ns = namespaces.0[0].clone();
-    let cni_ns = unique_name("late-cni");
-    let release = unique_name("lm");
-    let values = isolating_values(&release, &cni_ns);
-    let (installed, _) = Installed::install(&release, &ns, &values, &[]);
-    let fullname = format!("{release}-linkerd-multus");
-
-    // The test's own namespace selection (hidden flag), so other tests' namespaces are not touched.
-    let label = ("linkerd-multus-test/run".to_string(), release.clone());
-    let admin = client().await;
-    let app = TestNamespace::create_with(
-        &admin,
-        "early-app",
-        [(
-            vocab::MULTUS_ANNOTATION.to_string(),
-            vocab::MULTUS_ENABLED.to_string(),
-        )]
-        .into(),
-    )
-    .await;
-    kubectl(&[
-        "label",
-        "namespace",
-        &app.name,
-        &format!("{}={}", label.0, label.1),
-    ]);
-    let selector = format!("{}={}", label.0, label.1);
-    let argv = [
-        "linkerd-multus-operator",
-        "--cni-namespace",
-        &cni_ns,
-        "--linkerd-namespace",
-        &unique_name("no-linkerd"),
-        "--admin-addr",
-        "127.0.0.1:0",
-        "--namespace-selector",
-        &selector,
-    ];
-    let Config::Run(run) =
-        Config::from_cli(linkerd_multus_operator::cli::Cli::try_parse_from(argv).expect("flags"))
-    else {
-        unreachable!("no subcommand")
-    };
-    // Multus' CRD, as a Multus cluster has it (tests on this testbed may run in any order).
-    linkerd_multus_e2e::ensure_nad_crd();
-    let as_operator = client_as_service_account(&ns, &fullname).await;
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let _stop = shutdown.clone().drop_guard();
-    let op = linkerd_multus_operator::spawn_controller(as_operator, run.controller, shutdown)
-        .await
-        .expect("operator starts");
-    let get = |path: &'static str| async move {
-        let resp = reqwest::get(format!("http://{}{path}", op.admin_addr))
-            .await
-            .expect("admin server");
-        (
-            resp.status().as_u16(),
-            resp.text().await.unwrap_or_default(),
-        )
-    };
-
-    let events = Api::<Event>::namespaced(admin.clone(), &app.name);
-    eventually(
-        "a CniConfigMapMissing Warning in the enabled namespace",
-        || async {
-            events
-                .list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("CniConfigMapMissing"))
-        },
-    )
-    .await;
-    let gauge = "linkerd_multus_input_healthy{input=\"configmap\"} ";
-    let (_, metrics) = get("/metrics").await;
-    assert!(metrics.contains(&format!("{gauge}0")), "{metrics}");
-    let (ready, body) = get("/ready").await;
-    assert_eq!(ready, 200, "{body}");
-
-    // linkerd-cni arrives.
-    let cm = serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "linkerd-cni-config", "namespace": cni_ns},
-        "data": {"cni_network_config": include_str!("../../fixtures/linkerd2-cni-network-config.json")},
-    })
-    .to_string();
-    let _cni = Namespaces(vec![cni_ns.clone()]);
-    assert!(kubectl(&["create", "namespace", &cni_ns]).status.success());
-    let file = temp_file("cm.json", &cm);
-    let out = kubectl(&["apply", "-f", path_str(&file)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let nads = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        &app.name,
-        &linkerd_multus_operator::reconcile::nad_resource(None),
-    );
-    let started = std::time::Instant::now();
-    let nad = eventually("the NAD appears once the ConfigMap exists", || async {
-        nads.get_opt(vocab::NAD_NAME).await.ok()?
-    })
-    .await;
-    eprintln!(
-        "MEASURE ConfigMap created after the operator -> NAD visible: {:?}",
-        started.elapsed()
-    );
-    let config = nad.data["spec"]["config"].as_str().expect("config");
-    assert!(config.contains("\"type\":\"linkerd-cni\""), "{config}");
-    eventually("the configmap gauge reads 1", || async {
-        get("/metrics")
-            .await
-            .1
-            .contains(&format!("{gauge}1"))
-            .then_some(())
-    })
-    .await;
-    drop(installed);
-}
-
-/// Deletes a cluster-scoped object with kubectl when dropped.
-struct KubectlDelete(&'static str, String);
-
-impl Drop for KubectlDelete {
-    fn drop(&mut self) {
-        let _ = kubectl(&["delete", self.0, &self.1, "--ignore-not-found"]);
-    }
-}
-
-/// `helm/values-openshift.yaml` keeps OpenShift's platform namespaces (labelled
-/// `openshift.io/run-level` or `openshift.io/cluster-monitoring`) away from the webhook, as the real
-/// apiserver applies the rendered namespaceSelector: with the webhook's URL unreachable and
-/// `failurePolicy: Fail`, a pod in a plain namespace is refused, while pods in namespaces with either
-/// label are created (they are never sent to the webhook). A scoping label added to the selector
-/// keeps the test's webhook away from every other test's pods.
-#[test]
-#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
-fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
-    let scope = unique_name("os-scope");
-    let openshift = chart_dir().join("values-openshift.yaml");
-    let scoping = temp_file(
-        "helm-values",
-        &format!(
-            "webhook:\n  namespaceSelector:\n    matchLabels:\n      linkerd-multus-e2e/scope: {scope}\n"
-        ),
-    );
-    let docs = parse_docs(&helm_template(
-        "ld-controller",
-        "linkerd-multus",
-        &["-f", path_str(&openshift), "-f", path_str(&scoping)],
-    ));
-    let mut config = find(&docs, "MutatingWebhookConfiguration", None).clone();
-    let hook = &mut config["webhooks"][0];
-    assert_eq!(hook["failurePolicy"], "Fail");
-    let expressions = hook["namespaceSelector"]["matchExpressions"].clone();
-    for key in ["openshift.io/run-level", "openshift.io/cluster-monitoring"] {
-        assert!(
-            expressions
-                .as_array()
-                .expect("matchExpressions")
-                .iter()
-                .any(|e| e["key"] == key && e["operator"] == "DoesNotExist"),
-            "{key} excluded: {expressions}"
-        );
-    }
-    // Nothing listens on port 1: every call the apiserver makes fails, so Fail refuses the pod.
-    hook["clientConfig"] = serde_json::json!({"url": "https://127.0.0.1:1/annotate-multus-v1-pod"});
-    config["metadata"] = serde_json::json!({"name": scope});
-    let file = temp_file("webhook-config", &config.to_string());
-    let out = kubectl(&["create", "-f", path_str(&file)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _config = KubectlDelete("mutatingwebhookconfiguration", scope.clone());
-
-    let namespaces = Namespaces::create(&["os-plain", "os-runlevel", "os-monitoring"]);
-    let labels = [
-        None,
-        Some("openshift.io/run-level=0"),
-        Some("openshift.io/cluster-monitoring=true"),
-    ];
-    for (ns, label) in namespaces.0.iter().zip(labels) {
-        let scope_label = format!("linkerd-multus-e2e/scope={scope}");
-        let mut args = vec!["label", "namespace", ns.as_str(), scope_label.as_str()];
-        args.extend(label);
-        let out = kubectl(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let create_pod = |ns: &str, name: &str| {
-        kubectl(&[
-            "-n",
-            ns,
-            "run",
-            name,
-            "--image=example.com/app:1",
-            "--restart=Never",
-        ])
-    };
-    // The apiserver picks the configuration up within moments: wait until the plain namespace's pod
-    // is refused by the failing webhook, which proves the selector is in force.
-    let mut attempt = 0;
-    let refused = linkerd_multus_e2e::wait_for("the webhook to be in force", || {
-        attempt += 1;
-        let out = create_pod(&namespaces.0[0], &format!("plain-{attempt}"));
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        (!out.status.success() && stderr.contains("failed calling webhook")).then_some(stderr)
-    });
-    eprintln!("plain namespace: {}", refused.trim());
-    for ns in &namespaces.0[1..] {
-        let out = create_pod(ns, "platform");
-        assert!(
-            out.status.success(),
-            "a pod in platform namespace {ns} is never sent to the webhook: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }

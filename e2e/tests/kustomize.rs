@@ -3,7 +3,7 @@
 
 mod support;
 
-use linkerd_multus_e2e::{kubectl, unique_name, workspace_root};
+use linkerd_multus_e2e::{kubectl, kubectl_ok, unique_name, workspace_root};
 use serde_json::Value;
 use support::*;
 
@@ -243,12 +243,7 @@ fn server_dry_run(dir: &str, skip_kinds: &[&str]) {
     let ns = unique_name("kustomize-op");
     let cni = unique_name("kustomize-cni");
     for n in [&ns, &cni] {
-        let out = kubectl(&["create", "namespace", n]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        kubectl_ok(&["create", "namespace", n]);
     }
     let mut docs = kustomize(dir);
     docs.retain(|d| !skip_kinds.contains(&kind(d)));

@@ -57,12 +57,7 @@ async fn wait_phase(pods: &Api<Pod>, name: &str, phases: &[&str], timeout: Durat
 /// the other apiserver).
 async fn namespace(node: &Node, prefix: &str) -> String {
     let name = unique_name(prefix);
-    let out = node.kubectl(&["create", "namespace", &name]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.kubectl_ok(&["create", "namespace", &name]);
     // Pods need the ServiceAccount the real token controller creates.
     for _ in 0..100 {
         if node
@@ -163,7 +158,7 @@ async fn the_operator_and_cni_images_start_their_binaries_on_the_node() {
 fn down_leaves_no_process_namespace_cgroup_or_mount_behind() {
     let mut node = Node::dedicated("node-down");
     // A running pod, so there are containers, shims, a pod netns and pod cgroups to clean up.
-    let out = node.kubectl(&[
+    node.kubectl_ok(&[
         "run",
         "sleeper",
         "--image",
@@ -171,22 +166,12 @@ fn down_leaves_no_process_namespace_cgroup_or_mount_behind() {
         "--image-pull-policy=Never",
         "--restart=Never",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = node.kubectl(&[
+    node.kubectl_ok(&[
         "wait",
         "--for=condition=Ready",
         "pod/sleeper",
         "--timeout=60s",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 
     let footprint = node.footprint();
     assert!(

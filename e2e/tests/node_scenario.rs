@@ -8,327 +8,48 @@
 //! The operator and its webhook see every namespace of the node, so other tests' pods there are left
 //! alone only because their namespaces are not annotated.
 
+mod node_scenario_parts;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use linkerd_multus_e2e::node::Node;
-use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
-use linkerd_multus_e2e::{unique_name, wait_for_explained};
+use linkerd_multus_e2e::wait_for_explained;
+use node_scenario_parts::*;
 use serde_json::{json, Value};
-use support::{chart_dir, helm, helm_ok, path_str, temp_file};
-
-const RELEASE: &str = "ld-controller";
-const RELEASE_NS: &str = "linkerd-multus";
-const CNI_NS: &str = "linkerd-cni";
-const OPERATOR: &str = "ld-controller-linkerd-multus";
-const CNI_DAEMONSET: &str = "ld-controller-linkerd-multus-cni";
-const KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
-/// Where the test image keeps its one binary (e2e/images: /usr/local/bin).
-const WORKLOAD: &str = "/usr/local/bin/linkerd-multus-test-workload";
-/// The proxy uid of the pods laid out by hand (Linkerd's default).
-const PROXY_UID: u32 = 2102;
-/// OpenShift's uid range of the meshed namespace, and the proxy uid the webhook gives its pods there.
-const UID_RANGE: &str = "1000650000/10000";
-const RANGE_PROXY_UID: u64 = 1000650000 + 2102;
-/// Pods with this label go through the stand-ins for Linkerd's injector and OpenShift's SCC admission.
-const ADMITTED_AS_ON_OPENSHIFT: &str = "linkerd-multus-test/openshift-admission";
-const READY_WITHIN: Duration = Duration::from_secs(120);
-
-/// `repository` and `tag` of a full image reference.
-fn split_ref(image: &str) -> (&str, &str) {
-    image
-        .rsplit_once(':')
-        .unwrap_or_else(|| panic!("image reference without a tag: {image}"))
-}
-
-fn image(node: &Node, key: &str) -> String {
-    node.image(key)
-        .unwrap_or_else(|| panic!("no {key} image recorded for the node: did e2e/images run?"))
-}
-
-/// The values an admin would give on this node: local images, the installer in Multus mode writing
-/// into the node's CNI directories. The NAD CRD is Multus' (applied before, as Multus would have).
-fn values(node: &Node) -> String {
-    let op_image = image(node, "operator");
-    let (op_repo, op_tag) = split_ref(&op_image);
-    let cni_image = image(node, "cni");
-    let (cni_repo, cni_tag) = split_ref(&cni_image);
-    let net_d = node.cni_dir().join("net.d");
-    let bin = node.cni_dir().join("bin");
-    json!({
-        "image": {"repository": op_repo, "tag": op_tag, "pullPolicy": "Never"},
-        "operator": {
-            "cniNamespace": CNI_NS,
-            "cniKubeconfig": net_d.join(KUBECONFIG_NAME),
-            "repair": {"enabled": true},
-        },
-        "cni": {
-            "enabled": true,
-            "image": {"repository": cni_repo, "tag": cni_tag, "pullPolicy": "Never"},
-            "chainMode": "none",
-            "destCNINetDir": net_d,
-            "destCNIBinDir": bin,
-            "kubeconfigName": KUBECONFIG_NAME,
-        },
-    })
-    .to_string()
-}
-
-fn helm_node(node: &Node, args: &[&str]) -> String {
-    let kubeconfig = node.kubeconfig();
-    let mut all = vec!["--kubeconfig", path_str(&kubeconfig)];
-    all.extend_from_slice(args);
-    helm_ok(&all)
-}
-
-/// Removes the release, the test's namespaces and its cluster-scoped objects (`kind/name`), also when
-/// the test fails half-way.
-struct Cleanup<'a> {
-    node: &'a Node,
-    namespaces: Vec<String>,
-    cluster_objects: Vec<String>,
-}
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        for object in &self.cluster_objects {
-            let _ = self.node.kubectl(&["delete", "--ignore-not-found", object]);
-        }
-        let kubeconfig = self.node.kubeconfig();
-        let _ = helm(&[
-            "--kubeconfig",
-            path_str(&kubeconfig),
-            "uninstall",
-            RELEASE,
-            "-n",
-            RELEASE_NS,
-        ]);
-        // Waited for, so the next run on this node can create the same namespaces again.
-        let mut args = vec![
-            "delete",
-            "namespace",
-            "--ignore-not-found",
-            "--timeout=120s",
-        ];
-        args.extend(self.namespaces.iter().map(String::as_str));
-        let _ = self.node.kubectl(&args);
-    }
-}
-
-/// The stand-ins for Linkerd's injector (injecting the test image as proxy and validator) and for
-/// OpenShift's SCC admission, served in the node's netns where its apiserver calls them, registered
-/// under Linkerd's real configuration name for the pods labelled [`ADMITTED_AS_ON_OPENSHIFT`].
-struct OpenShiftAdmission {
-    _servers: (AdmissionServer, SccStandIn),
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl OpenShiftAdmission {
-    fn register(node: &Node, cleanup: &mut Cleanup, test_image: &str) -> Self {
-        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-        let _in_runtime = runtime.enter();
-        let client = runtime.block_on(node.client());
-        let bind = || {
-            node.run_in_netns(|| {
-                std::net::TcpListener::bind("127.0.0.1:0").expect("bind in the node's netns")
-            })
-        };
-        // Linkerd's validator connects to an address outside the pod and expects its own listener to
-        // take the connection; here the node's address (a closed port refuses at once if not redirected).
-        let node_ip = node.kubectl_ok(&[
-            "get",
-            "nodes",
-            "-o",
-            "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}",
-        ]);
-        let containers = linkerd_injector::Containers {
-            image: test_image.to_string(),
-            proxy_args: vec!["proxy".into()],
-            validator_args: vec!["validate".into(), format!("{}:20001", node_ip.trim())],
-        };
-        let injector = AdmissionServer::start_on(bind(), move |request| {
-            linkerd_injector::respond_with(containers.clone(), request)
-        });
-        let scc = SccStandIn::start_on(client, [bind(), bind()]);
-        let selector = json!({ "matchLabels": { (ADMITTED_AS_ON_OPENSHIFT): "true" } });
-        let [mutating, validating] = scc.configurations(&unique_name("node"), selector.clone());
-        let injector_config = linkerd_injector::configuration(
-            linkerd_injector::CONFIGURATION_NAME,
-            injector.client_config(),
-            selector,
-        );
-        for config in [mutating, validating, injector_config] {
-            cleanup.cluster_objects.push(format!(
-                "{}/{}",
-                config["kind"].as_str().unwrap().to_lowercase(),
-                config["metadata"]["name"].as_str().unwrap()
-            ));
-            apply(node, &config);
-        }
-        Self {
-            _servers: (injector, scc),
-            _runtime: runtime,
-        }
-    }
-}
-
-/// An int field of a JSON object, 0 when absent (the apiserver omits zero counts).
-fn count(v: &Value, pointer: &str) -> i64 {
-    v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
-
-fn wait_deployment_ready(node: &Node, ns: &str, name: &str) -> Value {
-    wait_for_explained(
-        &format!("deployment {ns}/{name} has every replica Ready"),
-        READY_WITHIN,
-        || {
-            let d = node.get_json(&["-n", ns, "deployment", name])?;
-            let want = count(&d, "/spec/replicas");
-            (want > 0
-                && count(&d, "/status/readyReplicas") == want
-                && count(&d, "/status/replicas") == want
-                && count(&d, "/status/updatedReplicas") == want)
-                .then_some(d)
-        },
-        || node.describe(ns, &format!("deployment/{name}")) + &node.describe(ns, "pods"),
-    )
-}
-
-fn wait_daemonset_ready(node: &Node, ns: &str, name: &str) -> Value {
-    wait_for_explained(
-        &format!("daemonset {ns}/{name} has its pod Ready (its readiness probe)"),
-        READY_WITHIN,
-        || {
-            let d = node.get_json(&["-n", ns, "daemonset", name])?;
-            let want = count(&d, "/status/desiredNumberScheduled");
-            (want > 0
-                && count(&d, "/status/numberReady") == want
-                && count(&d, "/status/updatedNumberScheduled") == want)
-                .then_some(d)
-        },
-        || node.describe(ns, &format!("daemonset/{name}")) + &node.describe(ns, "pods"),
-    )
-}
-
-/// The single pod labelled `selector` once Running with every container ready.
-fn wait_pod_running(node: &Node, ns: &str, selector: &str) -> Value {
-    wait_for_explained(
-        &format!("the pod {selector} in {ns} is Running and Ready"),
-        READY_WITHIN,
-        || {
-            let list = node.get_json(&["-n", ns, "pods", "-l", selector])?;
-            let pod = list["items"].as_array()?.first()?.clone();
-            (pod["status"]["phase"] == "Running" && is_ready(&pod)).then_some(pod)
-        },
-        || node.describe(ns, "pods"),
-    )
-}
-
-/// The pod's Ready condition is True.
-fn is_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-/// A pod that runs the test image with `args` once; its log when it Succeeded.
-fn run_to_completion(node: &Node, ns: &str, name: &str, args: &[&str]) -> String {
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main", "image": image(node, "test"), "imagePullPolicy": "Never", "args": args,
-            }],
-        },
-    });
-    apply(node, &pod);
-    wait_for_explained(
-        &format!("pod {ns}/{name} ({args:?}) Succeeded"),
-        READY_WITHIN,
-        || {
-            let p = node.get_json(&["-n", ns, "pod", name])?;
-            match p["status"]["phase"].as_str() {
-                Some("Succeeded") => Some(()),
-                Some("Failed") => panic!(
-                    "pod {ns}/{name} ({args:?}) Failed: {}\n{}",
-                    logs(node, ns, name, "main"),
-                    node.describe(ns, &format!("pod/{name}"))
-                ),
-                _ => None,
-            }
-        },
-        || node.describe(ns, &format!("pod/{name}")),
-    );
-    logs(node, ns, name, "main")
-}
-
-fn logs(node: &Node, ns: &str, pod: &str, container: &str) -> String {
-    let out = node.kubectl(&["-n", ns, "logs", pod, "-c", container]);
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-}
-
-/// The Events of `ns` with `reason`, as `kubectl get -o` prints them with `output` (the format, then
-/// any further flags).
-fn events(node: &Node, ns: &str, reason: &str, output: &[&str]) -> String {
-    let selector = format!("reason={reason}");
-    let mut args = vec![
-        "-n",
-        ns,
-        "get",
-        "events",
-        "--field-selector",
-        &selector,
-        "-o",
-    ];
-    args.extend_from_slice(output);
-    node.kubectl_ok(&args)
-}
-
-fn apply(node: &Node, manifest: &Value) {
-    let file = temp_file("node-scenario", &manifest.to_string());
-    node.kubectl_ok(&["apply", "-f", path_str(&file)]);
-    let _ = std::fs::remove_file(file);
-}
-
-/// `ask ADDR` run inside `container` of `pod` (as that container's user): the answer.
-fn ask_from(node: &Node, ns: &str, pod: &str, container: &str, addr: &str) -> String {
-    node.kubectl_ok(&[
-        "-n", ns, "exec", pod, "-c", container, "--", WORKLOAD, "ask", addr,
-    ])
-    .trim()
-    .to_string()
-}
-
-fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> String {
-    let ns = unique_name(prefix);
-    node.kubectl_ok(&["create", "namespace", &ns]);
-    cleanup.namespaces.push(ns.clone());
-    wait_for_explained(
-        &format!("the token controller made ServiceAccount {ns}/default"),
-        READY_WITHIN,
-        || {
-            node.get_json(&["-n", &ns, "serviceaccount", "default"])
-                .map(|_| ())
-        },
-        || node.describe(&ns, "serviceaccounts"),
-    );
-    ns
-}
+use support::{chart_dir, path_str, temp_file};
 
 #[test]
 #[ignore = "needs the node testbed (root): run by e2e/test-all"]
 fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let node = Node::shared();
+    let conf_before = step_node_cni_config(&node);
+    let mut cleanup = Cleanup {
+        node: &node,
+        namespaces: vec![],
+        cluster_objects: vec![],
+    };
+    let plugin = step_install_chart(&node, &mut cleanup, &conf_before);
+    let meshed = step_meshed_deployment(&node, &mut cleanup);
+    let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
+    step_cni_restart_while_creating_pods(&node, &meshed);
+    step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
+    step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);
+    step_check_in_the_operator_pod(&node);
+    step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);
+    drop(cleanup);
+}
+
+/// The stand-in's config file in the node's net.d.
+fn stand_in_conf(node: &Node) -> std::path::PathBuf {
+    node.cni_dir().join("net.d").join("00-multus-stand-in.conf")
+}
+
+/// Step 1: The node's CNI config: the Multus stand-in in front, the cluster network its delegate. Returns the stand-in's config as it was.
+fn step_node_cni_config(node: &Node) -> String {
     let net_d = node.cni_dir().join("net.d");
     let bin = node.cni_dir().join("bin");
-
-    // 1. The node's CNI config: the Multus stand-in in front, the cluster network its delegate.
-    let stand_in_conf = net_d.join("00-multus-stand-in.conf");
+    let stand_in_conf = stand_in_conf(node);
     let conf_before = std::fs::read_to_string(&stand_in_conf)
         .unwrap_or_else(|e| panic!("the node's CNI config {}: {e}", stand_in_conf.display()));
     let conf: Value = serde_json::from_str(&conf_before).expect("the stand-in's config is JSON");
@@ -353,43 +74,41 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "e2e/images linked multus-stand-in into {}",
         bin.display()
     );
+    conf_before
+}
 
-    // 2. The chart, installed as an admin would on this node.
-    let mut cleanup = Cleanup {
-        node: &node,
-        namespaces: vec![],
-        cluster_objects: vec![],
-    };
+/// Step 2: The chart, installed as an admin would on this node. Returns the plugin's path.
+fn step_install_chart(node: &Node, cleanup: &mut Cleanup, conf_before: &str) -> std::path::PathBuf {
+    let net_d = node.cni_dir().join("net.d");
+    let bin = node.cni_dir().join("bin");
+    let stand_in_conf = stand_in_conf(node);
     // What Multus brings: its CRD (left in place, as Multus owns it).
     let crd = chart_dir().join("crds-optional/network-attachment-definition.yaml");
     node.kubectl_ok(&["apply", "-f", path_str(&crd)]);
     node.kubectl_ok(&["create", "namespace", CNI_NS]);
     cleanup.namespaces.push(CNI_NS.to_string());
     cleanup.namespaces.push(RELEASE_NS.to_string());
-    let values = temp_file("node-scenario-values", &values(&node));
+    let values = temp_file("node-scenario-values", &values(node));
     let chart = chart_dir();
     let start = Instant::now();
-    helm_node(
-        &node,
-        &[
-            "install",
-            RELEASE,
-            path_str(&chart),
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            path_str(&values),
-        ],
-    );
-    let op = wait_deployment_ready(&node, RELEASE_NS, OPERATOR);
+    node.helm_ok(&[
+        "install",
+        RELEASE,
+        path_str(&chart),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "-f",
+        path_str(&values),
+    ]);
+    let op = wait_deployment_ready(node, RELEASE_NS, OPERATOR);
     assert_eq!(
         count(&op, "/status/readyReplicas"),
         2,
         "both operator replicas Ready"
     );
     let op_ready = start.elapsed();
-    wait_daemonset_ready(&node, CNI_NS, CNI_DAEMONSET);
+    wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
     eprintln!(
         "helm install -> operator Ready in {op_ready:?}, CNI DaemonSet Ready in {:?}",
         start.elapsed()
@@ -411,12 +130,26 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         conf_before,
         "chainMode=none leaves the node's network config alone"
     );
+    plugin
+}
 
-    // 3. A namespace annotated for Multus and, as OpenShift does, with a uid range gets its NAD. A
-    // Deployment with only its app is injected by the stand-in for Linkerd's injector and admitted by
-    // the stand-in for OpenShift's SCC admission with the chart's default configuration name (it runs
-    // after the injector's): attached, the proxy on the range's uid, the validator's check passed.
-    let ns = create_namespace(&node, &mut cleanup, "meshed");
+/// The meshed namespace and Deployment of step 3, and the admission stand-ins kept until the end.
+struct Meshed {
+    ns: String,
+    deployment: Value,
+    test_image: String,
+    pod_name: String,
+    pod_ip: String,
+    _admission: OpenShiftAdmission,
+}
+
+/// Step 3: A namespace annotated for Multus and, as OpenShift does, with a uid range gets its NAD. A
+/// Deployment with only its app is injected by the stand-in for Linkerd's injector and admitted by
+/// the stand-in for OpenShift's SCC admission with the chart's default configuration name (it runs
+/// after the injector's): attached, the proxy on the range's uid, the validator's check passed.
+fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
+    let net_d = node.cni_dir().join("net.d");
+    let ns = create_namespace(node, cleanup, "meshed");
     node.kubectl_ok(&[
         "annotate",
         "namespace",
@@ -437,8 +170,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         net_d.join(KUBECONFIG_NAME).to_str(),
         "the NAD names the kubeconfig the installer wrote: {nad_conf}"
     );
-    let test_image = image(&node, "test");
-    let _admission = OpenShiftAdmission::register(&node, &mut cleanup, &test_image);
+    let test_image = image(node, "test");
+    let admission = OpenShiftAdmission::register(node, cleanup, &test_image);
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "meshed", "namespace": ns},
@@ -460,8 +193,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         },
     });
     let start = Instant::now();
-    apply(&node, &deployment);
-    let pod = wait_pod_running(&node, &ns, "app=meshed");
+    apply(node, &deployment);
+    let pod = wait_pod_running(node, &ns, "app=meshed");
     eprintln!(
         "meshed Deployment created -> pod Running in {:?}",
         start.elapsed()
@@ -499,22 +232,39 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         .expect("pod name")
         .to_string();
     assert!(
-        logs(&node, &ns, &pod_name, "linkerd-network-validator").contains("validated:"),
+        logs(node, &ns, &pod_name, "linkerd-network-validator").contains("validated:"),
         "the validator saw its connection redirected"
     );
     let pod_ip = pod["status"]["podIP"].as_str().expect("pod IP").to_string();
+    Meshed {
+        ns,
+        deployment,
+        test_image,
+        pod_name,
+        pod_ip,
+        _admission: admission,
+    }
+}
 
-    // 4. Traffic: from an unmeshed pod in a plain namespace to the app's 8080 lands on the proxy's
-    // inbound listener; the app's own outbound connections land on 4140; the proxy uid bypasses.
-    let plain = create_namespace(&node, &mut cleanup, "plain");
+/// Step 4: Traffic: from an unmeshed pod in a plain namespace to the app's 8080 lands on the proxy's
+/// inbound listener; the app's own outbound connections land on 4140; the proxy uid bypasses. Returns the plain namespace.
+fn step_traffic_redirected(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) -> String {
+    let Meshed {
+        ns,
+        test_image,
+        pod_name,
+        pod_ip,
+        ..
+    } = meshed;
+    let plain = create_namespace(node, cleanup, "plain");
     let app_addr = format!("{pod_ip}:8080");
-    let inbound = run_to_completion(&node, &plain, "client", &["ask", &app_addr]);
+    let inbound = run_to_completion(node, &plain, "client", &["ask", &app_addr]);
     assert!(
         inbound.contains(&format!("proxy inbound 4143 original-dst {app_addr}")),
         "a connection to {app_addr} lands on the proxy's inbound 4143; the client got: {inbound}"
     );
     apply(
-        &node,
+        node,
         &json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "server", "namespace": plain, "labels": {"app": "server"}},
@@ -522,25 +272,29 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
                 "name": "main", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]}]},
         }),
     );
-    let server = wait_pod_running(&node, &plain, "app=server");
+    let server = wait_pod_running(node, &plain, "app=server");
     let server_addr = format!(
         "{}:8080",
         server["status"]["podIP"].as_str().expect("server IP")
     );
-    let outbound = ask_from(&node, &ns, &pod_name, "app", &server_addr);
+    let outbound = ask_from(node, ns, pod_name, "app", &server_addr);
     assert!(
         outbound.contains(&format!("proxy outbound 4140 original-dst {server_addr}")),
         "the app's connection to {server_addr} lands on the proxy's outbound 4140; it got: {outbound}"
     );
-    let bypass = ask_from(&node, &ns, &pod_name, "linkerd-proxy", &server_addr);
+    let bypass = ask_from(node, ns, pod_name, "linkerd-proxy", &server_addr);
     assert_eq!(
         bypass, "app server",
         "uid {RANGE_PROXY_UID} (the proxy) bypasses the redirect and reaches {server_addr} itself"
     );
+    plain
+}
 
-    // 5. The CNI DaemonSet restarted while meshed pods are being created: every pod runs, attached,
-    // and no sandbox fails (in chainMode=none the old installer leaves the binary and the kubeconfig on
-    // SIGTERM, so a pod set up in the gap still finds them).
+/// Step 5: The CNI DaemonSet restarted while meshed pods are being created: every pod runs, attached,
+/// and no sandbox fails (in chainMode=none the old installer leaves the binary and the kubeconfig on
+/// SIGTERM, so a pod set up in the gap still finds them).
+fn step_cni_restart_while_creating_pods(node: &Node, meshed: &Meshed) {
+    let ns = &meshed.ns;
     node.kubectl_ok(&[
         "-n",
         CNI_NS,
@@ -549,16 +303,16 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         &format!("daemonset/{CNI_DAEMONSET}"),
     ]);
     let start = Instant::now();
-    node.kubectl_ok(&["-n", &ns, "scale", "deployment/meshed", "--replicas=4"]);
-    wait_deployment_ready(&node, &ns, "meshed");
-    wait_daemonset_ready(&node, CNI_NS, CNI_DAEMONSET);
+    node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", "--replicas=4"]);
+    wait_deployment_ready(node, ns, "meshed");
+    wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
     eprintln!(
         "rollout restart of the CNI DaemonSet + 3 new pods -> all Ready in {:?}",
         start.elapsed()
     );
     let failed = events(
-        &node,
-        &ns,
+        node,
+        ns,
         "FailedCreatePodSandBox",
         &[
             "custom-columns=POD:.involvedObject.name,COUNT:.count",
@@ -575,7 +329,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "no sandbox fails while the CNI DaemonSet restarts (FailedCreatePodSandBox events: pod, count)"
     );
     let pods = node
-        .get_json(&["-n", &ns, "pods", "-l", "app=meshed"])
+        .get_json(&["-n", ns, "pods", "-l", "app=meshed"])
         .expect("the meshed pods");
     for p in pods["items"].as_array().expect("a pod list") {
         let networks = p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
@@ -587,13 +341,16 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
             p["metadata"]["name"]
         );
     }
+}
 
-    // 5b. Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
-    // (its 8080 reaches the app itself); once the namespace is enabled, the operator evicts it, the
-    // ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
-    // Laid out by hand as Linkerd's injector would (its stand-in's validator would keep an unattached
-    // pod from starting, as Linkerd's does).
-    let late = create_namespace(&node, &mut cleanup, "late");
+/// Step 5b: Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
+/// (its 8080 reaches the app itself); once the namespace is enabled, the operator evicts it, the
+/// ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
+/// Laid out by hand as Linkerd's injector would (its stand-in's validator would keep an unattached
+/// pod from starting, as Linkerd's does).
+fn step_repair_unattached_pod(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &str) {
+    let test_image = &meshed.test_image;
+    let late = create_namespace(node, cleanup, "late");
     let early = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "meshed", "namespace": late},
@@ -614,8 +371,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
             },
         },
     });
-    apply(&node, &early);
-    let before = wait_pod_running(&node, &late, "app=meshed");
+    apply(node, &early);
+    let before = wait_pod_running(node, &late, "app=meshed");
     let before_uid = before["metadata"]["uid"].as_str().expect("uid").to_string();
     assert_eq!(
         before["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"],
@@ -627,7 +384,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "{}:8080",
         before["status"]["podIP"].as_str().expect("pod IP")
     );
-    let direct = run_to_completion(&node, &plain, "client-early", &["ask", &before_addr]);
+    let direct = run_to_completion(node, plain, "client-early", &["ask", &before_addr]);
     assert_eq!(
         direct.trim(),
         format!("app {before_name}"),
@@ -656,21 +413,24 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "namespace enabled -> unattached pod evicted, replacement attached and Ready in {:?}",
         start.elapsed()
     );
-    let evicted = events(&node, &late, "PodEvictedForRepair", &["name"]);
+    let evicted = events(node, &late, "PodEvictedForRepair", &["name"]);
     assert_eq!(evicted.lines().count(), 1, "one repair Event: {evicted}");
     let repaired_addr = format!(
         "{}:8080",
         repaired["status"]["podIP"].as_str().expect("pod IP")
     );
-    let inbound = run_to_completion(&node, &plain, "client-repaired", &["ask", &repaired_addr]);
+    let inbound = run_to_completion(node, plain, "client-repaired", &["ask", &repaired_addr]);
     assert!(
         inbound.contains(&format!("proxy inbound 4143 original-dst {repaired_addr}")),
         "the repaired pod's {repaired_addr} lands on the proxy's inbound 4143; the client got: {inbound}"
     );
+}
 
-    // 5c. The linkerd-cni ConfigMap edited (8080 added to the inbound ports to skip): the NAD's config
-    // follows, and a pod created afterwards gets the new rules: a connection to its 8080 reaches the
-    // app itself, not the proxy.
+/// Step 5c: The linkerd-cni ConfigMap edited (8080 added to the inbound ports to skip): the NAD's config
+/// follows, and a pod created afterwards gets the new rules: a connection to its 8080 reaches the
+/// app itself, not the proxy.
+fn step_configmap_edit_reaches_new_pods(node: &Node, meshed: &Meshed, plain: &str) {
+    let Meshed { ns, deployment, .. } = meshed;
     let cm = node
         .get_json(&["-n", CNI_NS, "configmap", "linkerd-cni-config"])
         .expect("the chart's linkerd-cni-config");
@@ -702,7 +462,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         READY_WITHIN,
         || {
             let nad =
-                node.get_json(&["-n", &ns, "network-attachment-definitions", "linkerd-cni"])?;
+                node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])?;
             let conf: Value = serde_json::from_str(nad["spec"]["config"].as_str()?).ok()?;
             conf["linkerd"]["inbound-ports-to-ignore"]
                 .as_array()?
@@ -716,22 +476,24 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     edited["metadata"]["name"] = json!("meshed-edited");
     edited["spec"]["selector"]["matchLabels"]["app"] = json!("meshed-edited");
     edited["spec"]["template"]["metadata"]["labels"]["app"] = json!("meshed-edited");
-    apply(&node, &edited);
-    let new_pod = wait_pod_running(&node, &ns, "app=meshed-edited");
+    apply(node, &edited);
+    let new_pod = wait_pod_running(node, ns, "app=meshed-edited");
     let new_name = new_pod["metadata"]["name"].as_str().expect("pod name");
     let new_addr = format!(
         "{}:8080",
         new_pod["status"]["podIP"].as_str().expect("pod IP")
     );
-    let direct = run_to_completion(&node, &plain, "client-edited", &["ask", &new_addr]);
+    let direct = run_to_completion(node, plain, "client-edited", &["ask", &new_addr]);
     assert_eq!(
         direct.trim(),
         format!("app {new_name}"),
         "with 8080 skipped, a connection to the new pod's {new_addr} reaches the app itself"
     );
+}
 
-    // 6. `check` in the operator's pod, with exactly its settings, passes on the healthy node. The node
-    // has no cluster DNS: `check` dials the webhook Service's ClusterIP, as the API server does.
+/// Step 6: `check` in the operator's pod, with exactly its settings, passes on the healthy node. The node
+/// has no cluster DNS: `check` dials the webhook Service's ClusterIP, as the API server does.
+fn step_check_in_the_operator_pod(node: &Node) {
     let out = node.kubectl(&[
         "-n",
         RELEASE_NS,
@@ -747,10 +509,14 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
 
-    // 7. `helm uninstall`: nothing cluster-scoped of the release is left; in chainMode=none the
-    // installer leaves its kubeconfig and the plugin on the node; the NADs stay (the README says so).
-    helm_node(&node, &["uninstall", RELEASE, "-n", RELEASE_NS, "--wait"]);
+/// Step 7: `helm uninstall`: nothing cluster-scoped of the release is left; in chainMode=none the
+/// installer leaves its kubeconfig and the plugin on the node; the NADs stay (the README says so).
+fn step_uninstall_leaves_plugin_and_nads(node: &Node, meshed: &Meshed, plugin: &std::path::Path) {
+    let net_d = node.cni_dir().join("net.d");
+    let ns = &meshed.ns;
+    node.helm_ok(&["uninstall", RELEASE, "-n", RELEASE_NS, "--wait"]);
     let instance = format!("app.kubernetes.io/instance={RELEASE}");
     for kind in [
         "clusterroles",
@@ -781,10 +547,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         "chainMode=none: the kubeconfig and the plugin stay on the node after SIGTERM"
     );
     assert!(
-        node.get_json(&["-n", &ns, "network-attachment-definitions", "linkerd-cni"])
+        node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])
             .is_some(),
         "the NAD stays after uninstall (pods that use it keep working)"
     );
-
-    drop(cleanup);
 }

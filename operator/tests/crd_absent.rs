@@ -32,12 +32,12 @@ async fn crd_installed_after_start_converges() {
     let ns = h.namespace("op-nocrd", Some(vocab::MULTUS_ENABLED)).await;
     let op = h.start_operator(&[]).await;
 
-    eventually("a CRD-missing Warning Event in the namespace", || async {
-        h.warnings(&ns.name, "NetworkAttachmentDefinitionCrdMissing")
-            .await
-            .into_iter()
-            .next()
-    })
+    h.wait_warning(
+        &ns.name,
+        "NetworkAttachmentDefinitionCrdMissing",
+        "a CRD-missing Warning Event in the namespace",
+        |_| true,
+    )
     .await;
     let (status, body) = op.get("/ready").await;
     assert_eq!(status, 200, "{body}");

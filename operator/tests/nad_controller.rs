@@ -142,13 +142,14 @@ async fn foreign_nad_survives_and_is_reported() {
     let op = h.start_operator(&[]).await;
 
     h.annotate(&ns.name, Some(vocab::MULTUS_ENABLED)).await;
-    let event = eventually("a ForeignNetworkAttachmentDefinition Warning", || async {
-        h.warnings(&ns.name, "ForeignNetworkAttachmentDefinition")
-            .await
-            .into_iter()
-            .next()
-    })
-    .await;
+    let event = h
+        .wait_warning(
+            &ns.name,
+            "ForeignNetworkAttachmentDefinition",
+            "a ForeignNetworkAttachmentDefinition Warning",
+            |_| true,
+        )
+        .await;
     // The form 1.20 accepts (events.rs): filed inside the namespace, regarding the Namespace with
     // its own name as namespace.
     assert_eq!(event.metadata.namespace.as_deref(), Some(ns.name.as_str()));
@@ -294,14 +295,11 @@ async fn broken_configmap_keeps_nads_then_converges() {
             None => h.delete_config().await,
         }
         for ns in [&a.name, &b.name] {
-            eventually(
+            h.wait_warning(
+                ns,
+                reason,
                 &format!("{what}: Warning Event in {ns} saying `{why}`"),
-                || async {
-                    h.warnings(ns, reason)
-                        .await
-                        .into_iter()
-                        .find(|e| e.note.as_deref().unwrap_or_default().contains(why))
-                },
+                |e| e.note.as_deref().unwrap_or_default().contains(why),
             )
             .await;
         }

@@ -49,14 +49,9 @@ async fn go_operator_nad(
 
 /// Events of `type_` with `reason` inside `ns`.
 async fn events(h: &Harness, ns: &str, type_: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(h.client.clone(), ns)
-        .list(&Default::default())
+    linkerd_multus_e2e::events::events_of(&h.client, ns, type_, reason)
         .await
         .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some(type_))
-        .collect()
 }
 
 fn resource_version(nad: &DynamicObject) -> Option<String> {
@@ -93,12 +88,12 @@ async fn drill5_go_operator_nads_are_adopted_only_with_the_flag() {
     // Without the flag: every one is someone else's.
     let op = h.start_operator(&[]).await;
     for ns in [&go.name, &other_type.name, &labelled.name] {
-        eventually(&format!("a foreign-NAD Warning in {ns}"), || async {
-            h.warnings(ns, "ForeignNetworkAttachmentDefinition")
-                .await
-                .into_iter()
-                .next()
-        })
+        h.wait_warning(
+            ns,
+            "ForeignNetworkAttachmentDefinition",
+            &format!("a foreign-NAD Warning in {ns}"),
+            |_| true,
+        )
         .await;
     }
     eventually("every namespace reconciled", || async {
@@ -336,12 +331,12 @@ async fn create_never_lands_on_a_nad_that_appeared_meanwhile() {
         !managers.iter().any(|m| m == vocab::FIELD_MANAGER),
         "{managers:?}"
     );
-    eventually("a foreign-NAD Warning after the refused create", || async {
-        h.warnings(&ns.name, "ForeignNetworkAttachmentDefinition")
-            .await
-            .into_iter()
-            .next()
-    })
+    h.wait_warning(
+        &ns.name,
+        "ForeignNetworkAttachmentDefinition",
+        "a foreign-NAD Warning after the refused create",
+        |_| true,
+    )
     .await;
     eprintln!("MEASURE create race: refused create + live re-plan + report: {took:?}");
 }

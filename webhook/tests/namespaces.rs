@@ -1,6 +1,6 @@
 //! The namespace cache on the real local kube-apiserver.
 
-use linkerd_multus_e2e::{client, eventually, kubectl, TestNamespace};
+use linkerd_multus_e2e::{client, eventually, kubectl_ok, TestNamespace};
 use linkerd_multus_webhook::namespaces::NamespaceCache;
 
 /// The cache follows the watch: a namespace already in it sees its new annotation without a GET.
@@ -39,12 +39,7 @@ async fn follows_namespace_changes() {
     };
     wait(None).await;
     let annotation = format!("{}=enabled", vocab::MULTUS_ANNOTATION);
-    let out = kubectl(&["annotate", "namespace", &ns.name, &annotation]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_ok(&["annotate", "namespace", &ns.name, &annotation]);
     wait(Some("enabled")).await;
     let got = cache.fetch(&ns.name).await.unwrap();
     assert_eq!(

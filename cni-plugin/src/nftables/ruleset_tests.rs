@@ -11,19 +11,16 @@ fn whole_table_per_case() {
             "defaults",
             base(),
             Family::V4,
-            r#"table ip linkerd-cni {
+            concat!(
+                r#"table ip linkerd-cni {
 	chain PROXY_INIT_REDIRECT {
 		type nat hook prerouting priority -100; policy accept;
 		meta l4proto tcp redirect to :4143 comment "proxy-init/redirect-all-incoming-to-proxy-port"
 	}
-	chain PROXY_INIT_OUTPUT {
-		type nat hook output priority -100; policy accept;
-		meta skuid 2102 return comment "proxy-init/ignore-proxy-user-id"
-		oifname "lo" return comment "proxy-init/ignore-loopback"
-		meta l4proto tcp redirect to :4140 comment "proxy-init/redirect-all-outgoing-to-proxy-port"
-	}
-}
 "#,
+                include_str!("../../../fixtures/nft-default-output-chain.txt"),
+                "}\n"
+            ),
         ),
         (
             "ports, ranges, subnets of both families, uid and gid",

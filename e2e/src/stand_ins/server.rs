@@ -1,5 +1,6 @@
-//! An HTTPS admission webhook on a free loopback port, with its own self-signed certificate, calling an
-//! async handler with each AdmissionReview's `request` and answering with the handler's response.
+//! HTTPS stand-ins on a loopback port with their own self-signed certificate: [`TlsServer`] serves
+//! any router (e.g. a stand-in apiserver); [`AdmissionServer`] is an admission webhook on it, calling
+//! an async handler with each AdmissionReview's `request` and answering with the handler's response.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,11 +11,83 @@ use axum::{Json, Router};
 use base64::Engine;
 use serde_json::{json, Value};
 
-/// A running webhook; stopped when dropped.
-pub struct AdmissionServer {
+/// A running HTTPS server with a self-signed certificate for 127.0.0.1; stopped when dropped.
+pub struct TlsServer {
     addr: SocketAddr,
     ca_pem: String,
     handle: axum_server::Handle<SocketAddr>,
+}
+
+impl TlsServer {
+    /// Serves `router` on a free loopback port, offering `alpn` (e.g. `[b"h2", b"http/1.1"]`); handlers
+    /// may extract `ConnectInfo<SocketAddr>`. Must be called inside a tokio runtime.
+    pub fn start(alpn: &[&[u8]], router: Router) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        Self::start_on(listener, alpn, router)
+    }
+
+    /// [`TlsServer::start`] on a listener bound to 127.0.0.1 by the caller.
+    pub fn start_on(listener: std::net::TcpListener, alpn: &[&[u8]], router: Router) -> Self {
+        let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
+            .expect("a self-signed certificate");
+        let ca_pem = key.cert.pem();
+        let cert = rustls::pki_types::CertificateDer::from(key.cert.der().to_vec());
+        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(
+            rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der()),
+        );
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], private)
+        .expect("the certificate is served");
+        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+
+        listener.set_nonblocking(true).expect("non-blocking");
+        let addr = listener.local_addr().expect("local address");
+        let handle = axum_server::Handle::new();
+        let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
+        let server = axum_server::from_tcp_rustls(listener, config)
+            .expect("serve the listener")
+            .handle(handle.clone());
+        tokio::spawn(async move {
+            let _ = server
+                .serve(router.into_make_service_with_connect_info::<SocketAddr>())
+                .await;
+        });
+        Self {
+            addr,
+            ca_pem,
+            handle,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://<addr>`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The certificate (its own CA), PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+/// A running webhook; stopped when dropped.
+pub struct AdmissionServer {
+    server: TlsServer,
 }
 
 impl AdmissionServer {
@@ -36,25 +109,6 @@ impl AdmissionServer {
         F: Fn(Value) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Value> + Send + 'static,
     {
-        let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
-            .expect("a self-signed certificate");
-        let ca_pem = key.cert.pem();
-        let cert = rustls::pki_types::CertificateDer::from(key.cert.der().to_vec());
-        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(
-            rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der()),
-        );
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert], private)
-        .expect("the certificate is served");
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-
-        listener.set_nonblocking(true).expect("non-blocking");
-        let addr = listener.local_addr().expect("local address");
         let router = Router::new().route(
             "/",
             post(move |Json(review): Json<Value>| {
@@ -72,33 +126,17 @@ impl AdmissionServer {
                 }
             }),
         );
-        let handle = axum_server::Handle::new();
-        let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
-        let server = axum_server::from_tcp_rustls(listener, config)
-            .expect("serve the listener")
-            .handle(handle.clone());
-        tokio::spawn(async move {
-            let _ = server.serve(router.into_make_service()).await;
-        });
         Self {
-            addr,
-            ca_pem,
-            handle,
+            server: TlsServer::start_on(listener, &[b"h2", b"http/1.1"], router),
         }
     }
 
     /// The `clientConfig` of a webhook configuration entry pointing here.
     pub fn client_config(&self) -> Value {
         json!({
-            "url": format!("https://{}/", self.addr),
-            "caBundle": base64::engine::general_purpose::STANDARD.encode(&self.ca_pem),
+            "url": format!("{}/", self.server.url()),
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(self.server.ca_pem()),
         })
-    }
-}
-
-impl Drop for AdmissionServer {
-    fn drop(&mut self) {
-        self.handle.shutdown();
     }
 }
 

@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 use linkerd_multus_e2e::workspace_root;
 use serde_json::Value;
 
+pub mod install;
+
 #[allow(unused_imports)] // each test crate uses its own subset
 pub use linkerd_multus_e2e::chart::{chart_dir, helm, helm_binary, helm_ok, helm_template};
 
@@ -170,4 +172,32 @@ pub fn checked_webhook_config_name(docs: &[Value]) -> String {
         "the operator may patch another configuration than its own"
     );
     config
+}
+
+/// The release and namespace the chart tests render with.
+pub const TEMPLATE_RELEASE: &str = "ld-controller";
+pub const TEMPLATE_NAMESPACE: &str = "linkerd-multus";
+
+/// helm refuses to render the chart with `extra`, saying `expected_in_error`.
+pub fn assert_rejected(extra: &[&str], expected_in_error: &str) {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        TEMPLATE_RELEASE,
+        path_str(&chart),
+        "-n",
+        TEMPLATE_NAMESPACE,
+    ];
+    args.extend_from_slice(extra);
+    let out = helm(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "helm accepted {extra:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "helm rendered something for {extra:?}"
+    );
+    assert!(
+        stderr.contains(expected_in_error),
+        "error for {extra:?} lacks {expected_in_error:?}: {stderr}"
+    );
 }

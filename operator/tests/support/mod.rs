@@ -277,10 +277,21 @@ impl Harness {
 
     /// Warning Events with `reason` about namespace `ns` (filed inside `ns`).
     pub async fn warnings(&self, ns: &str, reason: &str) -> Vec<Event> {
-        self.events(ns, |e| {
-            e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
-        })
-        .await
+        linkerd_multus_e2e::events::warnings(&self.client, ns, reason)
+            .await
+            .expect("list events")
+    }
+
+    /// Waits for a Warning Event with `reason` in `ns` that `keep` accepts (the kit's waiter).
+    pub async fn wait_warning(
+        &self,
+        ns: &str,
+        reason: &str,
+        description: &str,
+        keep: impl Fn(&Event) -> bool,
+    ) -> Event {
+        linkerd_multus_e2e::events::wait_for_warning(&self.client, ns, reason, description, keep)
+            .await
     }
 
     /// The Events filed in `ns` that `keep` accepts.

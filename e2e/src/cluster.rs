@@ -1,0 +1,79 @@
+//! A cluster as tests reach it: its admin kubeconfig, and kubectl and a kube client against it. The
+//! shared testbed, a [`crate::DedicatedTestbed`] and a [`crate::node::Node`] are each one of these.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use kube::Client;
+use serde_json::Value;
+
+use crate::testbed::{client_from, kubectl_ok_with, kubectl_with};
+
+/// A cluster's admin kubeconfig, and what the tests run against it.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    pub fn new(kubeconfig: PathBuf) -> Self {
+        Self { kubeconfig }
+    }
+
+    /// The shared testbed `e2e/testbed up` started. Panics, saying how to start it, when it is not up.
+    pub fn shared() -> Self {
+        Self::new(crate::kubeconfig_path())
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.kubeconfig.clone()
+    }
+
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    pub async fn client(&self) -> Client {
+        client_from(&self.kubeconfig).await
+    }
+
+    /// kubectl whatever its exit status.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl_with(&self.kubeconfig, args)
+    }
+
+    /// kubectl that must succeed: its stdout. Panics with the command and its stderr.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        kubectl_ok_with(&self.kubeconfig, args)
+    }
+
+    /// helm against this cluster that must succeed: its stdout ([`crate::chart::helm_ok`]).
+    pub fn helm_ok(&self, args: &[&str]) -> String {
+        let kubeconfig = self.kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
+        let mut all = vec!["--kubeconfig", kubeconfig];
+        all.extend_from_slice(args);
+        crate::chart::helm_ok(&all)
+    }
+
+    /// `kubectl get ARGS -o json`, `None` when not found.
+    pub fn get_json(&self, args: &[&str]) -> Option<Value> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json", "--ignore-not-found"]);
+        let out = self.kubectl_ok(&all);
+        (!out.trim().is_empty())
+            .then(|| serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl json: {e}")))
+    }
+
+    /// `kubectl describe` of `what` in `namespace` plus the namespace's events: what a failure shows.
+    pub fn describe(&self, namespace: &str, what: &str) -> String {
+        let text = |o: Output| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        };
+        format!(
+            "--- kubectl describe {what}:\n{}\n--- events in {namespace}:\n{}",
+            text(self.kubectl(&["-n", namespace, "describe", what])),
+            text(self.kubectl(&["-n", namespace, "get", "events", "--sort-by=.lastTimestamp"]))
+        )
+    }
+}

@@ -1,0 +1,259 @@
+//! The helm chart's CNI DaemonSet (`cni.enabled=true`) rendered by the real helm: the values admins know
+//! from Linkerd's linkerd2-cni chart. The rest of the chart: `helm_chart.rs`.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+const RELEASE: &str = TEMPLATE_RELEASE;
+const NAMESPACE: &str = TEMPLATE_NAMESPACE;
+
+// === the CNI DaemonSet: the values admins know from Linkerd's linkerd2-cni chart ===
+
+/// Every document of the render with `cni.enabled=true` plus `extra`.
+fn cni_docs(extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["--set", "cni.enabled=true"];
+    args.extend_from_slice(extra);
+    parse_docs(&helm_template(RELEASE, NAMESPACE, &args))
+}
+
+fn cni_daemonset(extra: &[&str]) -> Value {
+    find(&cni_docs(extra), "DaemonSet", None).clone()
+}
+
+fn config_checksum(extra: &[&str]) -> String {
+    let ds = cni_daemonset(extra);
+    let sum = ds["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        .as_str()
+        .expect("checksum/config annotation")
+        .to_string();
+    assert!(
+        sum.len() == 64 && sum.chars().all(|c| c.is_ascii_hexdigit()),
+        "{sum}"
+    );
+    sum
+}
+
+/// The installer reads the ConfigMap through its env, once: a changed ConfigMap must change the pod
+/// template (so the DaemonSet rolls), and a change elsewhere must not look like one.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_daemonset_rolls_when_its_configmap_changes() {
+    let base = config_checksum(&[]);
+    assert_ne!(
+        config_checksum(&["--set", "cni.proxyUID=2103"]),
+        base,
+        "a changed ConfigMap left the pod template alone"
+    );
+    assert_eq!(
+        config_checksum(&["--set", "cni.resyncSeconds=9"]),
+        base,
+        "the checksum follows more than the ConfigMap"
+    );
+}
+
+/// `cni.commonLabels` lands on every object of the CNI part (and the pods), nowhere else;
+/// `cni.podLabels` only on the pods.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_common_and_pod_labels() {
+    let docs = cni_docs(&[
+        "--set",
+        "cni.commonLabels.team=net",
+        "--set",
+        "cni.podLabels.tier=node",
+    ]);
+    let mut cni_objects = 0;
+    for doc in &docs {
+        let labels = &doc["metadata"]["labels"];
+        let is_cni = labels["app.kubernetes.io/component"] == "cni";
+        assert_eq!(
+            labels["team"] == "net",
+            is_cni,
+            "commonLabels on {}/{}",
+            kind(doc),
+            name(doc)
+        );
+        assert!(labels.get("tier").is_none(), "podLabels on {}", name(doc));
+        cni_objects += usize::from(is_cni);
+    }
+    assert_eq!(
+        cni_objects, 5,
+        "ServiceAccount, ClusterRole(Binding), DaemonSet, ConfigMap"
+    );
+    let ds = find(&docs, "DaemonSet", None);
+    let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(pod_labels["team"], "net");
+    assert_eq!(pod_labels["tier"], "node");
+    assert_eq!(pod_labels["app.kubernetes.io/component"], "cni");
+}
+
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_update_strategy_and_revision_history() {
+    let ds = cni_daemonset(&[]);
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+    let ds = cni_daemonset(&[
+        "--set-json",
+        r#"cni.updateStrategy={"type":"OnDelete"}"#,
+        "--set",
+        "cni.revisionHistoryLimit=3",
+    ]);
+    assert_eq!(
+        ds["spec"]["updateStrategy"],
+        serde_json::json!({"type": "OnDelete"})
+    );
+    assert_eq!(ds["spec"]["revisionHistoryLimit"], 3);
+}
+
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_node_affinity_and_tolerations() {
+    let affinity = serde_json::json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "example.com/no-mesh", "operator": "DoesNotExist"}
+        ]}]
+    }}});
+    let tolerations = serde_json::json!([{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+    let pod = &cni_daemonset(&[])["spec"]["template"]["spec"];
+    assert!(pod.get("affinity").is_none(), "{pod}");
+    assert_eq!(
+        pod["tolerations"],
+        serde_json::json!([{"operator": "Exists"}])
+    );
+    let ds = cni_daemonset(&[
+        "--set-json",
+        &format!("cni.affinity={affinity}"),
+        "--set-json",
+        &format!("cni.tolerations={tolerations}"),
+    ]);
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["affinity"], affinity);
+    assert_eq!(pod["tolerations"], tolerations);
+}
+
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_extra_init_containers() {
+    let pod = &cni_daemonset(&[])["spec"]["template"]["spec"];
+    assert!(pod.get("initContainers").is_none(), "{pod}");
+    let init = serde_json::json!([{"name": "prepare", "image": "busybox:1", "command": ["true"]}]);
+    let ds = cni_daemonset(&["--set-json", &format!("cni.extraInitContainers={init}")]);
+    assert_eq!(ds["spec"]["template"]["spec"]["initContainers"], init);
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["name"],
+        "install-cni"
+    );
+    assert_rejected(
+        &[
+            "--set",
+            "cni.enabled=true",
+            "--set-json",
+            r#"cni.extraInitContainers=[{"name":"x"}]"#,
+        ],
+        "image is required",
+    );
+}
+
+/// Resources pass through whole, ephemeral-storage included; a misspelled key is refused.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_resources_with_ephemeral_storage() {
+    let ds = cni_daemonset(&[
+        "--set",
+        "cni.resources.requests.ephemeral-storage=10Mi",
+        "--set",
+        "cni.resources.limits.ephemeral-storage=50Mi",
+        "--set",
+        "cni.resources.limits.memory=64Mi",
+    ]);
+    let resources = &ds["spec"]["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        *resources,
+        serde_json::json!({
+            "requests": {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "10Mi"},
+            "limits": {"memory": "64Mi", "ephemeral-storage": "50Mi"},
+        })
+    );
+    assert_rejected(
+        &["--set", "cni.resources.limit.memory=1Gi"],
+        "Additional property limit",
+    );
+}
+
+/// The installer pod has a readiness probe: the installer binary (the image's entrypoint, from the
+/// Dockerfile) in `--ready-check` mode, reading the status file the container's args make it write,
+/// in the pod's own /tmp emptyDir rather than a node directory; its timing comes from
+/// `cni.readinessProbe`.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn cni_daemonset_has_a_readiness_probe() {
+    let ds = cni_daemonset(&[]);
+    let pod = &ds["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let probe = &container["readinessProbe"];
+    let command: Vec<&str> = probe["exec"]["command"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no exec readinessProbe on the installer: {container}"))
+        .iter()
+        .map(|a| a.as_str().expect("string"))
+        .collect();
+    let dockerfile =
+        std::fs::read_to_string(linkerd_multus_e2e::workspace_root().join("Dockerfile"))
+            .expect("Dockerfile");
+    let entrypoint = dockerfile
+        .split("AS cni")
+        .nth(1)
+        .and_then(|stage| stage.lines().find(|l| l.starts_with("ENTRYPOINT")))
+        .expect("the cni stage's ENTRYPOINT");
+    assert_eq!(entrypoint, format!(r#"ENTRYPOINT ["{}"]"#, command[0]));
+    assert_eq!(command[1], "--ready-check");
+    let ready_file = command[2]
+        .strip_prefix("--ready-file=")
+        .expect("--ready-file=");
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string"))
+        .collect();
+    assert!(
+        args.contains(&command[2]),
+        "the installer writes {ready_file}: {args:?}"
+    );
+    let tmp = container["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| ready_file.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap_or("?"))))
+        .unwrap_or_else(|| panic!("{ready_file} is on no mounted volume"));
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == tmp["name"])
+        .expect("the volume");
+    assert!(
+        volume.get("emptyDir").is_some(),
+        "the status file must stay in the pod, not on the node: {volume}"
+    );
+    assert_eq!(probe["periodSeconds"], 5);
+    assert_eq!(probe["failureThreshold"], 3);
+
+    let ds = cni_daemonset(&[
+        "--set",
+        "cni.readinessProbe.periodSeconds=7",
+        "--set",
+        "cni.readinessProbe.initialDelaySeconds=2",
+    ]);
+    let probe = &ds["spec"]["template"]["spec"]["containers"][0]["readinessProbe"];
+    assert_eq!(probe["periodSeconds"], 7);
+    assert_eq!(probe["initialDelaySeconds"], 2);
+    assert_eq!(probe["exec"]["command"][1], "--ready-check");
+    assert_rejected(
+        &["--set", "cni.readinessProbe.period=7"],
+        "Additional property period",
+    );
+}

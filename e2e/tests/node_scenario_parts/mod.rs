@@ -1,0 +1,306 @@
+//! The node scenario's harness (`node_scenario.rs`): the chart's values for the node's images, the
+//! cleanup of the release, the admission stand-ins in the node's netns, and waits on its objects.
+
+use std::time::Duration;
+
+use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
+use linkerd_multus_e2e::{unique_name, wait_for_explained};
+use serde_json::{json, Value};
+
+use crate::support::{helm, path_str, temp_file};
+
+pub const RELEASE: &str = "ld-controller";
+pub const RELEASE_NS: &str = "linkerd-multus";
+pub const CNI_NS: &str = "linkerd-cni";
+pub const OPERATOR: &str = "ld-controller-linkerd-multus";
+pub const CNI_DAEMONSET: &str = "ld-controller-linkerd-multus-cni";
+pub const KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
+/// Where the test image keeps its one binary (e2e/images: /usr/local/bin).
+pub const WORKLOAD: &str = "/usr/local/bin/linkerd-multus-test-workload";
+/// The proxy uid of the pods laid out by hand (Linkerd's default).
+pub const PROXY_UID: u32 = 2102;
+/// OpenShift's uid range of the meshed namespace, and the proxy uid the webhook gives its pods there.
+pub const UID_RANGE: &str = "1000650000/10000";
+pub const RANGE_PROXY_UID: u64 = 1000650000 + 2102;
+/// Pods with this label go through the stand-ins for Linkerd's injector and OpenShift's SCC admission.
+pub const ADMITTED_AS_ON_OPENSHIFT: &str = "linkerd-multus-test/openshift-admission";
+pub const READY_WITHIN: Duration = Duration::from_secs(120);
+
+/// `repository` and `tag` of a full image reference.
+pub fn split_ref(image: &str) -> (&str, &str) {
+    image
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("image reference without a tag: {image}"))
+}
+
+pub fn image(node: &Node, key: &str) -> String {
+    node.image(key)
+        .unwrap_or_else(|| panic!("no {key} image recorded for the node: did e2e/images run?"))
+}
+
+/// The values an admin would give on this node: local images, the installer in Multus mode writing
+/// into the node's CNI directories. The NAD CRD is Multus' (applied before, as Multus would have).
+pub fn values(node: &Node) -> String {
+    let op_image = image(node, "operator");
+    let (op_repo, op_tag) = split_ref(&op_image);
+    let cni_image = image(node, "cni");
+    let (cni_repo, cni_tag) = split_ref(&cni_image);
+    let net_d = node.cni_dir().join("net.d");
+    let bin = node.cni_dir().join("bin");
+    json!({
+        "image": {"repository": op_repo, "tag": op_tag, "pullPolicy": "Never"},
+        "operator": {
+            "cniNamespace": CNI_NS,
+            "cniKubeconfig": net_d.join(KUBECONFIG_NAME),
+            "repair": {"enabled": true},
+        },
+        "cni": {
+            "enabled": true,
+            "image": {"repository": cni_repo, "tag": cni_tag, "pullPolicy": "Never"},
+            "chainMode": "none",
+            "destCNINetDir": net_d,
+            "destCNIBinDir": bin,
+            "kubeconfigName": KUBECONFIG_NAME,
+        },
+    })
+    .to_string()
+}
+
+/// Removes the release, the test's namespaces and its cluster-scoped objects (`kind/name`), also when
+/// the test fails half-way.
+pub struct Cleanup<'a> {
+    pub node: &'a Node,
+    pub namespaces: Vec<String>,
+    pub cluster_objects: Vec<String>,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        for object in &self.cluster_objects {
+            let _ = self.node.kubectl(&["delete", "--ignore-not-found", object]);
+        }
+        let kubeconfig = self.node.kubeconfig();
+        let _ = helm(&[
+            "--kubeconfig",
+            path_str(&kubeconfig),
+            "uninstall",
+            RELEASE,
+            "-n",
+            RELEASE_NS,
+        ]);
+        // Waited for, so the next run on this node can create the same namespaces again.
+        let mut args = vec![
+            "delete",
+            "namespace",
+            "--ignore-not-found",
+            "--timeout=120s",
+        ];
+        args.extend(self.namespaces.iter().map(String::as_str));
+        let _ = self.node.kubectl(&args);
+    }
+}
+
+/// The stand-ins for Linkerd's injector (injecting the test image as proxy and validator) and for
+/// OpenShift's SCC admission, served in the node's netns where its apiserver calls them, registered
+/// under Linkerd's real configuration name for the pods labelled [`ADMITTED_AS_ON_OPENSHIFT`].
+pub struct OpenShiftAdmission {
+    _servers: (AdmissionServer, SccStandIn),
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl OpenShiftAdmission {
+    pub fn register(node: &Node, cleanup: &mut Cleanup, test_image: &str) -> Self {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        let _in_runtime = runtime.enter();
+        let client = runtime.block_on(node.client());
+        let bind = || {
+            node.run_in_netns(|| {
+                std::net::TcpListener::bind("127.0.0.1:0").expect("bind in the node's netns")
+            })
+        };
+        // Linkerd's validator connects to an address outside the pod and expects its own listener to
+        // take the connection; here the node's address (a closed port refuses at once if not redirected).
+        let node_ip = node.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}",
+        ]);
+        let containers = linkerd_injector::Containers {
+            image: test_image.to_string(),
+            proxy_args: vec!["proxy".into()],
+            validator_args: vec!["validate".into(), format!("{}:20001", node_ip.trim())],
+        };
+        let injector = AdmissionServer::start_on(bind(), move |request| {
+            linkerd_injector::respond_with(containers.clone(), request)
+        });
+        let scc = SccStandIn::start_on(client, [bind(), bind()]);
+        let selector = json!({ "matchLabels": { (ADMITTED_AS_ON_OPENSHIFT): "true" } });
+        let [mutating, validating] = scc.configurations(&unique_name("node"), selector.clone());
+        let injector_config = linkerd_injector::configuration(
+            linkerd_injector::CONFIGURATION_NAME,
+            injector.client_config(),
+            selector,
+        );
+        for config in [mutating, validating, injector_config] {
+            cleanup.cluster_objects.push(format!(
+                "{}/{}",
+                config["kind"].as_str().unwrap().to_lowercase(),
+                config["metadata"]["name"].as_str().unwrap()
+            ));
+            apply(node, &config);
+        }
+        Self {
+            _servers: (injector, scc),
+            _runtime: runtime,
+        }
+    }
+}
+
+/// An int field of a JSON object, 0 when absent (the apiserver omits zero counts).
+pub fn count(v: &Value, pointer: &str) -> i64 {
+    v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+pub fn wait_deployment_ready(node: &Node, ns: &str, name: &str) -> Value {
+    wait_for_explained(
+        &format!("deployment {ns}/{name} has every replica Ready"),
+        READY_WITHIN,
+        || {
+            let d = node.get_json(&["-n", ns, "deployment", name])?;
+            let want = count(&d, "/spec/replicas");
+            (want > 0
+                && count(&d, "/status/readyReplicas") == want
+                && count(&d, "/status/replicas") == want
+                && count(&d, "/status/updatedReplicas") == want)
+                .then_some(d)
+        },
+        || node.describe(ns, &format!("deployment/{name}")) + &node.describe(ns, "pods"),
+    )
+}
+
+pub fn wait_daemonset_ready(node: &Node, ns: &str, name: &str) -> Value {
+    wait_for_explained(
+        &format!("daemonset {ns}/{name} has its pod Ready (its readiness probe)"),
+        READY_WITHIN,
+        || {
+            let d = node.get_json(&["-n", ns, "daemonset", name])?;
+            let want = count(&d, "/status/desiredNumberScheduled");
+            (want > 0
+                && count(&d, "/status/numberReady") == want
+                && count(&d, "/status/updatedNumberScheduled") == want)
+                .then_some(d)
+        },
+        || node.describe(ns, &format!("daemonset/{name}")) + &node.describe(ns, "pods"),
+    )
+}
+
+/// The single pod labelled `selector` once Running with every container ready.
+pub fn wait_pod_running(node: &Node, ns: &str, selector: &str) -> Value {
+    wait_for_explained(
+        &format!("the pod {selector} in {ns} is Running and Ready"),
+        READY_WITHIN,
+        || {
+            let list = node.get_json(&["-n", ns, "pods", "-l", selector])?;
+            let pod = list["items"].as_array()?.first()?.clone();
+            (pod["status"]["phase"] == "Running" && is_ready(&pod)).then_some(pod)
+        },
+        || node.describe(ns, "pods"),
+    )
+}
+
+/// The pod's Ready condition is True.
+pub fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// A pod that runs the test image with `args` once; its log when it Succeeded.
+pub fn run_to_completion(node: &Node, ns: &str, name: &str, args: &[&str]) -> String {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main", "image": image(node, "test"), "imagePullPolicy": "Never", "args": args,
+            }],
+        },
+    });
+    apply(node, &pod);
+    wait_for_explained(
+        &format!("pod {ns}/{name} ({args:?}) Succeeded"),
+        READY_WITHIN,
+        || {
+            let p = node.get_json(&["-n", ns, "pod", name])?;
+            match p["status"]["phase"].as_str() {
+                Some("Succeeded") => Some(()),
+                Some("Failed") => panic!(
+                    "pod {ns}/{name} ({args:?}) Failed: {}\n{}",
+                    logs(node, ns, name, "main"),
+                    node.describe(ns, &format!("pod/{name}"))
+                ),
+                _ => None,
+            }
+        },
+        || node.describe(ns, &format!("pod/{name}")),
+    );
+    logs(node, ns, name, "main")
+}
+
+pub fn logs(node: &Node, ns: &str, pod: &str, container: &str) -> String {
+    let out = node.kubectl(&["-n", ns, "logs", pod, "-c", container]);
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The Events of `ns` with `reason`, as `kubectl get -o` prints them with `output` (the format, then
+/// any further flags).
+pub fn events(node: &Node, ns: &str, reason: &str, output: &[&str]) -> String {
+    let selector = format!("reason={reason}");
+    let mut args = vec![
+        "-n",
+        ns,
+        "get",
+        "events",
+        "--field-selector",
+        &selector,
+        "-o",
+    ];
+    args.extend_from_slice(output);
+    node.kubectl_ok(&args)
+}
+
+pub fn apply(node: &Node, manifest: &Value) {
+    let file = temp_file("node-scenario", &manifest.to_string());
+    node.kubectl_ok(&["apply", "-f", path_str(&file)]);
+    let _ = std::fs::remove_file(file);
+}
+
+/// `ask ADDR` run inside `container` of `pod` (as that container's user): the answer.
+pub fn ask_from(node: &Node, ns: &str, pod: &str, container: &str, addr: &str) -> String {
+    node.kubectl_ok(&[
+        "-n", ns, "exec", pod, "-c", container, "--", WORKLOAD, "ask", addr,
+    ])
+    .trim()
+    .to_string()
+}
+
+pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> String {
+    let ns = unique_name(prefix);
+    node.kubectl_ok(&["create", "namespace", &ns]);
+    cleanup.namespaces.push(ns.clone());
+    wait_for_explained(
+        &format!("the token controller made ServiceAccount {ns}/default"),
+        READY_WITHIN,
+        || {
+            node.get_json(&["-n", &ns, "serviceaccount", "default"])
+                .map(|_| ())
+        },
+        || node.describe(&ns, "serviceaccounts"),
+    );
+    ns
+}
