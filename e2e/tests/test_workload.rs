@@ -118,33 +118,26 @@ fn app_and_proxy_answer_on_loopback() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no DNS here"));
 }
 
+/// Redirects the netns' outgoing TCP matching `matching` (iptables match arguments) to local `port`.
+fn redirect_output(ns: &NetNs, matching: &[&str], port: &str) {
+    let mut args = vec!["iptables-legacy", "-t", "nat", "-A", "OUTPUT", "-p", "tcp"];
+    args.extend_from_slice(matching);
+    args.extend_from_slice(&["-j", "REDIRECT", "--to-ports", port]);
+    let out = ns.exec(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// As in a meshed pod: a connection to 8080 redirected to 4143 reaches the proxy, which names the
 /// original destination, and the proxy runs as the uid it was given.
 #[test]
 #[ignore = "needs root (netns, iptables) and the built binaries: run by e2e/test-all"]
 fn proxy_reports_the_original_destination_behind_a_redirect() {
     let ns = NetNs::create("e2e-wl");
-    let redirect = [
-        "iptables-legacy",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "--dport",
-        "8080",
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        "4143",
-    ];
-    let out = ns.exec(&redirect);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    redirect_output(&ns, &["--dport", "8080"], "4143");
     let bin = binary(WORKLOAD);
     let mut proxy = ns.command(bin.to_str().expect("UTF-8 path"));
     proxy.args(["proxy", "--uid", "2102"]);
@@ -193,26 +186,7 @@ fn validate_exits_0_when_redirected_and_95_when_not() {
         "not redirected: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let redirect = ns.exec(&[
-        "iptables-legacy",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "-d",
-        "127.0.0.9",
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        "4140",
-    ]);
-    assert!(
-        redirect.status.success(),
-        "{}",
-        String::from_utf8_lossy(&redirect.stderr)
-    );
+    redirect_output(&ns, &["-d", "127.0.0.9"], "4140");
     let out = validate();
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("validated:"),
