@@ -38,9 +38,7 @@ pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Res
         format!("--tls-key-file={}", key.display()),
     ])?;
     let settings = Settings {
-        linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.into(),
-        nad_name: vocab::NAD_NAME.into(),
-        nad_namespace: None,
+        decision: rules::decision::DecisionConfig::default(),
         operator_namespace: "default".into(),
     };
     let mut registry = prometheus_client::registry::Registry::default();

@@ -82,9 +82,7 @@ impl Config {
                         ..controller(&run, &operator_namespace)
                     },
                     webhook_settings: WebhookSettings {
-                        linkerd_namespace: decision.linkerd_namespace,
-                        nad_name: decision.nad_name,
-                        nad_namespace: decision.nad_namespace,
+                        decision,
                         operator_namespace,
                     },
                     webhook,
@@ -197,17 +195,20 @@ mod tests {
             (lease.namespace.as_str(), lease.name.as_str()),
             ("ops", vocab::DEFAULT_LEASE_NAME)
         );
-        assert_eq!(r.webhook_settings.nad_name, "n");
-        assert_eq!(r.webhook_settings.linkerd_namespace, "l");
+        assert_eq!(r.webhook_settings.decision.nad_name, "n");
+        assert_eq!(r.webhook_settings.decision.linkerd_namespace, "l");
         assert_eq!(r.webhook_settings.operator_namespace, "ops");
         assert_eq!(c.settings.nad_namespace, None);
-        assert_eq!(r.webhook_settings.nad_namespace, None);
+        assert_eq!(r.webhook_settings.decision.nad_namespace, None);
 
         let Config::Run(r) = config(&["x", "--nad-namespace=shared"]) else {
             panic!("not run")
         };
         assert_eq!(r.controller.settings.shared(), Some("shared"));
-        assert_eq!(r.webhook_settings.nad_namespace.as_deref(), Some("shared"));
+        assert_eq!(
+            r.webhook_settings.decision.nad_namespace.as_deref(),
+            Some("shared")
+        );
         let Config::Check(c) = config(&["x", "check", "--nad-namespace=shared"]) else {
             panic!("not check")
         };

@@ -41,15 +41,12 @@ use crate::namespaces::NamespaceCache;
 use crate::self_managed::SelfManaged;
 use crate::server::AppState;
 
-/// Settings shared with the controller; the operator owns these flags and passes their values here.
+/// What the webhook needs beyond its own serving flags, handed over whole by the operator, which
+/// parses every flag once.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// The Linkerd control-plane namespace (`--linkerd-namespace`).
-    pub linkerd_namespace: String,
-    /// The NetworkAttachmentDefinition pods are attached to (`--nad-name`).
-    pub nad_name: String,
-    /// The namespace of the one shared NAD (`--nad-namespace`); None: each pod's own namespace.
-    pub nad_namespace: Option<String>,
+    /// Everything the pod patch depends on (built once by [`WebhookArgs::decision_config`]).
+    pub decision: rules::decision::DecisionConfig,
     /// The namespace the operator runs in (where the self-managed certificate Secret lives).
     pub operator_namespace: String,
 }
@@ -100,11 +97,7 @@ impl Webhook {
         let (namespaces, feed) = NamespaceCache::new(client);
         let state = AppState {
             namespaces,
-            decision: args.decision_config(
-                &settings.linkerd_namespace,
-                &settings.nad_name,
-                settings.nad_namespace.as_deref(),
-            ),
+            decision: settings.decision,
             metrics: metrics.clone(),
         };
         Ok(Self {

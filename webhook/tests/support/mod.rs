@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
 use linkerd_multus_webhook::{Settings, TlsListener, Webhook, WebhookArgs};
+use rules::decision::DecisionConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -43,9 +44,10 @@ pub fn args(dir: &Path) -> WebhookArgs {
 
 pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
     Settings {
-        linkerd_namespace: linkerd_namespace.into(),
-        nad_name: vocab::NAD_NAME.into(),
-        nad_namespace: None,
+        decision: DecisionConfig {
+            linkerd_namespace: linkerd_namespace.into(),
+            ..DecisionConfig::default()
+        },
         operator_namespace: operator_namespace.into(),
     }
 }
