@@ -45,7 +45,7 @@ impl Default for DecisionConfig {
             nad_name: vocab::NAD_NAME.to_string(),
             nad_namespace: None,
             uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
-            proxy_uid_offset: vocab::DEFAULT_PROXY_UID as u64,
+            proxy_uid_offset: vocab::DEFAULT_PROXY_UID_OFFSET,
         }
     }
 }

@@ -66,7 +66,11 @@ pub const INIT_CONTAINER: &str = "linkerd-init";
 /// The init container Linkerd's injector adds in CNI mode to check that the rules are in place.
 pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
+/// The uid Linkerd's proxy runs as.
 pub const DEFAULT_PROXY_UID: i64 = 2102;
+/// On OpenShift, the proxy uid is the namespace range's first uid plus this offset (Linkerd's uid, so
+/// `1000652102` reads as "the proxy" in a range starting at 1000650000).
+pub const DEFAULT_PROXY_UID_OFFSET: u64 = 2102;
 pub const DEFAULT_INBOUND_PROXY_PORT: u16 = 4143;
 pub const DEFAULT_OUTBOUND_PROXY_PORT: u16 = 4140;
 
