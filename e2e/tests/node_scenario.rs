@@ -46,6 +46,27 @@ fn stand_in_conf(node: &Node) -> std::path::PathBuf {
 }
 
 /// Step 1: The node's CNI config: the Multus stand-in in front, the cluster network its delegate. Returns the stand-in's config as it was.
+/// A one-replica Deployment `meshed` in `ns` whose pods carry `pod_metadata` and run `containers`.
+fn meshed_deployment(ns: &str, pod_metadata: Value, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "meshed", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "meshed"}},
+            "template": {
+                "metadata": pod_metadata,
+                "spec": {"terminationGracePeriodSeconds": 1, "containers": containers},
+            },
+        },
+    })
+}
+
+/// The test image as the pod's app, answering on 8080.
+fn app_container(test_image: &str) -> Value {
+    json!({"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]})
+}
+
 fn step_node_cni_config(node: &Node) -> String {
     let net_d = node.cni_dir().join("net.d");
     let bin = node.cni_dir().join("bin");
@@ -172,26 +193,14 @@ fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
     );
     let test_image = image(node, "test");
     let admission = OpenShiftAdmission::register(node, cleanup, &test_image);
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "meshed", "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "meshed"}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": "meshed", (ADMITTED_AS_ON_OPENSHIFT): "true"},
-                    "annotations": {"linkerd.io/inject": "enabled"},
-                },
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [
-                        {"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]},
-                    ],
-                },
-            },
-        },
-    });
+    let deployment = meshed_deployment(
+        &ns,
+        json!({
+            "labels": {"app": "meshed", (ADMITTED_AS_ON_OPENSHIFT): "true"},
+            "annotations": {"linkerd.io/inject": "enabled"},
+        }),
+        vec![app_container(&test_image)],
+    );
     let start = Instant::now();
     apply(node, &deployment);
     let pod = wait_pod_running(node, &ns, "app=meshed");
@@ -351,26 +360,16 @@ fn step_cni_restart_while_creating_pods(node: &Node, meshed: &Meshed) {
 fn step_repair_unattached_pod(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &str) {
     let test_image = &meshed.test_image;
     let late = create_namespace(node, cleanup, "late");
-    let early = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "meshed", "namespace": late},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "meshed"}},
-            "template": {
-                "metadata": {"labels": {"app": "meshed"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [
-                        {"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]},
-                        {"name": "linkerd-proxy", "image": test_image, "imagePullPolicy": "Never",
-                         "args": ["proxy", "--uid", PROXY_UID.to_string()],
-                         "securityContext": {"runAsUser": PROXY_UID}},
-                    ],
-                },
-            },
-        },
-    });
+    let early = meshed_deployment(
+        &late,
+        json!({"labels": {"app": "meshed"}}),
+        vec![
+            app_container(test_image),
+            json!({"name": "linkerd-proxy", "image": test_image, "imagePullPolicy": "Never",
+                   "args": ["proxy", "--uid", PROXY_UID.to_string()],
+                   "securityContext": {"runAsUser": PROXY_UID}}),
+        ],
+    );
     apply(node, &early);
     let before = wait_pod_running(node, &late, "app=meshed");
     let before_uid = before["metadata"]["uid"].as_str().expect("uid").to_string();
