@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector;
 use kube::Api;
 use linkerd_multus_operator::check::{self, Settings as CheckSettings};
@@ -196,7 +196,8 @@ async fn check_items(h: &Harness, verdict: &str) -> Vec<String> {
 }
 
 /// Drill 6: after an opt-out the NAD stays while a pod lists it (in Multus' JSON format here), the
-/// namespace's Event and `check` name that pod and not the others; once it is deleted, the NAD goes.
+/// namespace's Event and `check` name that pod and not the others (nor a Succeeded pod that lists it:
+/// it never gets another sandbox); once it is deleted, the NAD goes, the finished pod still there.
 /// Prints the time from the pod's deletion to the NAD's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
@@ -220,11 +221,20 @@ async fn drill6_opted_out_nad_stays_until_its_last_pod_is_gone() {
         pod("attached", Some(networks.to_string())),
         pod("elsewhere", Some(format!("other/{}", h.nad_name))),
         pod("plain", None),
+        pod("finished", Some(h.nad_name.clone())),
     ] {
         pods.create(&PostParams::default(), &p)
             .await
             .expect("create pod");
     }
+    // A completed Job's pod: it lists the NAD but never gets another sandbox.
+    pods.patch_status(
+        "finished",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .expect("mark the pod Succeeded");
 
     h.annotate(&ns.name, None).await;
     let event = eventually("the in-use Warning, or the NAD gone", || async {
@@ -240,7 +250,10 @@ async fn drill6_opted_out_nad_stays_until_its_last_pod_is_gone() {
     .await;
     assert!(h.nad(&ns.name).await.is_some(), "the NAD stays while used");
     let note = event.and_then(|e| e.note).unwrap_or_default();
-    assert!(note.contains("(attached)"), "only the attached pod: {note}");
+    assert!(
+        note.contains("(attached)") && !note.contains("finished"),
+        "only the attached pod: {note}"
+    );
     let items = check_items(&h, "pods").await;
     let ours: Vec<&String> = items
         .iter()

@@ -61,6 +61,10 @@ fn networks_after(pod: &ObjectMeta, patch: &json_patch::Patch) -> Option<String>
     networks(&patched)
 }
 
+/// The field selector of the pods that can still get a sandbox: a Succeeded or Failed pod never gets
+/// another, so it keeps no NAD alive and needs no attachment (a finished Job's pod, for instance).
+pub const PODS_THAT_CAN_RUN_AGAIN: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
 /// True when a pod in `pod_namespace` lists the NAD `nad` of `nad_namespace` in its networks
 /// annotation, in either of Multus' formats (`nad` alone from its own namespace, `ns/nad` from any).
 /// An annotation that cannot be read counts as using it: Multus may read it differently, and a NAD

@@ -127,8 +127,10 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
                 .filter_map(|n| n.metadata.namespace.as_deref()),
         )
         .collect();
+    // Finished pods never get another sandbox: they neither keep a NAD nor need an attachment.
+    let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
     let pods = Api::<Pod>::all(client.clone())
-        .list_metadata(&ListParams::default())
+        .list_metadata(&can_run)
         .await
         .map_err(read("list pods"))?
         .items

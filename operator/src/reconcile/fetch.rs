@@ -63,7 +63,8 @@ pub async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Er
     }
 }
 
-/// The pods that still list our NAD of `namespace`: those of `namespace`, or with `anywhere` (a NAD
+/// The pods that still list our NAD of `namespace` and can still get a sandbox (not Succeeded or
+/// Failed): those of `namespace`, or with `anywhere` (a NAD
 /// that is or was shared) those of every namespace, named `pod-namespace/pod` when from elsewhere. A
 /// metadata list, asked only for a namespace that no longer wants its NAD yet still holds it (rare
 /// and transient), and asked again on a short requeue until none is left: the operator never watches
@@ -74,8 +75,9 @@ pub async fn users(ctx: &Context, namespace: &str, anywhere: bool) -> Result<Use
     } else {
         Api::<Pod>::namespaced(ctx.client.clone(), namespace)
     };
+    let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
     let pods = api
-        .list_metadata(&ListParams::default())
+        .list_metadata(&can_run)
         .await
         .map_err(|source| Error::ListPods {
             namespace: if anywhere {

@@ -144,8 +144,10 @@ async fn existing_reads_live_until_the_cache_is_trusted() {
 }
 
 /// The users of a namespace's own NAD: a metadata list of that namespace's pods only, and of
-/// those, the ones whose networks annotation lists the NAD (in any of Multus' forms), sorted.
-/// Regressions: listing whole pods or every namespace (cost), or deleting a NAD a pod still lists.
+/// those, the ones whose networks annotation lists the NAD (in any of Multus' forms), sorted; only pods
+/// that can run again (the field selector leaves Succeeded and Failed ones to the apiserver).
+/// Regressions: listing whole pods or every namespace (cost), deleting a NAD a pod still lists, or
+/// keeping one for a finished pod.
 #[tokio::test]
 async fn users_lists_the_namespaces_pod_metadata() {
     let pods = vec![
@@ -155,7 +157,7 @@ async fn users_lists_the_namespaces_pod_metadata() {
         pod(NS, "api", Some("macvlan, apps/linkerd-cni@net1")),
     ];
     assert_eq!(
-        users_listed(false, "/api/v1/namespaces/apps/pods?", pods).await,
+        users_listed(false, "/api/v1/namespaces/apps/pods?&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed", pods).await,
         ["api", "web"]
     );
 }
@@ -171,7 +173,12 @@ async fn users_anywhere_lists_every_namespace() {
         pod("web", "own", Some("linkerd-cni")),
     ];
     assert_eq!(
-        users_listed(true, "/api/v1/pods?", pods).await,
+        users_listed(
+            true,
+            "/api/v1/pods?&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+            pods
+        )
+        .await,
         ["local", "web/remote"]
     );
 }
@@ -180,7 +187,10 @@ async fn users_anywhere_lists_every_namespace() {
 /// read as "no users" would delete a NAD pods still need.
 #[tokio::test]
 async fn users_reports_a_failed_list() {
-    let (ctx, api) = mock_api::context(vec![Call::get("/api/v1/pods?").fail(403, "Forbidden")]);
+    let (ctx, api) = mock_api::context(vec![Call::get(
+        "/api/v1/pods?&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+    )
+    .fail(403, "Forbidden")]);
     let got = users(&ctx, NS, true).await;
     api.finish().await;
     match got {
