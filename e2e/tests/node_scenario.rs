@@ -14,6 +14,7 @@ mod support;
 use std::time::Instant;
 
 use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::stand_ins::scc;
 use linkerd_multus_e2e::wait_for_explained;
 use node_scenario_parts::*;
 use serde_json::{json, Value};
@@ -214,7 +215,7 @@ fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
         .unwrap_or_default()
         .to_string();
     assert!(
-        networks.contains("linkerd-cni") && annotations["openshift.io/scc"] == "restricted-v2",
+        networks.contains("linkerd-cni") && annotations[scc::SCC_ANNOTATION] == scc::SCC,
         "the webhook attached the NAD, the SCC stand-in admitted the pod: annotations {annotations}"
     );
     let uid_of = |list: &str, name: &str| {

@@ -20,7 +20,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::chart;
 use linkerd_multus_e2e::pod_network::{PluginSettings, PodNetwork};
-use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
+use linkerd_multus_e2e::stand_ins::{linkerd_injector, scc, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::traffic::{ask_as, Answerer};
 use linkerd_multus_e2e::{eventually, kubectl, unique_name, DeleteOnDrop, TestNamespace};
 use serde_json::{json, Value};
@@ -455,7 +455,8 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
         "{order}"
     );
     assert_eq!(
-        p["metadata"]["annotations"]["openshift.io/scc"], "restricted-v2",
+        p["metadata"]["annotations"][scc::SCC_ANNOTATION],
+        scc::SCC,
         "{order}"
     );
     let v = proxy_and_validator(&p, "containers", order);
