@@ -1,6 +1,8 @@
 //! The installer's flags (each also an environment variable, as a DaemonSet sets them) and the
 //! settings resolved from them.
 
+use crate::credential;
+use crate::error::InstallError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vocab::{
@@ -83,6 +85,19 @@ pub struct Args {
     #[arg(long, env = "FORCE_APPEND_TO_MULTUS")]
     pub force_append_to_multus: bool,
 
+    /// Service account (in this pod's namespace) whose token the plugin's kubeconfig holds, obtained
+    /// by TokenRequest and bound to no pod, so it outlives this installer pod (Kubernetes 1.22+ binds
+    /// a pod's own token to the pod). Renewed at 80% of --plugin-token-lifetime. The installer's
+    /// account needs `create` on `serviceaccounts/token` for it. Unset: the plugin uses this pod's own
+    /// token, which stops working once this pod is deleted.
+    #[arg(long, env = "PLUGIN_SERVICE_ACCOUNT")]
+    pub plugin_service_account: Option<String>,
+
+    /// Lifetime asked for the plugin's token (`30m`, `24h`; at least 10m). The apiserver may shorten
+    /// it (--service-account-max-token-expiration); renewal follows the lifetime it grants.
+    #[arg(long, env = "PLUGIN_TOKEN_LIFETIME", default_value = "24h", value_parser = parse_token_lifetime)]
+    pub plugin_token_lifetime: Duration,
+
     /// Install once and exit (non-zero if a step failed) instead of watching.
     #[arg(long)]
     pub once: bool,
@@ -100,6 +115,16 @@ pub struct Args {
     /// (the DaemonSet's readiness probe), else print why and exit 1.
     #[arg(long, requires = "ready_file", conflicts_with = "once")]
     pub ready_check: bool,
+}
+
+fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if d < credential::MIN_LIFETIME {
+        return Err(format!(
+            "{text:?}: the apiserver issues no token for less than 10m"
+        ));
+    }
+    Ok(d)
 }
 
 /// Where the network config template comes from.
@@ -132,9 +157,27 @@ pub struct Settings {
     pub once: bool,
     pub resync: Duration,
     pub ready_file: Option<PathBuf>,
+    pub plugin_credential: credential::Source,
 }
 
 impl Settings {
+    /// `host:port` of the apiserver's in-cluster service, from the pod's environment.
+    pub fn service_address(&self) -> Result<(&str, &str), InstallError> {
+        let host = self
+            .service_host
+            .as_deref()
+            .ok_or(InstallError::MissingEnv {
+                name: "KUBERNETES_SERVICE_HOST",
+            })?;
+        let port = self
+            .service_port
+            .as_deref()
+            .ok_or(InstallError::MissingEnv {
+                name: "KUBERNETES_SERVICE_PORT",
+            })?;
+        Ok((host, port))
+    }
+
     /// Resolves `args`; `env` looks up KUBERNETES_SERVICE_HOST/PORT and `installer` is this process'
     /// own path (for the default plugin binary). Both passed in so tests need no process state.
     pub fn resolve(
@@ -178,6 +221,13 @@ impl Settings {
             once: args.once,
             resync: Duration::from_secs(args.resync_seconds.max(1)),
             ready_file: args.ready_file,
+            plugin_credential: match args.plugin_service_account.filter(|a| !a.is_empty()) {
+                Some(service_account) => credential::Source::TokenRequest {
+                    service_account,
+                    lifetime: args.plugin_token_lifetime,
+                },
+                None => credential::Source::PodToken,
+            },
         }
     }
 }

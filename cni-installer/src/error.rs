@@ -69,6 +69,24 @@ pub enum InstallError {
     ConvertTargetExists { from: PathBuf, to: PathBuf },
     #[error("{failed} install step(s) failed (see the errors above)")]
     Incomplete { failed: usize },
+    #[error("cannot ask the apiserver for a token of service account {namespace}/{service_account} for the plugin's kubeconfig (the installer's service account needs `create` on `serviceaccounts/token` for it; helm: cni.pluginServiceAccountName)")]
+    TokenRequest {
+        namespace: String,
+        service_account: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error(
+        "the apiserver issued an empty token for service account {namespace}/{service_account}"
+    )]
+    EmptyIssuedToken {
+        namespace: String,
+        service_account: String,
+    },
+    #[error("no token for the plugin's service account {service_account} yet: the plugin's kubeconfig is not written until the TokenRequest succeeds")]
+    NoPluginToken { service_account: String },
+    #[error("cannot build the installer's own API client (from --service-account-dir)")]
+    ApiClient(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] io::Error),
 }

@@ -33,6 +33,18 @@ pub struct Installer {
     /// Identities of the source and installed binaries when they were last found equal: while both
     /// are unchanged, a pass does not re-read them (a debug build of the plugin is 150 MB).
     binary_verified: Option<(files::Identity, files::Identity)>,
+    plugin_token: PluginToken,
+}
+
+/// The token the next pass writes into the plugin's kubeconfig.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PluginToken {
+    /// This pod's own, read from `--service-account-dir` at each pass.
+    FromServiceAccountDir,
+    /// One the run loop obtained by TokenRequest (see [`crate::credential`]).
+    Issued(String),
+    /// TokenRequest mode without a usable token yet: the kubeconfig is left as it is.
+    Missing { service_account: String },
 }
 
 impl Installer {
@@ -41,7 +53,13 @@ impl Installer {
             settings,
             applied: None,
             binary_verified: None,
+            plugin_token: PluginToken::FromServiceAccountDir,
         }
+    }
+
+    /// What the next passes write as the plugin's token.
+    pub fn set_plugin_token(&mut self, token: PluginToken) {
+        self.plugin_token = token;
     }
 
     pub fn settings(&self) -> &Settings {
@@ -169,15 +187,26 @@ impl Installer {
             let path = s.service_account_dir.join(name);
             fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
         };
-        let token_path = s.service_account_dir.join("token");
-        let token = String::from_utf8_lossy(&read_sa("token")?)
-            .trim()
-            .to_string();
-        if token.is_empty() {
-            return Err(InstallError::EmptyToken { path: token_path });
-        }
+        let token = match &self.plugin_token {
+            PluginToken::Issued(token) => token.clone(),
+            PluginToken::Missing { service_account } => {
+                return Err(InstallError::NoPluginToken {
+                    service_account: service_account.clone(),
+                })
+            }
+            PluginToken::FromServiceAccountDir => {
+                let token_path = s.service_account_dir.join("token");
+                let token = String::from_utf8_lossy(&read_sa("token")?)
+                    .trim()
+                    .to_string();
+                if token.is_empty() {
+                    return Err(InstallError::EmptyToken { path: token_path });
+                }
+                token
+            }
+        };
         let ca = read_sa("ca.crt")?;
-        let (host, port) = self.service_address()?;
+        let (host, port) = s.service_address()?;
         let text = kubeconfig::render(&kubeconfig::server_url(host, port), &token, &ca);
         let path = s.net_dir.join(&s.kubeconfig_name);
         let reason = match files::read_optional(&path) {
@@ -187,7 +216,7 @@ impl Installer {
                 }
                 "it was not mode 0600"
             }
-            Ok(Some(_)) => "the service-account token, CA or apiserver address changed",
+            Ok(Some(_)) => "the token, CA or apiserver address changed",
             Ok(None) => "it was missing",
             Err(_) => "it was unreadable",
         };
@@ -322,24 +351,6 @@ impl Installer {
             .and_then(|a| a.original.clone())
     }
 
-    fn service_address(&self) -> Result<(&str, &str), InstallError> {
-        let host = self
-            .settings
-            .service_host
-            .as_deref()
-            .ok_or(InstallError::MissingEnv {
-                name: "KUBERNETES_SERVICE_HOST",
-            })?;
-        let port = self
-            .settings
-            .service_port
-            .as_deref()
-            .ok_or(InstallError::MissingEnv {
-                name: "KUBERNETES_SERVICE_PORT",
-            })?;
-        Ok((host, port))
-    }
-
     /// The plugin entry: the template (re-read when it is a file) with placeholders filled.
     fn entry(&self) -> Result<serde_json::Value, InstallError> {
         let s = &self.settings;
@@ -353,7 +364,7 @@ impl Installer {
             }
             TemplateSource::Default => cni_template::default_template(),
         };
-        let (host, port) = self.service_address()?;
+        let (host, port) = s.service_address()?;
         let values = cni_template::Values {
             kubeconfig_path: &s.kubeconfig_node_path,
             log_level: s

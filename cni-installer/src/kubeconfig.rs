@@ -3,6 +3,7 @@
 
 use base64::Engine as _;
 use serde_json::json;
+use std::path::Path;
 
 /// Name of the cluster, user and context inside the kubeconfig.
 const CLUSTER: &str = "local";
@@ -17,17 +18,31 @@ pub fn server_url(host: &str, port: &str) -> String {
 /// The kubeconfig text. The token is used as read minus surrounding whitespace (files often end in a
 /// newline); the CA is embedded, so the file stands alone on the node.
 pub fn render(server: &str, token: &str, ca_pem: &[u8]) -> String {
+    let body = render_user(server, json!({"token": token.trim()}), ca_pem);
+    format!("# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.\n{body}")
+}
+
+/// The installer's own kubeconfig, in memory: the token is re-read from `token_file` as the kubelet
+/// rotates it (a projected token lives an hour).
+pub fn render_token_file(server: &str, token_file: &Path, ca_pem: &[u8]) -> String {
+    render_user(
+        server,
+        json!({"tokenFile": token_file.to_string_lossy()}),
+        ca_pem,
+    )
+}
+
+fn render_user(server: &str, user: serde_json::Value, ca_pem: &[u8]) -> String {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let config = json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CLUSTER, "cluster": {"server": server, "certificate-authority-data": ca}}],
-        "users": [{"name": USER, "user": {"token": token.trim()}}],
+        "users": [{"name": USER, "user": user}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CLUSTER, "user": USER}}],
         "current-context": CONTEXT,
     });
-    let body = serde_yaml_ng::to_string(&config).unwrap_or_default();
-    format!("# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.\n{body}")
+    serde_yaml_ng::to_string(&config).unwrap_or_default()
 }
 
 #[cfg(test)]

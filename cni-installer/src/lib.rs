@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod chain;
+pub mod credential;
 pub mod error;
 pub mod files;
 pub mod installer;

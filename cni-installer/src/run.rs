@@ -3,6 +3,7 @@
 //! and the uninstall on SIGTERM/SIGINT.
 
 use crate::args::{Args, Settings};
+use crate::credential;
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
 use crate::ready::{self, Status};
@@ -60,9 +61,10 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         settings.service_account_dir.clone(),
     ];
     let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
+    let mut keeper = credential::Keeper::new(&settings.plugin_credential);
     let mut installer = Installer::new(settings);
     if once {
-        let report = installer.pass();
+        let report = pass(&mut installer, keeper.as_mut()).await;
         let failed = report.errors.len();
         log_report(&report, &mut Vec::new(), false);
         return if failed == 0 {
@@ -86,7 +88,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     status_file.clear();
     loop {
         watch.ensure();
-        let report = installer.pass();
+        let report = pass(&mut installer, keeper.as_mut()).await;
         log_report(&report, &mut last_errors, true);
         status_file.publish(&Status::of(&report));
         if std::mem::take(&mut first) {
@@ -110,6 +112,19 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
     // the kubelet retry a pod that is going away.
     Ok(())
+}
+
+/// One pass, with the plugin's token renewed first when it is due (TokenRequest mode).
+async fn pass(installer: &mut Installer, keeper: Option<&mut credential::Keeper>) -> Report {
+    let mut failure = None;
+    if let Some(keeper) = keeper {
+        let (token, error) = keeper.refresh(installer.settings()).await;
+        installer.set_plugin_token(token);
+        failure = error;
+    }
+    let mut report = installer.pass();
+    report.errors.splice(0..0, failure);
+    report
 }
 
 /// Logs every change with its reason; logs errors at error level when they are new, and at debug
