@@ -253,7 +253,8 @@ fn operator_repair_values_default_like_the_flags() {
 }
 
 /// The installer parses the DaemonSet's args; each equals the installer's default except the log level,
-/// which the chart always passes (the installer's own fallback is the same `info`).
+/// which the chart always passes (the installer's own fallback is the same `info`), the status file
+/// and the plugin's ServiceAccount, which only the chart creates.
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn installer_parses_the_chart_args_and_defaults_agree() {
@@ -272,6 +273,9 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
     expected.cni_log_level = Some("info".into());
     // The status file has no default (tests and `--once` write none); the chart names one in the pod.
     expected.ready_file = Some("/tmp/linkerd-cni-install.ready".into());
+    // The plugin's own ServiceAccount exists only where the chart creates it; alone, the binary
+    // keeps the pod-token mode.
+    expected.plugin_service_account = Some("linkerd-cni-plugin".into());
     assert_eq!(format!("{chart:?}"), format!("{expected:?}"));
 
     // The readiness probe's command parses as a check of the file the container writes.
