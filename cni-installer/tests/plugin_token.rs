@@ -5,33 +5,16 @@
 
 mod support;
 
-use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
+use linkerd_multus_e2e::credentials::{self, service_account_user, token_claims};
 use linkerd_multus_e2e::{client, kubectl_ok, TestNamespace};
-use serde_json::Value;
 use std::fs;
 use support::Node;
 
-/// The claims of a JWT (its middle part), unverified: the test only reads who it names.
-fn claims(token: &str) -> Value {
-    let payload = token.split('.').nth(1).expect("a JWT has three parts");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .expect("base64url claims");
-    serde_json::from_slice(&bytes).expect("JSON claims")
-}
-
 fn kubeconfig_token(node: &Node) -> String {
-    let text = node
-        .kubeconfig()
-        .expect("the installer wrote the kubeconfig");
-    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig YAML");
-    v["users"][0]["user"]["token"]
-        .as_str()
-        .expect("a token")
-        .to_string()
+    credentials::kubeconfig_token(&node.kubeconfig_path())
 }
 
 /// A token of `namespace/name` as the admin asks for it (stands in for the installer pod's own).
@@ -112,10 +95,10 @@ async fn the_plugin_gets_its_own_accounts_token_bound_to_no_pod() {
     assert!(out.status.success(), "{log}");
     let written = kubeconfig_token(&node);
     assert_ne!(written, installer_token, "the installer's own token");
-    let c = claims(&written);
+    let c = token_claims(&written);
     assert_eq!(
         c["sub"].as_str(),
-        Some(format!("system:serviceaccount:{n}:plugin").as_str()),
+        Some(service_account_user(n, "plugin").as_str()),
         "{c}"
     );
     assert!(

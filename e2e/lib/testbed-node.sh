@@ -291,7 +291,25 @@ start_control_plane() {
     start_etcd 2379 2380
     start_relay
     # The ServiceAccount admission plugin stays on: the controller-manager's token controller issues tokens.
-    start_apiserver 2379 --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port="$API_PORT" \
+    # Pods get bound tokens (projected, bound to the pod, refused once it is deleted), as on every cluster
+    # since 1.22: on 1.20/1.21 the gate turns them on; where the gate is gone they are the only kind.
+    local bound=()
+    supports "$APISERVER" --feature-gates=BoundServiceAccountTokenVolume=true &&
+        bound+=(--feature-gates=BoundServiceAccountTokenVolume=true)
+    # An audit log of who reads pods, so tests can see which credential the CNI plugin used.
+    cat >"$STATE/audit-policy.yaml" <<'EOF_POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: ["get"]
+    resources: [{group: "", resources: ["pods"]}]
+  - level: None
+EOF_POLICY
+    start_apiserver 2379 "${bound[@]}" --audit-policy-file="$STATE/audit-policy.yaml" \
+        --audit-log-path="$STATE/audit.log" --audit-log-maxsize=100 \
+        --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port="$API_PORT" \
         --authorization-mode=Node,RBAC --enable-aggregator-routing=true \
         --kubelet-client-certificate="$pki/kubelet-client.crt" --kubelet-client-key="$pki/kubelet-client.key" \
         --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP

@@ -31,6 +31,7 @@ pub mod admission;
 pub mod chart;
 mod cluster;
 pub mod cni;
+pub mod credentials;
 pub mod events;
 mod guard;
 pub mod images;

@@ -13,6 +13,7 @@ mod support;
 
 use std::time::Instant;
 
+use linkerd_multus_e2e::credentials;
 use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::stand_ins::scc;
 use linkerd_multus_e2e::wait_for_explained;
@@ -33,7 +34,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let plugin = step_install_chart(&node, &mut cleanup, &conf_before);
     let meshed = step_meshed_deployment(&node, &mut cleanup);
     let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
-    step_cni_restart_while_creating_pods(&node, &meshed);
+    step_cni_rollout_while_creating_pods(&node, &meshed);
     step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
     step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);
     step_check_in_the_operator_pod(&node);
@@ -300,11 +301,24 @@ fn step_traffic_redirected(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) 
     plain
 }
 
-/// Step 5: The CNI DaemonSet restarted while meshed pods are being created: every pod runs, attached,
-/// and no sandbox fails (in chainMode=none the old installer leaves the binary and the kubeconfig on
-/// SIGTERM, so a pod set up in the gap still finds them).
-fn step_cni_restart_while_creating_pods(node: &Node, meshed: &Meshed) {
+/// Step 5: The CNI DaemonSet rolled while meshed pods are created one after another, with bound
+/// service-account tokens (the node's apiserver turns them on): every pod runs attached and redirected
+/// (its network validator passed), no sandbox fails, and the plugin read each new pod with the token of
+/// its own ServiceAccount, bound to no pod, not with the deleted installer pod's token.
+fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
+    const NEW_PODS: usize = 10;
     let ns = &meshed.ns;
+    let old_installer = node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/component=cni",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let before: std::collections::BTreeSet<String> = pod_names(node, ns).into_iter().collect();
     node.kubectl_ok(&[
         "-n",
         CNI_NS,
@@ -313,11 +327,15 @@ fn step_cni_restart_while_creating_pods(node: &Node, meshed: &Meshed) {
         &format!("daemonset/{CNI_DAEMONSET}"),
     ]);
     let start = Instant::now();
-    node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", "--replicas=4"]);
+    for i in 1..=NEW_PODS {
+        let replicas = format!("--replicas={}", before.len() + i);
+        node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", &replicas]);
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
     wait_deployment_ready(node, ns, "meshed");
     wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
     eprintln!(
-        "rollout restart of the CNI DaemonSet + 3 new pods -> all Ready in {:?}",
+        "rollout restart of the CNI DaemonSet during {NEW_PODS} pod creations -> all Ready in {:?}",
         start.elapsed()
     );
     let failed = events(
@@ -330,27 +348,83 @@ fn step_cni_restart_while_creating_pods(node: &Node, meshed: &Meshed) {
         ],
     );
     eprintln!(
-        "sandboxes failed during the installer's restart: {}",
+        "sandboxes failed during the installer's rollout: {}",
         failed.lines().count()
     );
     assert_eq!(
         failed.trim(),
         "",
-        "no sandbox fails while the CNI DaemonSet restarts (FailedCreatePodSandBox events: pod, count)"
+        "no sandbox fails while the CNI DaemonSet rolls (FailedCreatePodSandBox events: pod, count)"
     );
-    let pods = node
-        .get_json(&["-n", ns, "pods", "-l", "app=meshed"])
-        .expect("the meshed pods");
-    for p in pods["items"].as_array().expect("a pod list") {
-        let networks = p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
-            .as_str()
-            .unwrap_or_default();
+    let new: Vec<String> = pod_names(node, ns)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(new.len(), NEW_PODS, "new pods: {new:?}");
+    for pod in &new {
         assert!(
-            networks.contains("linkerd-cni"),
-            "pod {} created during the restart is attached: {networks:?}",
-            p["metadata"]["name"]
+            logs(node, ns, pod, "linkerd-network-validator").contains("validated:"),
+            "pod {pod} created during the rollout is redirected (its validator passed)"
         );
     }
+    assert!(
+        node.get_json(&["-n", CNI_NS, "pod", &old_installer])
+            .is_none(),
+        "the old installer pod {old_installer} is gone"
+    );
+
+    // Which credential: the kubeconfig holds the plugin account's token, bound to no pod, and the
+    // apiserver's audit log shows each new pod read with it and accepted.
+    let plugin_user = credentials::service_account_user(CNI_NS, PLUGIN_SERVICE_ACCOUNT);
+    let kubeconfig = node.cni_dir().join("net.d").join(KUBECONFIG_NAME);
+    let claims = credentials::token_claims(&credentials::kubeconfig_token(&kubeconfig));
+    assert_eq!(
+        claims["sub"].as_str(),
+        Some(plugin_user.as_str()),
+        "{claims}"
+    );
+    assert!(
+        claims["kubernetes.io"].get("pod").is_none(),
+        "the plugin's token is bound to a pod: {claims}"
+    );
+    let reads = credentials::pod_reads(&node.dir().join("audit.log"));
+    for pod in &new {
+        let of_pod: Vec<_> = reads
+            .iter()
+            .filter(|r| r.namespace == *ns && r.pod == *pod)
+            // The plugin's reads: with a linkerd-cni account, or refused before any user was known.
+            .filter(|r| {
+                r.code == 401
+                    || r.user
+                        .starts_with(&format!("system:serviceaccount:{CNI_NS}:"))
+            })
+            .collect();
+        assert!(
+            !of_pod.is_empty()
+                && of_pod
+                    .iter()
+                    .all(|r| r.user == plugin_user && r.code == 200),
+            "pod {pod}: the plugin's reads (user, code): {of_pod:?}"
+        );
+    }
+    node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", "--replicas=4"]);
+    wait_deployment_ready(node, ns, "meshed");
+}
+
+fn pod_names(node: &Node, ns: &str) -> Vec<String> {
+    node.kubectl_ok(&[
+        "-n",
+        ns,
+        "get",
+        "pods",
+        "-l",
+        "app=meshed",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ])
+    .split_whitespace()
+    .map(String::from)
+    .collect()
 }
 
 /// Step 5b: Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
