@@ -115,7 +115,8 @@ impl RepairMetrics {
         registry.register(
             "pod_repairs",
             "Pods the repairer acted on, by outcome: evicted, blocked (a PodDisruptionBudget refused), \
-             gone, failed, dry_run, rate_limited (waits for the per-minute budget; counted at each try)",
+             gone, failed, dry_run, rate_limited (waits for the per-minute budget; counted at each try), \
+             halted (an owner's replacement did not become Ready: its repair stops)",
             m.outcomes.clone(),
         );
         m

@@ -11,6 +11,7 @@
 //! - [`pod`]: the pod as every part reads it ([`pod::PodView`]: its proxy, validator and their uids).
 //! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
 //! - [`decision`]: the webhook's whole pod patch.
+//! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
 
 pub mod attachment;
@@ -21,4 +22,5 @@ pub mod namespaces;
 pub mod networks;
 pub mod ownership;
 pub mod pod;
+pub mod sandbox;
 pub mod uid_range;

@@ -19,6 +19,7 @@ use rules::attachment::uses_nad;
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
 use rules::namespaces::{want, want_nad, Want};
 use rules::ownership::is_adoptable;
+use rules::sandbox;
 
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -122,6 +123,20 @@ pub struct Observed {
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
     pub containers: BTreeMap<String, PodView>,
+    /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
+    /// by `<namespace>/<name>`.
+    pub sandbox_failures: BTreeMap<String, SandboxFailure>,
+}
+
+/// A pod whose sandbox the runtime failed to create, as its Events and status say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxFailure {
+    /// The latest Event's message (the runtime's, with Multus' error inside).
+    pub message: String,
+    /// How many times the kubelet reported it.
+    pub count: i32,
+    /// A container of the pod has run since: the failure is behind it.
+    pub started: bool,
 }
 
 /// The flags the verdicts depend on.
@@ -157,8 +172,51 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
         webhook_verdict(&seen.webhooks),
         webhook_order_verdict(seen, s),
         pods_verdict(seen, s),
+        sandboxes_verdict(seen, s),
         uids_verdict(seen, s),
     ]
+}
+
+/// The product's own failed sandboxes: pods of enabled namespaces that never started because Multus
+/// refused their NAD, the NAD is missing, or linkerd-cni failed.
+fn sandboxes_verdict(seen: &Observed, s: &Settings) -> Verdict {
+    const CHECK: &str = "sandboxes";
+    let mut failing = Vec::new();
+    let mut advice = Vec::new();
+    for (pod, failure) in never_started(seen) {
+        let Some(cause) = sandbox::cause(&failure.message, &s.decision.nad_name) else {
+            continue;
+        };
+        failing.push(format!(
+            "{pod}: never started, its sandbox failed {} time(s): {}",
+            failure.count,
+            sandbox::essence(&failure.message)
+        ));
+        let a = cause.advice();
+        if !advice.contains(&a) {
+            advice.push(a);
+        }
+    }
+    if failing.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "no pod of an enabled namespace is failing its sandbox over linkerd-cni or its NAD",
+        );
+    }
+    Verdict::fail(
+        CHECK,
+        format!(
+            "{} pod(s) cannot start: the runtime fails their sandbox over linkerd-cni's attachment",
+            failing.len()
+        ),
+        advice.join("; "),
+    )
+    .with_items(failing)
+}
+
+/// Pods whose sandbox failed and none of whose containers has run.
+fn never_started(seen: &Observed) -> impl Iterator<Item = (&String, &SandboxFailure)> {
+    seen.sandbox_failures.iter().filter(|(_, f)| !f.started)
 }
 
 /// The pods not being deleted: a terminating pod is already on its way out, so "restart it" or "recreate
@@ -525,6 +583,11 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
     let mut stale = Vec::new();
     for pod in live_pods(seen) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
+        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
+        if seen.sandbox_failures.get(&key).is_some_and(|f| !f.started) {
+            // Never ran: "restart it to move it" does not apply; the sandboxes line says what it is.
+            continue;
+        }
         let ns = namespaces.get(namespace).copied();
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);
         let problem = if wanted {

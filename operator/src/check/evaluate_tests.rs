@@ -114,6 +114,7 @@ fn healthy() -> Observed {
                 "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 1000 } }],
             }))),
         )]),
+        sandbox_failures: BTreeMap::new(),
     }
 }
 
@@ -154,6 +155,7 @@ fn healthy_cluster_passes_every_check() {
             "webhook",
             "webhook-order",
             "pods",
+            "sandboxes",
             "proxy-uids"
         ]
     );
@@ -833,4 +835,75 @@ fn webhook_order_passes_say_why() {
         message(&seen),
         "no MutatingWebhookConfiguration calls this webhook: no order to check"
     );
+}
+
+const ISOLATION_EVENT: &str = "Failed to create pod sandbox: rpc error: code = Unknown desc = failed \
+    to setup network for sandbox \"9f\": plugin type=\"multus\" name=\"multus-cni-network\" failed \
+    (add): [app/new:linkerd-cni]: error loading k8s delegates k8s args: TryLoadPodDelegates: error in \
+    getting k8s network for pod: GetNetworkDelegates: failed getting the delegate: namespace isolation \
+    enabled, annotation violates permission, pod is in namespace app but refers to target namespace \
+    nad-home";
+
+/// A pod that never started because Multus refuses its NAD is reported with Multus' message and the
+/// fix; it is not offered "restart it" advice in the pods line, and a pod that started since, or a
+/// failure of another network, is no failure of ours.
+#[test]
+fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
+    let mut seen = healthy();
+    seen.pods.push(pod(
+        "app",
+        "new",
+        &[("k8s.v1.cni.cncf.io/networks", "nad-home/linkerd-cni")],
+    ));
+    seen.sandbox_failures.insert(
+        "app/new".into(),
+        SandboxFailure {
+            message: ISOLATION_EVENT.into(),
+            count: 4,
+            started: false,
+        },
+    );
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "sandboxes");
+    assert!(!v.ok, "{v:?}");
+    assert_eq!(v.items.len(), 1, "{v:?}");
+    assert!(
+        v.items[0].starts_with(
+            "app/new: never started, its sandbox failed 4 time(s): [app/new:linkerd-cni]"
+        ) && v.items[0].ends_with("refers to target namespace nad-home"),
+        "{v:?}"
+    );
+    let hint = v.hint.as_deref().unwrap_or_default();
+    assert!(
+        hint.contains("nad-home") && hint.contains("globalNamespaces"),
+        "{hint}"
+    );
+    assert!(
+        !verdict(&all, "pods")
+            .items
+            .iter()
+            .any(|i| i.starts_with("app/new")),
+        "{:?}",
+        verdict(&all, "pods")
+    );
+
+    for (message, started) in [
+        (ISOLATION_EVENT, true),
+        (
+            "failed (add): [app/new:macvlan]: plugin type=\"macvlan\" failed",
+            false,
+        ),
+    ] {
+        let mut seen = seen.clone();
+        seen.sandbox_failures.insert(
+            "app/new".into(),
+            SandboxFailure {
+                message: message.into(),
+                count: 1,
+                started,
+            },
+        );
+        let all = evaluate(&seen, &settings());
+        assert!(verdict(&all, "sandboxes").ok, "{message} started={started}");
+    }
 }

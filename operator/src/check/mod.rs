@@ -11,7 +11,8 @@ mod report;
 mod uids;
 
 pub use evaluate::{
-    evaluate, pod_problem, Observed, Settings, Verdict, WebhookConfiguration, WebhookProbe,
+    evaluate, pod_problem, Observed, SandboxFailure, Settings, Verdict, WebhookConfiguration,
+    WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
 
@@ -22,7 +23,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
@@ -204,6 +205,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         .groups
         .iter()
         .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP);
+    let sandbox_failures = sandbox_failures(client, &enabled).await?;
     Ok(Observed {
         crd,
         configmap,
@@ -214,7 +216,93 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         serves_scc,
         pods,
         containers,
+        sandbox_failures,
     })
+}
+
+/// The kubelet's latest `FailedCreatePodSandBox` Event of each pod in `namespaces` that still exists,
+/// with whether any of its containers has run since. One cluster-wide Event list; then one list per
+/// failing pod (by name: `list` is the permission the operator already has on pods).
+async fn sandbox_failures(
+    client: &Client,
+    namespaces: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, SandboxFailure>, CheckError> {
+    let failed =
+        ListParams::default().fields("reason=FailedCreatePodSandBox,involvedObject.kind=Pod");
+    let events = Api::<Event>::all(client.clone())
+        .list(&failed)
+        .await
+        .map_err(read("list Events"))?
+        .items;
+    let mut latest: BTreeMap<(String, String), Event> = BTreeMap::new();
+    for event in events {
+        let object = &event.involved_object;
+        let (Some(ns), Some(name)) = (object.namespace.clone(), object.name.clone()) else {
+            continue;
+        };
+        if !namespaces.contains(ns.as_str()) {
+            continue;
+        }
+        let key = (ns, name);
+        if latest
+            .get(&key)
+            .is_none_or(|seen| event_time(seen) <= event_time(&event))
+        {
+            latest.insert(key, event);
+        }
+    }
+    let mut failures = BTreeMap::new();
+    for ((ns, name), event) in latest {
+        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&by_name)
+            .await
+            .map_err(read("list pods"))?;
+        // Events outlive their pod by an hour; a pod of the same name may be a new one.
+        let Some(pod) = pods
+            .items
+            .into_iter()
+            .find(|p| p.metadata.uid == event.involved_object.uid)
+        else {
+            continue;
+        };
+        failures.insert(
+            format!("{ns}/{name}"),
+            SandboxFailure {
+                message: event.message.unwrap_or_default(),
+                count: event.count.unwrap_or(1),
+                started: has_run(&pod),
+            },
+        );
+    }
+    Ok(failures)
+}
+
+fn event_time(e: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .or(e.event_time.as_ref().map(|t| t.0))
+}
+
+/// A container (init or not) of the pod is running or has run: its sandbox was created.
+fn has_run(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .any(|c| {
+            c.state
+                .as_ref()
+                .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+                || c.last_state
+                    .as_ref()
+                    .is_some_and(|s| s.terminated.is_some())
+        })
 }
 
 /// The ClusterIP the API server dials for a service reference (None for a URL target). Without

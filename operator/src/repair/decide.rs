@@ -5,23 +5,34 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rules::decision::DecisionConfig;
 
-use rules::attachment::lacks_attachment;
+use rules::attachment::{lacks_attachment, listed_nad_of_ours};
 use rules::namespaces::{want, Want};
 
 /// Why a pod is restarted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Why {
     /// Meshed in an enabled namespace (or the control plane) but not attached to linkerd-cni.
     Unattached,
+    /// Attached to a NAD of our name in another namespace than the one in use (`listed`: that NAD,
+    /// `wanted`: the one the webhook names today), as after a `--nad-namespace` switch.
+    OnAnotherNad { listed: String, wanted: String },
     /// Its `linkerd-network-validator` exited with code 95: its traffic was not redirected.
     ValidatorFailed,
 }
 
 impl Why {
-    pub fn describe(self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            Self::Unattached => "it runs a Linkerd proxy but is not attached to linkerd-cni",
-            Self::ValidatorFailed => "its linkerd-network-validator exited with code 95",
+            Self::Unattached => {
+                "it runs a Linkerd proxy but is not attached to linkerd-cni".to_string()
+            }
+            Self::OnAnotherNad { listed, wanted } => format!(
+                "it is attached to {listed}, not to {wanted}, the NAD in use since a \
+                 --nad-namespace change"
+            ),
+            Self::ValidatorFailed => {
+                "its linkerd-network-validator exited with code 95".to_string()
+            }
         }
     }
 }
@@ -67,7 +78,17 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
     };
     let ns_name = ns.metadata.name.as_deref().unwrap_or_default();
     let why = if lacks_attachment(meta, ns_name, ns.metadata.annotations.as_ref(), cfg) {
-        Why::Unattached
+        match listed_nad_of_ours(meta, &cfg.nad_name, ns_name, |_| true) {
+            Some(other) => Why::OnAnotherNad {
+                listed: format!("{other}/{}", cfg.nad_name),
+                wanted: format!(
+                    "{}/{}",
+                    cfg.nad_namespace.as_deref().unwrap_or(ns_name),
+                    cfg.nad_name
+                ),
+            },
+            None => Why::Unattached,
+        }
     } else if validator_failed(pod) {
         Why::ValidatorFailed
     } else {

@@ -183,10 +183,14 @@ fn verdicts() {
             Verdict::Skip(Skip::Healthy),
         ),
         (
+            // The repair Event names both NADs, not "not attached" (as it did before).
             "other namespace's NAD",
             with_networks(pod(), "other/linkerd-cni"),
             Some(&enabled),
-            repair(Why::Unattached),
+            repair(Why::OnAnotherNad {
+                listed: "other/linkerd-cni".into(),
+                wanted: "app/linkerd-cni".into(),
+            }),
         ),
         (
             // Unreadable: the webhook would not attach it either, a restart changes nothing.

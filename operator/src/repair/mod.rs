@@ -3,13 +3,15 @@
 //!
 //! Layout: [`decide`] (pure: pod + namespace → repair or skip, and the owner rule), [`limiter`]
 //! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
-//! PodDisruptionBudgets apply), and this file, the shell: a pod watch, the leader gate, Events and
-//! metrics.
+//! PodDisruptionBudgets apply), [`watchdog`] (pure: stop evicting an owner whose replacement does not
+//! become Ready, and everything past a threshold), and this file, the shell: a pod watch, the leader
+//! gate, Events and metrics.
 
 pub mod args;
 pub mod decide;
 pub mod evict;
 pub mod limiter;
+pub mod watchdog;
 
 pub use args::RepairArgs;
 
@@ -32,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use self::decide::{decide, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
+use self::watchdog::{Allow, Change, Replacement, Watchdog};
 use crate::events::Events;
 use crate::metrics::RepairMetrics;
 
@@ -42,6 +45,8 @@ const SCAN_INTERVAL: Duration = Duration::from_secs(10);
 pub const REASON_EVICTED: &str = "PodEvictedForRepair";
 pub const REASON_BLOCKED: &str = "PodRepairBlocked";
 pub const REASON_FAILED: &str = "PodRepairFailed";
+pub const REASON_HALTED: &str = "PodRepairHalted";
+pub const REASON_RESUMED: &str = "PodRepairResumed";
 const ACTION: &str = "EvictPod";
 
 /// The repairer's configuration (`RepairArgs`, validated).
@@ -119,6 +124,7 @@ impl Repairer {
         });
         let mut scans = std::pin::pin!(stream::select(pods, ticks));
         let mut limiter = Limiter::new(self.settings.max_per_minute, self.settings.cooldown);
+        let mut watchdog = Watchdog::default();
         tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
         loop {
             let scan = tokio::select! {
@@ -126,10 +132,12 @@ impl Repairer {
                 scan = scans.next() => scan,
             };
             match scan {
-                Some(Scan::One(pod)) => self.consider(&pod, &mut limiter).await,
+                Some(Scan::One(pod)) => self.consider(&pod, &mut limiter, &mut watchdog).await,
                 Some(Scan::All) => {
-                    for pod in store.state() {
-                        self.consider(&pod, &mut limiter).await;
+                    let pods = store.state();
+                    self.review(&pods, &mut watchdog).await;
+                    for pod in pods {
+                        self.consider(&pod, &mut limiter, &mut watchdog).await;
                     }
                 }
                 None => break,
@@ -138,7 +146,77 @@ impl Repairer {
         tracing::info!("pod repair stopped");
     }
 
-    async fn consider(&self, pod: &Pod, limiter: &mut Limiter) {
+    /// Judges the replacements of recent evictions, and reports owners halted or resumed.
+    async fn review(&self, pods: &[Arc<Pod>], watchdog: &mut Watchdog<ObjectReference>) {
+        let mut by_owner: std::collections::BTreeMap<&str, Vec<Replacement>> = Default::default();
+        for pod in pods {
+            let meta = &pod.metadata;
+            let owner =
+                decide::recreating_owner(meta.owner_references.as_deref().unwrap_or_default());
+            if let (Some(owner), Some(created)) = (owner, meta.creation_timestamp.as_ref()) {
+                by_owner
+                    .entry(owner.uid.as_str())
+                    .or_default()
+                    .push(Replacement {
+                        name: meta.name.clone().unwrap_or_default(),
+                        created: created.0,
+                        ready: is_ready(pod),
+                    });
+            }
+        }
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let changes = watchdog.review(now, |uid| by_owner.get(uid).cloned().unwrap_or_default());
+        for change in changes {
+            let (owner, type_, reason, note) = match change {
+                Change::Halted {
+                    owner,
+                    evicted,
+                    waiting,
+                } => {
+                    self.metrics.count("halted");
+                    let waiting = if waiting.is_empty() {
+                        "no replacement was created".to_string()
+                    } else {
+                        format!("its replacement ({}) is not Ready", waiting.join(", "))
+                    };
+                    let note = format!(
+                        "Halted repair of this owner: pod {evicted} was evicted {}s ago and {waiting}; \
+                         its pods are not evicted again until one is Ready (see `linkerd-multus-operator \
+                         check`, line sandboxes)",
+                        watchdog.deadline.as_secs()
+                    );
+                    (owner, EventType::Warning, REASON_HALTED, note)
+                }
+                Change::Resumed { owner } => (
+                    owner,
+                    EventType::Normal,
+                    REASON_RESUMED,
+                    "Resumed repair of this owner: a replacement is Ready".to_string(),
+                ),
+            };
+            tracing::warn!(
+                namespace = owner.namespace.as_deref().unwrap_or_default(),
+                owner = %format!("{} {}", owner.kind.as_deref().unwrap_or_default(), owner.name.as_deref().unwrap_or_default()),
+                reason,
+                "{note}"
+            );
+            self.events.about(&owner, type_, reason, ACTION, note).await;
+        }
+        if watchdog.halted() >= watchdog.halt_all_at {
+            tracing::warn!(
+                halted = watchdog.halted(),
+                "all pod repair halted: the replacements of {} owners did not become Ready",
+                watchdog.halted()
+            );
+        }
+    }
+
+    async fn consider(
+        &self,
+        pod: &Pod,
+        limiter: &mut Limiter,
+        watchdog: &mut Watchdog<ObjectReference>,
+    ) {
         if !*self.is_leader.borrow() {
             return;
         }
@@ -158,6 +236,17 @@ impl Repairer {
                 return;
             }
         };
+        match watchdog.allow(&owner.uid) {
+            Allow::Go => {}
+            Allow::OwnerHalted | Allow::AllHalted { .. } => {
+                tracing::debug!(
+                    namespace,
+                    pod = name,
+                    "repair halted: replacements did not come up"
+                );
+                return;
+            }
+        }
         match limiter.admit(uid, Instant::now()) {
             Admit::CoolingDown => return,
             Admit::RateLimited => {
@@ -183,19 +272,25 @@ impl Repairer {
         }
         let outcome = evict(&self.evictions, namespace, name, uid).await;
         self.metrics.count(outcome.label());
+        if outcome == Evicted::Done {
+            let owner_uid = owner_ref.uid.clone().unwrap_or_default();
+            let now = k8s_openapi::jiff::Timestamp::now();
+            watchdog.evicted(&owner_uid, owner_ref.clone(), name, now);
+        }
         self.report(&owner_ref, name, why, outcome).await;
     }
 
     /// Logs the outcome, and files an Event about the pod's owner for what its users should know.
     async fn report(&self, owner: &ObjectReference, pod: &str, why: Why, outcome: Evicted) {
+        let why = why.describe();
         let namespace = owner.namespace.as_deref().unwrap_or_default();
         let (type_, reason, note) = match outcome {
             Evicted::Done => {
-                tracing::info!(namespace, pod, "evicted for repair: {}", why.describe());
+                tracing::info!(namespace, pod, "evicted for repair: {why}");
                 (
                     EventType::Normal,
                     REASON_EVICTED,
-                    format!("Evicted pod {pod} so it is recreated: {}", why.describe()),
+                    format!("Evicted pod {pod} so it is recreated: {why}"),
                 )
             }
             Evicted::Blocked(message) => {
@@ -204,9 +299,8 @@ impl Repairer {
                     EventType::Warning,
                     REASON_BLOCKED,
                     format!(
-                        "Pod {pod} needs a restart ({}) but its eviction was refused: {message}; \
-                         retried after the cooldown",
-                        why.describe()
+                        "Pod {pod} needs a restart ({why}) but its eviction was refused: {message}; \
+                         retried after the cooldown"
                     ),
                 )
             }
@@ -219,15 +313,20 @@ impl Repairer {
                 (
                     EventType::Warning,
                     REASON_FAILED,
-                    format!(
-                        "Pod {pod} needs a restart ({}) but evicting it failed: {message}",
-                        why.describe()
-                    ),
+                    format!("Pod {pod} needs a restart ({why}) but evicting it failed: {message}"),
                 )
             }
         };
         self.events.about(owner, type_, reason, ACTION, note).await;
     }
+}
+
+/// The pod's Ready condition is True.
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Keeps what [`decide`] and the eviction read: pods are many, and most of a pod spec is not that.
@@ -251,6 +350,9 @@ pub fn slim(pod: &mut Pod) {
     });
     pod.status = pod.status.take().map(|s| PodStatus {
         phase: s.phase,
+        conditions: s
+            .conditions
+            .map(|l| l.into_iter().filter(|c| c.type_ == "Ready").collect()),
         init_container_statuses: s.init_container_statuses.map(|l| {
             l.into_iter()
                 .map(|c| ContainerStatus {
