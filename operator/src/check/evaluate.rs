@@ -126,6 +126,18 @@ pub struct Observed {
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
+    /// The repairer's `PodRepairHalted` and `PodRepairResumed` Events in those namespaces.
+    pub repair_events: Vec<RepairEvent>,
+}
+
+/// One Event of the repairer's watchdog about an owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairEvent {
+    /// `<namespace>/<Kind> <name>`.
+    pub owner: String,
+    pub halted: bool,
+    pub at: Option<k8s_openapi::jiff::Timestamp>,
+    pub message: String,
 }
 
 /// A pod whose sandbox the runtime failed to create, as its Events and status say.
@@ -173,6 +185,7 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
         webhook_order_verdict(seen, s),
         pods_verdict(seen, s),
         sandboxes_verdict(seen, s),
+        repair_verdict(seen),
         uids_verdict(seen, s),
     ]
 }
@@ -212,6 +225,35 @@ fn sandboxes_verdict(seen: &Observed, s: &Settings) -> Verdict {
         advice.join("; "),
     )
     .with_items(failing)
+}
+
+/// Owners whose repair the watchdog halted (their latest watchdog Event is `PodRepairHalted`).
+fn repair_verdict(seen: &Observed) -> Verdict {
+    const CHECK: &str = "repair";
+    let mut latest: BTreeMap<&str, &RepairEvent> = BTreeMap::new();
+    for e in &seen.repair_events {
+        if latest.get(e.owner.as_str()).is_none_or(|l| l.at <= e.at) {
+            latest.insert(&e.owner, e);
+        }
+    }
+    let halted: Vec<String> = latest
+        .values()
+        .filter(|e| e.halted)
+        .map(|e| format!("{}: {}", e.owner, e.message))
+        .collect();
+    if halted.is_empty() {
+        return Verdict::pass(CHECK, "no owner's pod repair is halted");
+    }
+    Verdict::fail(
+        CHECK,
+        format!(
+            "pod repair is halted for {} owner(s): a pod it evicted has no Ready replacement",
+            halted.len()
+        ),
+        "fix what keeps the replacement from starting (the sandboxes line, `kubectl describe pod`); \
+         repair resumes by itself once one of the owner's pods is Ready",
+    )
+    .with_items(halted)
 }
 
 /// Pods whose sandbox failed and none of whose containers has run.

@@ -115,6 +115,7 @@ fn healthy() -> Observed {
             }))),
         )]),
         sandbox_failures: BTreeMap::new(),
+        repair_events: Vec::new(),
     }
 }
 
@@ -156,6 +157,7 @@ fn healthy_cluster_passes_every_check() {
             "webhook-order",
             "pods",
             "sandboxes",
+            "repair",
             "proxy-uids"
         ]
     );
@@ -906,4 +908,36 @@ fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
         let all = evaluate(&seen, &settings());
         assert!(verdict(&all, "sandboxes").ok, "{message} started={started}");
     }
+}
+
+/// An owner is reported while its latest watchdog Event says halted, and no longer once resumed.
+#[test]
+fn halted_repair_is_reported_until_resumed() {
+    let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap());
+    let event = |owner: &str, halted: bool, t: i64| RepairEvent {
+        owner: owner.into(),
+        halted,
+        at: at(t),
+        message: if halted {
+            "Halted repair".into()
+        } else {
+            "Resumed".into()
+        },
+    };
+    let mut seen = healthy();
+    seen.repair_events = vec![
+        event("app/ReplicaSet web", true, 10),
+        event("app/ReplicaSet db", true, 10),
+        event("app/ReplicaSet db", false, 20),
+    ];
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "repair");
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        vec!["app/ReplicaSet web: Halted repair".to_string()]
+    );
+    seen.repair_events
+        .push(event("app/ReplicaSet web", false, 30));
+    assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
 }

@@ -11,8 +11,8 @@ mod report;
 mod uids;
 
 pub use evaluate::{
-    evaluate, pod_problem, Observed, SandboxFailure, Settings, Verdict, WebhookConfiguration,
-    WebhookProbe,
+    evaluate, pod_problem, Observed, RepairEvent, SandboxFailure, Settings, Verdict,
+    WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
 
@@ -206,6 +206,32 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         .iter()
         .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP);
     let sandbox_failures = sandbox_failures(client, &enabled).await?;
+    let mut repair_events = Vec::new();
+    for (reason, halted) in [
+        (crate::repair::REASON_HALTED, true),
+        (crate::repair::REASON_RESUMED, false),
+    ] {
+        for e in events(client, &format!("reason={reason}")).await? {
+            let object = &e.involved_object;
+            let Some(ns) = object
+                .namespace
+                .as_deref()
+                .filter(|ns| enabled.contains(ns))
+            else {
+                continue;
+            };
+            repair_events.push(RepairEvent {
+                owner: format!(
+                    "{ns}/{} {}",
+                    object.kind.as_deref().unwrap_or_default(),
+                    object.name.as_deref().unwrap_or_default()
+                ),
+                halted,
+                at: event_time(&e),
+                message: e.message.clone().unwrap_or_default(),
+            });
+        }
+    }
     Ok(Observed {
         crd,
         configmap,
@@ -217,7 +243,17 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
         pods,
         containers,
         sandbox_failures,
+        repair_events,
     })
+}
+
+/// Every Event matching `fields`, in all namespaces.
+async fn events(client: &Client, fields: &str) -> Result<Vec<Event>, CheckError> {
+    Ok(Api::<Event>::all(client.clone())
+        .list(&ListParams::default().fields(fields))
+        .await
+        .map_err(read("list Events"))?
+        .items)
 }
 
 /// The kubelet's latest `FailedCreatePodSandBox` Event of each pod in `namespaces` that still exists,
