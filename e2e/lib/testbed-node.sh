@@ -200,14 +200,15 @@ EOF
     # Debian's reference plugins, by link; the project's binaries are added by e2e/images and the
     # chart's installer.
     ln -sf /usr/lib/cni/* "$STATE/cni/bin/"
-    # Multus' place: the stand-in (linked into cni/bin by e2e/images) is the node's only network; the
-    # cluster network (bridge + host-local) is its delegate, so pods without a networks annotation get
-    # exactly that, and the NADs a pod names run after it as Multus runs them.
-    cat >"$STATE/cni/net.d/00-multus-stand-in.conf" <<EOF
+    # Multus' place: the stand-in (linked into cni/bin as `multus` by e2e/images) is the node's only
+    # network, in Multus' own file and type, so the installer reads it as the node's Multus; the cluster
+    # network (bridge + host-local) is its delegate, so pods without a networks annotation get exactly
+    # that, and the NADs a pod names run after it as Multus runs them.
+    cat >"$STATE/cni/net.d/00-multus.conf" <<EOF
 {
   "cniVersion": "0.4.0",
-  "name": "multus-stand-in",
-  "type": "multus-stand-in",
+  "name": "multus-cni-network",
+  "type": "multus",
   "kubeconfig": "$STATE/node/multus.kubeconfig",
   "delegates": [{
     "cniVersion": "0.4.0",

@@ -10,6 +10,8 @@ use crate::cluster::Cluster;
 use crate::testbed::workspace_root;
 
 const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/test-all does)";
+/// File name of the node's Multus config (e2e/lib/testbed-node.sh writes it; the stand-in plays Multus).
+pub const MULTUS_CONF: &str = "00-multus.conf";
 
 /// A node testbed: its state directory, and whether this value started it (and stops it when dropped).
 pub struct Node {
@@ -76,6 +78,11 @@ impl Node {
     }
 
     /// The node's CNI directories as containerd uses them: `bin` and `net.d` under this path.
+    /// The node's Multus config: the stand-in's, in Multus' file name and type.
+    pub fn multus_conf(&self) -> PathBuf {
+        self.cni_dir().join("net.d").join(MULTUS_CONF)
+    }
+
     pub fn cni_dir(&self) -> PathBuf {
         self.dir.join("cni")
     }

@@ -14,7 +14,7 @@ mod support;
 use std::time::Instant;
 
 use linkerd_multus_e2e::credentials;
-use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::node::{self, Node};
 use linkerd_multus_e2e::stand_ins::scc;
 use linkerd_multus_e2e::wait_for_explained;
 use node_scenario_parts::*;
@@ -42,9 +42,9 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     drop(cleanup);
 }
 
-/// The stand-in's config file in the node's net.d.
+/// The stand-in's config file in the node's net.d (Multus' own name: it plays Multus there).
 fn stand_in_conf(node: &Node) -> std::path::PathBuf {
-    node.cni_dir().join("net.d").join("00-multus-stand-in.conf")
+    node.multus_conf()
 }
 
 /// Step 1: The node's CNI config: the Multus stand-in in front, the cluster network its delegate. Returns the stand-in's config as it was.
@@ -76,7 +76,7 @@ fn step_node_cni_config(node: &Node) -> String {
     let conf_before = std::fs::read_to_string(&stand_in_conf)
         .unwrap_or_else(|e| panic!("the node's CNI config {}: {e}", stand_in_conf.display()));
     let conf: Value = serde_json::from_str(&conf_before).expect("the stand-in's config is JSON");
-    assert_eq!(conf["type"], "multus-stand-in", "primary plugin: {conf}");
+    assert_eq!(conf["type"], "multus", "primary plugin: {conf}");
     assert_eq!(
         conf["delegates"][0]["plugins"][0]["type"], "bridge",
         "the cluster network (bridge + host-local) is the stand-in's delegate: {conf}"
@@ -89,13 +89,15 @@ fn step_node_cni_config(node: &Node) -> String {
         .collect();
     assert_eq!(
         confs,
-        vec!["00-multus-stand-in.conf".to_string()],
+        vec![node::MULTUS_CONF.to_string()],
         "the stand-in's is the node's only network config"
     );
+    let multus = std::fs::canonicalize(bin.join("multus")).unwrap_or_default();
     assert!(
-        bin.join("multus-stand-in").exists(),
-        "e2e/images linked multus-stand-in into {}",
-        bin.display()
+        multus.file_name().is_some_and(|n| n == "multus-stand-in"),
+        "e2e/images linked multus-stand-in into {} as multus: {}",
+        bin.display(),
+        multus.display()
     );
     conf_before
 }
