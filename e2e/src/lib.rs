@@ -34,6 +34,7 @@ pub mod admission;
 pub mod chart;
 mod cluster;
 pub mod cni;
+pub mod dockerignore;
 pub mod events;
 mod guard;
 pub mod images;
