@@ -47,12 +47,21 @@ impl Cluster {
         kubectl_ok_with(&self.kubeconfig, args)
     }
 
+    /// helm against this cluster whatever its exit status ([`crate::chart::helm`]).
+    pub fn helm(&self, args: &[&str]) -> Output {
+        crate::chart::helm(&self.helm_args(args))
+    }
+
     /// helm against this cluster that must succeed: its stdout ([`crate::chart::helm_ok`]).
     pub fn helm_ok(&self, args: &[&str]) -> String {
+        crate::chart::helm_ok(&self.helm_args(args))
+    }
+
+    fn helm_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let kubeconfig = self.kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
         let mut all = vec!["--kubeconfig", kubeconfig];
         all.extend_from_slice(args);
-        crate::chart::helm_ok(&all)
+        all
     }
 
     /// `kubectl get ARGS -o json`, `None` when not found.

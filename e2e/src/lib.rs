@@ -26,12 +26,16 @@
 //!
 //! [`operator_process::OperatorProcess`]: the operator binary as a child process (scenarios, drills,
 //! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event.
+//!
+//! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
+//! `e2e/test-all` lists them at the end).
 
 pub mod admission;
 pub mod chart;
 mod cluster;
 pub mod cni;
 pub mod credentials;
+pub mod dockerignore;
 pub mod events;
 mod guard;
 pub mod images;
@@ -39,6 +43,7 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod not_run;
 pub mod operator_process;
 pub mod pod_network;
 mod port;
@@ -52,6 +57,7 @@ pub use cluster::Cluster;
 pub use guard::DeleteOnDrop;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
+pub use not_run::not_run;
 pub use port::free_port;
 pub use testbed::{
     apply_nad_crd, binary, client, client_as_service_account, client_from, ensure_nad_crd,

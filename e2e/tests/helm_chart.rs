@@ -27,6 +27,7 @@ fn lint_is_clean_in_every_mode() {
         vec!["-f", path_str(&openshift), "--set", "cni.enabled=true"],
         vec!["--set", "installNADCRD=true"],
         vec!["--set", "operator.repair.enabled=true"],
+        vec!["--set", "webhook.openshiftNamespacesByName=true"],
         vec![
             "--set",
             "cni.enabled=true",
@@ -125,6 +126,30 @@ fn golden_openshift_values() {
         "helm-openshift.yaml",
         &["-f", path_str(&openshift), "--set", "cni.enabled=true"],
     );
+}
+
+/// The webhook configuration with OpenShift's values where the server lacks matchConditions (1.29: the
+/// chart's auto stays on the label selector) and where it serves them (1.30: plus the matchCondition).
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn golden_openshift_webhook_before_and_from_1_30() {
+    let openshift = chart_dir().join("values-openshift.yaml");
+    for (version, file) in [
+        ("1.29.0", "helm-openshift-webhook-1.29.yaml"),
+        ("1.30.0", "helm-openshift-webhook-1.30.yaml"),
+    ] {
+        golden(
+            file,
+            &[
+                "-f",
+                path_str(&openshift),
+                "--kube-version",
+                version,
+                "--show-only",
+                "templates/mutatingwebhookconfiguration.yaml",
+            ],
+        );
+    }
 }
 
 #[test]
@@ -234,6 +259,60 @@ fn webhook_registration_is_safe_by_default() {
     assert_eq!(
         hook["objectSelector"]["matchExpressions"][0]["values"],
         serde_json::json!(["linkerd-multus"])
+    );
+}
+
+/// `webhook.openshiftNamespacesByName`: auto adds the matchCondition leaving every `openshift-*` namespace
+/// alone exactly where the server is 1.30 or later (vendor and pre-release versions of 1.30 included);
+/// true and false override the version; anything else is refused by the schema. The namespaceSelector
+/// is the same with and without it.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn openshift_namespaces_by_name_follow_the_server_version() {
+    let hook = |version: &str, setting: Option<&str>| -> Value {
+        let set = setting.map(|s| format!("webhook.openshiftNamespacesByName={s}"));
+        let mut extra = vec!["--kube-version", version];
+        if let Some(set) = &set {
+            extra.extend(["--set", set.as_str()]);
+        }
+        let docs = parse_docs(&helm_template(RELEASE, NAMESPACE, &extra));
+        find(&docs, "MutatingWebhookConfiguration", None)["webhooks"][0].clone()
+    };
+    let condition = serde_json::json!([{
+        "name": "not-an-openshift-namespace",
+        "expression": "!request.namespace.startsWith('openshift-')",
+    }]);
+    for (version, setting, wanted) in [
+        ("1.20.2", None, false),
+        ("1.28.5", None, false),
+        ("1.29.0", None, false),
+        ("1.30.0", None, true),
+        ("v1.30.2-gke.1587003", None, true),
+        ("1.31.4+rhcos", None, true),
+        ("1.33.0", Some("auto"), true),
+        ("1.29.0", Some("true"), true),
+        ("1.30.0", Some("false"), false),
+    ] {
+        let h = hook(version, setting);
+        let expected = if wanted {
+            condition.clone()
+        } else {
+            Value::Null
+        };
+        assert_eq!(h["matchConditions"], expected, "{version} {setting:?}");
+        assert_eq!(
+            h["namespaceSelector"],
+            hook("1.29.0", None)["namespaceSelector"],
+            "{version} {setting:?}"
+        );
+    }
+    assert_rejected(
+        &["--set", "webhook.openshiftNamespacesByName=yes"],
+        "openshiftNamespacesByName must be one of the following",
+    );
+    assert_rejected(
+        &["--set-string", "webhook.openshiftNamespacesByName=true"],
+        "openshiftNamespacesByName must be one of the following",
     );
 }
 

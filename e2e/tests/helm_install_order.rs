@@ -150,6 +150,12 @@ impl Drop for KubectlDelete {
 /// `failurePolicy: Fail`, a pod in a plain namespace is refused, while pods in namespaces with either
 /// label are created (they are never sent to the webhook). A scoping label added to the selector
 /// keeps the test's webhook away from every other test's pods.
+///
+/// An unlabelled `openshift-*` namespace is kept away only by the chart's matchCondition, rendered for
+/// this server as `helm install` would (its version as `--kube-version`; `openshiftNamespacesByName=true`
+/// where the server serves matchConditions before 1.30). Where the server keeps matchConditions, a pod
+/// there is created; where it does not, it is refused like the plain one, and the by-name case is
+/// reported as not run.
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
@@ -161,14 +167,38 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
             "webhook:\n  namespaceSelector:\n    matchLabels:\n      linkerd-multus-e2e/scope: {scope}\n"
         ),
     );
-    let docs = parse_docs(&helm_template(
-        "ld-controller",
-        "linkerd-multus",
-        &["-f", path_str(&openshift), "-f", path_str(&scoping)],
-    ));
+    let version = server_version();
+    let served = serves_match_conditions();
+    let mut render = vec![
+        "-f",
+        path_str(&openshift),
+        "-f",
+        path_str(&scoping),
+        "--kube-version",
+        version.as_str(),
+    ];
+    let auto = parse_docs(&helm_template("ld-controller", "linkerd-multus", &render));
+    let auto_conditions =
+        &find(&auto, "MutatingWebhookConfiguration", None)["webhooks"][0]["matchConditions"];
+    // What auto renders must install here: matchConditions only on a server that keeps them.
+    assert!(
+        auto_conditions.is_null() || served,
+        "auto renders matchConditions for {version}, which does not serve them: {auto_conditions}"
+    );
+    if served && auto_conditions.is_null() {
+        render.extend(["--set", "webhook.openshiftNamespacesByName=true"]);
+    }
+    let docs = parse_docs(&helm_template("ld-controller", "linkerd-multus", &render));
     let mut config = find(&docs, "MutatingWebhookConfiguration", None).clone();
     let hook = &mut config["webhooks"][0];
     assert_eq!(hook["failurePolicy"], "Fail");
+    let by_name = served;
+    assert_eq!(
+        !hook["matchConditions"].is_null(),
+        by_name,
+        "matchConditions rendered for {version}: {}",
+        hook["matchConditions"]
+    );
     let expressions = hook["namespaceSelector"]["matchExpressions"].clone();
     for key in ["openshift.io/run-level", "openshift.io/cluster-monitoring"] {
         assert!(
@@ -184,14 +214,27 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
     hook["clientConfig"] = serde_json::json!({"url": "https://127.0.0.1:1/annotate-multus-v1-pod"});
     config["metadata"] = serde_json::json!({"name": scope});
     let file = temp_file("webhook-config", &config.to_string());
-    kubectl_ok(&["create", "-f", path_str(&file)]);
+    kubectl_ok(&["create", "--validate=false", "-f", path_str(&file)]);
     let _config = KubectlDelete("mutatingwebhookconfiguration", scope.clone());
+    let stored = kubectl_ok(&["get", "mutatingwebhookconfiguration", &scope, "-o", "json"]);
+    let stored: serde_json::Value = serde_json::from_str(&stored).expect("JSON");
+    assert_eq!(
+        !stored["webhooks"][0]["matchConditions"].is_null(),
+        by_name,
+        "the server stored: {stored}"
+    );
 
-    let namespaces = Namespaces::create(&["os-plain", "os-runlevel", "os-monitoring"]);
+    let namespaces = Namespaces::create(&[
+        "os-plain",
+        "os-runlevel",
+        "os-monitoring",
+        "openshift-unlabelled",
+    ]);
     let labels = [
         None,
         Some("openshift.io/run-level=0"),
         Some("openshift.io/cluster-monitoring=true"),
+        None,
     ];
     for (ns, label) in namespaces.0.iter().zip(labels) {
         let scope_label = format!("linkerd-multus-e2e/scope={scope}");
@@ -219,7 +262,7 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
         (!out.status.success() && stderr.contains("failed calling webhook")).then_some(stderr)
     });
     eprintln!("plain namespace: {}", refused.trim());
-    for ns in &namespaces.0[1..] {
+    for ns in &namespaces.0[1..3] {
         let out = create_pod(ns, "platform");
         assert!(
             out.status.success(),
@@ -227,4 +270,117 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let unlabelled = &namespaces.0[3];
+    let out = create_pod(unlabelled, "platform");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if by_name {
+        assert!(
+            out.status.success(),
+            "a pod in {unlabelled} is never sent to the webhook (matchConditions): {stderr}"
+        );
+    } else {
+        assert!(
+            !out.status.success() && stderr.contains("failed calling webhook"),
+            "without matchConditions the selector alone cannot keep {unlabelled} away: {stderr}"
+        );
+        linkerd_multus_e2e::not_run(
+            "helm install order: the matchCondition keeps an unlabelled openshift-* namespace away from the webhook",
+            &format!("the server ({version}) does not keep a webhook's matchConditions (GA in Kubernetes 1.30)"),
+        );
+    }
+}
+
+/// `webhook.openshiftNamespacesByName=true` on a server whose OpenAPI lacks matchConditions (before
+/// 1.27) is refused by helm with a clear error, and nothing is created (a dry run: no object is
+/// written either way). On a server that knows the field the case cannot occur and is reported as not
+/// run.
+#[test]
+#[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
+fn forcing_match_conditions_on_a_server_without_them_is_refused_by_helm() {
+    let namespaces = Namespaces::create(&["helm-mc", "helm-cni"]);
+    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
+    let release = unique_name("lm");
+    let values = temp_file("helm-values", &isolating_values(&release, cni_ns));
+    let chart = chart_dir();
+    let out = linkerd_multus_e2e::Cluster::shared().helm(&[
+        "install",
+        &release,
+        path_str(&chart),
+        "-n",
+        ns,
+        "-f",
+        path_str(&values),
+        "--set",
+        "webhook.openshiftNamespacesByName=true",
+        "--dry-run",
+    ]);
+    let _ = std::fs::remove_file(&values);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if openapi_knows_match_conditions() {
+        assert!(out.status.success(), "{stderr}");
+        linkerd_multus_e2e::not_run(
+            "helm install: openshiftNamespacesByName=true refused on a server without matchConditions",
+            &format!("the server ({}) knows matchConditions", server_version()),
+        );
+    } else {
+        assert!(
+            !out.status.success() && stderr.contains("unknown field \"matchConditions\""),
+            "{stderr}"
+        );
+        let left = kubectl_ok(&[
+            "get",
+            "mutatingwebhookconfigurations",
+            "-l",
+            &format!("app.kubernetes.io/instance={release}"),
+            "-o",
+            "name",
+        ]);
+        assert_eq!(left.trim(), "", "a refused install created objects");
+    }
+}
+
+/// The server's version (`/version`'s gitVersion), as helm install sees it.
+fn server_version() -> String {
+    let version: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&["get", "--raw", "/version"])).expect("JSON");
+    version["gitVersion"]
+        .as_str()
+        .expect("gitVersion")
+        .to_string()
+}
+
+/// Whether the server keeps a webhook's matchConditions: a server-side dry-run create of a
+/// configuration carrying one, read back (an older server, or 1.27 with its feature gate off, drops it).
+fn serves_match_conditions() -> bool {
+    let probe = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": unique_name("match-conditions-probe")},
+        "webhooks": [{
+            "name": "probe.multus.linkerd.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "clientConfig": {"url": "https://127.0.0.1:1/"},
+            "matchConditions": [{"name": "probe", "expression": "true"}],
+        }],
+    });
+    let file = temp_file("match-conditions-probe", &probe.to_string());
+    let out = kubectl_ok(&[
+        "create",
+        "--dry-run=server",
+        "--validate=false",
+        "-o",
+        "json",
+        "-f",
+        path_str(&file),
+    ]);
+    let _ = std::fs::remove_file(&file);
+    let created: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    !created["webhooks"][0]["matchConditions"].is_null()
+}
+
+/// Whether the server's OpenAPI describes a webhook's matchConditions: helm validates manifests with it.
+fn openapi_knows_match_conditions() -> bool {
+    kubectl_ok(&["get", "--raw", "/openapi/v2"])
+        .contains("io.k8s.api.admissionregistration.v1.MatchCondition")
 }

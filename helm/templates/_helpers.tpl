@@ -40,6 +40,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
+"true" when the webhook configuration gets the matchCondition that leaves every openshift-* namespace
+alone, else "false". auto: where the server is Kubernetes 1.30 or later (matchConditions GA; beta and on
+by default in 1.28 and 1.29, off by default in 1.27, absent before), judged by .Capabilities.KubeVersion (the server's on
+install and upgrade, --kube-version with helm template). "-0" lets pre-release and vendor versions such
+as v1.30.2-gke.1 compare as 1.30.
+*/}}
+{{- define "linkerd-multus.openshiftNamespacesByName" -}}
+{{- $v := .Values.webhook.openshiftNamespacesByName -}}
+{{- if eq (toString $v) "auto" -}}
+{{- semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version | toString -}}
+{{- else -}}
+{{- toString $v -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The MutatingWebhookConfiguration's name. The apiserver calls mutating webhook configurations in name order,
 and this webhook must see the pod after Linkerd's proxy injector has added its containers (their uids, proxy
 2102 and validator 65534, are what it moves into OpenShift's range; when it runs first, the apiserver reruns

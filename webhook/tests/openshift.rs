@@ -544,7 +544,10 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
         proxy_and_validator(&p, "initContainers", order);
         env.delete_pods(&[(range, "native")]).await;
     } else {
-        eprintln!("{order}: native-sidecar case not run: the server drops an init container's restartPolicy");
+        linkerd_multus_e2e::not_run(
+            &format!("webhook/tests/openshift.rs: {order}: the proxy as a native sidecar"),
+            "the server drops an init container's restartPolicy (native sidecars: Kubernetes 1.28+)",
+        );
     }
 
     // 5. Neither container: attached, annotated; only the SCC admission's uid on the app.
