@@ -4,6 +4,7 @@
 //! built in one place, `config.rs`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
@@ -46,9 +47,10 @@ pub struct CheckArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
 
-    /// Seconds to wait for each webhook endpoint's TLS handshake.
-    #[arg(long, default_value_t = 5)]
-    pub probe_timeout_seconds: u64,
+    /// How long to wait for each webhook endpoint's TLS handshake: e.g. 5s (a bare number is seconds).
+    #[arg(long, alias = "probe-timeout-seconds", value_name = "DURATION",
+          default_value = vocab::DEFAULT_PROBE_TIMEOUT, value_parser = vocab::duration::flag)]
+    pub probe_timeout: Duration,
 }
 
 /// Flags of the controller, the leader election and the admin server.
@@ -122,10 +124,11 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
-    /// Seconds between periodic re-checks of every namespace (a safety net: the watches act at once;
-    /// a re-check that finds nothing to change sends no write).
-    #[arg(long, global = true, env = "RESYNC_SECONDS", default_value_t = 300)]
-    pub resync_seconds: u64,
+    /// Period of the re-check of every namespace (a safety net: the watches act at once; a re-check
+    /// that finds nothing to change sends no write): e.g. 5m, 1h30m (a bare number is seconds).
+    #[arg(long, global = true, env = "RESYNC", alias = "resync-seconds", value_name = "DURATION",
+          default_value = vocab::DEFAULT_RESYNC, value_parser = vocab::duration::flag)]
+    pub resync: Duration,
 
     /// Namespaces reconciled at once. Each reconcile in flight holds its own connection to the
     /// apiserver, so this bounds the operator's memory and its load on the apiserver when thousands
@@ -302,5 +305,58 @@ mod tests {
         }
         let err = Cli::try_parse_from(["x", "--proxy-uid-offset", "0"]).unwrap_err();
         assert!(err.to_string().contains("--proxy-uid-offset"), "{err}");
+    }
+
+    /// Every duration flag takes the one form (`vocab::duration`): units, a bare number as seconds
+    /// (the old `--*-seconds` spellings still parse), never zero, and garbage named in the error.
+    #[test]
+    fn duration_flags_share_one_form() {
+        let parse = |argv: &[&str]| Cli::try_parse_from(argv);
+        let run = |argv: &[&str]| parse(argv).expect("parse").run;
+        assert_eq!(run(&["x"]).resync, Duration::from_secs(300));
+        assert_eq!(
+            run(&["x", "--resync=1h30m"]).resync,
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            run(&["x", "--resync", "90"]).resync,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            run(&["x", "--resync-seconds=600"]).resync,
+            Duration::from_secs(600)
+        );
+        let cli = parse(&["x", "--webhook-cert-check-interval=2m"]).expect("parse");
+        assert_eq!(
+            cli.webhook.webhook_cert_check_interval,
+            Duration::from_secs(120)
+        );
+        let cli = parse(&["x", "--repair-cooldown=45"]).expect("parse");
+        assert_eq!(cli.repair.repair_cooldown, Duration::from_secs(45));
+        for (argv, seconds) in [
+            (&["x", "check"][..], 5),
+            (&["x", "check", "--probe-timeout=1m"], 60),
+            (&["x", "check", "--probe-timeout-seconds", "2"], 2),
+        ] {
+            let Some(Command::Check(c)) = parse(argv).expect("parse").command else {
+                panic!("{argv:?}: not check")
+            };
+            assert_eq!(c.probe_timeout, Duration::from_secs(seconds), "{argv:?}");
+        }
+        for (flag, value) in [
+            ("--resync", "0"),
+            ("--resync", "soon"),
+            ("--webhook-cert-check-interval", "0s"),
+            ("--repair-cooldown", "5d"),
+        ] {
+            let err = parse(&["x", flag, value]).expect_err(value).to_string();
+            assert!(
+                err.contains(flag) && err.contains(value),
+                "{flag} {value}: {err}"
+            );
+        }
+        let err = parse(&["x", "check", "--probe-timeout=-1s"]).expect_err("negative");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(err.to_string().contains("--probe-timeout"), "{err}");
     }
 }

@@ -2,7 +2,6 @@
 //! webhook's, and `check`'s. The flags (`cli.rs`) are read here and nowhere else.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use linkerd_multus_webhook::{Settings as WebhookSettings, WebhookArgs};
 
@@ -71,7 +70,7 @@ impl Config {
                     adopt_unowned: run.adopt_unowned_nads,
                 },
                 output: args.output,
-                probe_timeout: Duration::from_secs(args.probe_timeout_seconds),
+                probe_timeout: args.probe_timeout,
             }),
             None => {
                 // Read once: it may come from the service account's file.
@@ -107,7 +106,7 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
             linkerd_namespace: run.linkerd_namespace.clone(),
             source: config_source(run),
             nad_resource: reconcile::nad_resource(run.nad_api_group.as_deref()),
-            resync: Duration::from_secs(run.resync_seconds.max(1)),
+            resync: run.resync,
             concurrency: run.max_concurrent_reconciles,
             adopt_unowned: run.adopt_unowned_nads,
             nad_namespace: run.shared_nad_namespace().map(str::to_string),
@@ -125,6 +124,8 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::Parser;
 
     use super::*;
@@ -144,7 +145,7 @@ mod tests {
             "--cni-configmap=cm",
             "--proxy-uid-offset=7",
             "check",
-            "--probe-timeout-seconds=2",
+            "--probe-timeout=2",
         ]) else {
             panic!("not check")
         };
@@ -179,7 +180,7 @@ mod tests {
             "--namespace=ops",
             "--pod-name=p",
             "--leader-elect",
-            "--resync-seconds=0",
+            "--resync-seconds=1",
             "--nad-api-group=example.com",
         ]) else {
             panic!("not run")

@@ -2,9 +2,14 @@
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
 //! key can never drift between the operator, the webhook and the CNI plugin. Beside the words, a few
 //! predicates that only read them (is this a control-plane pod, a proxy container, an object of ours);
-//! the product's rules built on them live in the `rules` crate.
+//! the product's rules built on them live in the `rules` crate. And two std-only helpers every binary
+//! shares: how a duration flag is written ([`duration`]) and how an error is told with its causes
+//! ([`report`]).
 
 use std::collections::BTreeMap;
+
+pub mod duration;
+pub mod report;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -91,6 +96,12 @@ pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 /// evicted (or tried) is left alone before it may be tried again.
 pub const DEFAULT_REPAIR_MAX_PER_MINUTE: u32 = 5;
 pub const DEFAULT_REPAIR_COOLDOWN: &str = "10m";
+/// `--resync`: how often the operator re-checks every namespace (a safety net; the watches act at once).
+pub const DEFAULT_RESYNC: &str = "5m";
+/// `--webhook-cert-check-interval`: how often the self-managed certificate is re-read and re-synced.
+pub const DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL: &str = "5m";
+/// `check --probe-timeout`: how long each webhook endpoint's TLS handshake may take.
+pub const DEFAULT_PROBE_TIMEOUT: &str = "5s";
 /// Exit code of Linkerd's `linkerd-network-validator` when the pod's traffic is not redirected (the
 /// CNI plugin did not run for it); Linkerd's own repair controller restarts such pods.
 pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
@@ -99,6 +110,8 @@ pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
 
 /// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The installer's `--resync`: its safety-net pass when no file change is seen.
+pub const DEFAULT_INSTALLER_RESYNC: &str = "5s";
 // The placeholders of Linkerd's `cni_network_config` template: `rules::cni_template`.
 
 // === The webhook ===

@@ -52,15 +52,11 @@ pub struct WebhookArgs {
           value_parser = clap::value_parser!(u64).range(1..u64::from(u32::MAX)))]
     pub proxy_uid_offset: u64,
 
-    /// Self-managed mode: how often (in seconds) to re-check the stored certificate, pick up one another
-    /// replica rotated, and re-sync the caBundle.
-    #[arg(
-        long,
-        global = true,
-        env = "WEBHOOK_CERT_CHECK_INTERVAL",
-        default_value_t = 300
-    )]
-    pub webhook_cert_check_interval: u64,
+    /// Self-managed mode: how often to re-check the stored certificate, pick up one another replica
+    /// rotated, and re-sync the caBundle: e.g. 5m (a bare number is seconds).
+    #[arg(long, global = true, env = "WEBHOOK_CERT_CHECK_INTERVAL", value_name = "DURATION",
+          default_value = vocab::DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL, value_parser = vocab::duration::flag)]
+    pub webhook_cert_check_interval: std::time::Duration,
 
     /// Most connections the webhook holds open at once; at the limit further clients wait (in the
     /// kernel's accept backlog) until one closes. Idle connections, slow TLS handshakes and slow

@@ -30,7 +30,6 @@ pub use server::{TlsListener, MAX_BODY_BYTES};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use prometheus_client::registry::Registry;
@@ -84,7 +83,7 @@ impl Webhook {
                     args.webhook_service_name.clone(),
                     settings.operator_namespace.clone(),
                 );
-                let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
+                let interval = args.webhook_cert_check_interval;
                 let (manager, resolver) = SelfManaged::start(store, interval).await?;
                 let https = TlsListener::bind(addr, resolver, args.webhook_max_connections)?;
                 (https, Some(manager))
