@@ -33,7 +33,7 @@ pub enum Command {
     Proxy {
         inbound: u16,
         outbound: u16,
-        uid: Option<u32>,
+        uid: Option<vocab::Uid>,
         ipv6: bool,
     },
     Ask {
@@ -55,7 +55,7 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("cannot switch to uid {uid}: {source}")]
-    SetUid { uid: u32, source: nix::Error },
+    SetUid { uid: vocab::Uid, source: nix::Error },
     #[error("asking {addr}: {source}")]
     Ask {
         addr: SocketAddr,

@@ -26,7 +26,7 @@ pub struct DecisionConfig {
     /// Namespace annotation carrying OpenShift's `<first uid>/<size>` range.
     pub uid_range_annotation: String,
     /// Proxy uid = first uid of the range + this offset.
-    pub proxy_uid_offset: u64,
+    pub proxy_uid_offset: vocab::Uid,
 }
 
 impl DecisionConfig {
@@ -144,9 +144,9 @@ pub fn decide(
             let proxy_uid = match (chosen, &range) {
                 (Some(user), Ok(range)) => {
                     let inside = user
-                        .parse::<u32>()
+                        .parse::<vocab::Uid>()
                         .ok()
-                        .filter(|u| range.contains(u64::from(*u)));
+                        .filter(|u| range.contains(*u));
                     if inside.is_none() && containers.has_proxy() {
                         warnings.push(format!(
                             "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \

@@ -71,11 +71,24 @@ pub const INIT_CONTAINER: &str = "linkerd-init";
 /// The init container Linkerd's injector adds in CNI mode to check that the rules are in place.
 pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
+/// A Linux uid, the one type every part holds a uid in. `u32::MAX` is `(uid_t)-1`, "no uid" to the
+/// kernel, so it is never one. Kubernetes writes uids as int64 (`runAsUser`): [`uid_from_kubernetes`]
+/// is the one conversion, where a pod is read.
+pub type Uid = u32;
+
+/// A Kubernetes `runAsUser` (int64) as a [`Uid`]; None when it names none (negative, `(uid_t)-1` or
+/// beyond the largest uid), so such a value reads as absent rather than as a wrapped-around uid.
+pub fn uid_from_kubernetes(run_as_user: i64) -> Option<Uid> {
+    Uid::try_from(run_as_user)
+        .ok()
+        .filter(|uid| *uid != Uid::MAX)
+}
+
 /// The uid Linkerd's proxy runs as.
-pub const DEFAULT_PROXY_UID: i64 = 2102;
+pub const DEFAULT_PROXY_UID: Uid = 2102;
 /// On OpenShift, the proxy uid is the namespace range's first uid plus this offset (Linkerd's uid, so
 /// `1000652102` reads as "the proxy" in a range starting at 1000650000).
-pub const DEFAULT_PROXY_UID_OFFSET: u64 = 2102;
+pub const DEFAULT_PROXY_UID_OFFSET: Uid = 2102;
 pub const DEFAULT_INBOUND_PROXY_PORT: u16 = 4143;
 pub const DEFAULT_OUTBOUND_PROXY_PORT: u16 = 4140;
 
@@ -290,5 +303,24 @@ mod tests {
         assert_eq!(url_host("fd00:10:96::1"), "[fd00:10:96::1]");
         assert_eq!(url_host("::1"), "[::1]");
         assert_eq!(url_host("kubernetes.default.svc"), "kubernetes.default.svc");
+    }
+
+    /// The one boundary from Kubernetes' int64: every uid passes, anything else reads as none.
+    #[test]
+    fn kubernetes_uids() {
+        let cases = [
+            (0, Some(0)),
+            (2102, Some(2102)),
+            (1000652102, Some(1000652102)),
+            (i64::from(u32::MAX) - 1, Some(u32::MAX - 1)),
+            (i64::from(u32::MAX), None),
+            (i64::from(u32::MAX) + 1, None),
+            (-1, None),
+            (i64::MIN, None),
+            (i64::MAX, None),
+        ];
+        for (run_as_user, want) in cases {
+            assert_eq!(uid_from_kubernetes(run_as_user), want, "{run_as_user}");
+        }
     }
 }

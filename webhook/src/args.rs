@@ -49,8 +49,8 @@ pub struct WebhookArgs {
     /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
     /// and not 0 (the app containers run as the range's first uid).
     #[arg(long, global = true, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID_OFFSET,
-          value_parser = clap::value_parser!(u64).range(1..u64::from(u32::MAX)))]
-    pub proxy_uid_offset: u64,
+          value_parser = clap::value_parser!(vocab::Uid).range(1..i64::from(vocab::Uid::MAX)))]
+    pub proxy_uid_offset: vocab::Uid,
 
     /// Self-managed mode: how often to re-check the stored certificate, pick up one another replica
     /// rotated, and re-sync the caBundle: e.g. 5m (a bare number is seconds).

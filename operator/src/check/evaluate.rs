@@ -599,16 +599,14 @@ pub fn pod_problem(
     }
     let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
     // The webhook never writes a uid that is not a number, so the pod's template (or another tool) did.
-    let Ok(uid_value) = uid.parse::<u32>() else {
+    let Ok(uid_value) = uid.parse::<vocab::Uid>() else {
         return Some(format!(
             "{} {uid:?} is not a uid: fix it in the workload's pod template (a restart keeps it)",
             vocab::PROXY_UID_ANNOTATION
         ));
     };
     let range = UidRange::parse(ns_annotations?.get(&cfg.uid_range_annotation)?).ok()?;
-    let inside = u64::from(uid_value) >= u64::from(range.first)
-        && u64::from(uid_value) < u64::from(range.first) + u64::from(range.size);
-    (!inside).then(|| {
+    (!range.contains(uid_value)).then(|| {
         format!(
             "proxy uid {uid} is outside the namespace's uid range {}/{}: restart it; if its pod \
              template sets {}, fix the value there",
