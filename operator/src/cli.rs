@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
+use rules::namespaces::NadPlacement;
 
 use crate::check::OutputFormat;
 use crate::repair::RepairArgs;
@@ -83,8 +84,8 @@ pub struct RunArgs {
     /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
     /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
     #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
-          value_parser = nad_namespace)]
-    pub nad_namespace: String,
+          value_parser = NadPlacement::parse)]
+    pub nad_namespace: NadPlacement,
 
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
@@ -145,24 +146,6 @@ pub struct RunArgs {
     pub adopt_unowned_nads: bool,
 }
 
-/// `--nad-namespace`: empty, or a namespace name (an RFC 1123 label), so a typo fails at start-up
-/// rather than writing to a namespace that cannot exist.
-fn nad_namespace(value: &str) -> Result<String, String> {
-    let label = value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    if label {
-        Ok(value.to_string())
-    } else {
-        Err(format!(
-            "{value:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
-        ))
-    }
-}
-
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     Plain,
@@ -173,11 +156,6 @@ pub enum LogFormat {
 const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 impl RunArgs {
-    /// `--nad-namespace`, None when empty (one NAD per namespace).
-    pub fn shared_nad_namespace(&self) -> Option<&str> {
-        Some(self.nad_namespace.as_str()).filter(|ns| !ns.is_empty())
-    }
-
     /// `--namespace`, else the pod's service-account namespace, else `default` (running outside a
     /// cluster, e.g. during development).
     pub fn operator_namespace(&self) -> String {
@@ -226,7 +204,7 @@ mod tests {
         assert_eq!(a.nad_name, vocab::NAD_NAME);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
-        assert_eq!(a.nad_namespace, "");
+        assert_eq!(a.nad_namespace, NadPlacement::PerNamespace);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(

@@ -1,7 +1,8 @@
 //! The webhook's command-line flags; the operator flattens them into its own CLI (global, so its
 //! subcommands read them too). Values the webhook would refuse at run time are refused here.
 
-use rules::decision::DecisionConfig;
+use rules::decision::{DecisionConfig, UidPolicy};
+use rules::namespaces::OurNad;
 
 /// Flags of the admission webhook (served by the operator process).
 #[derive(clap::Args, Clone, Debug)]
@@ -84,20 +85,15 @@ impl WebhookArgs {
         <Only as clap::Parser>::try_parse_from(argv).map(|only| only.webhook)
     }
 
-    /// The decision's flags: these plus the three the operator shares with its controller. The one
+    /// The decision's flags: these, and the NAD the operator shares with its controller. The one
     /// place a [`DecisionConfig`] is made from flags.
-    pub fn decision_config(
-        &self,
-        linkerd_namespace: &str,
-        nad_name: &str,
-        nad_namespace: Option<&str>,
-    ) -> DecisionConfig {
+    pub fn decision_config(&self, nad: OurNad) -> DecisionConfig {
         DecisionConfig {
-            linkerd_namespace: linkerd_namespace.to_string(),
-            nad_name: nad_name.to_string(),
-            nad_namespace: nad_namespace.map(str::to_string),
-            uid_range_annotation: self.namespace_uid_range_annotation.clone(),
-            proxy_uid_offset: self.proxy_uid_offset,
+            nad,
+            uids: UidPolicy {
+                range_annotation: self.namespace_uid_range_annotation.clone(),
+                proxy_uid_offset: self.proxy_uid_offset,
+            },
         }
     }
 }
@@ -112,6 +108,7 @@ fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
 mod tests {
     use super::WebhookArgs;
     use rules::decision::DecisionConfig;
+    use rules::namespaces::{NadPlacement, OurNad};
 
     /// The defaults the helm chart and the Go operator's users rely on.
     #[test]
@@ -169,21 +166,25 @@ mod tests {
     fn decision_config_from_flags() {
         let cli = WebhookArgs::from_flags(None::<&str>).unwrap();
         assert_eq!(
-            cli.decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME, None),
+            cli.decision_config(OurNad::default()),
             DecisionConfig::default()
         );
         let cli =
             WebhookArgs::from_flags(["--proxy-uid-offset=9", "--namespace-uid-range-annotation=a"])
                 .unwrap();
-        let d = cli.decision_config("l", "n", Some("s"));
-        assert_eq!(d.nad_namespace.as_deref(), Some("s"));
-        assert_eq!(d.nad_reference(), "s/n");
+        let d = cli.decision_config(OurNad {
+            name: "n".into(),
+            linkerd_namespace: "l".into(),
+            placement: NadPlacement::Shared("s".into()),
+        });
+        assert_eq!(d.nad.shared(), Some("s"));
+        assert_eq!(d.nad.reference(), "s/n");
         assert_eq!(
             (
-                d.linkerd_namespace.as_str(),
-                d.nad_name.as_str(),
-                d.uid_range_annotation.as_str(),
-                d.proxy_uid_offset
+                d.nad.linkerd_namespace.as_str(),
+                d.nad.name.as_str(),
+                d.uids.range_annotation.as_str(),
+                d.uids.proxy_uid_offset
             ),
             ("l", "n", "a", 9)
         );

@@ -43,7 +43,7 @@ use crate::server::AppState;
 /// What the webhook needs beyond its own serving flags, handed over whole by the operator, which
 /// parses every flag once.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct WebhookSettings {
     /// Everything the pod patch depends on (built once by [`WebhookArgs::decision_config`]).
     pub decision: rules::decision::DecisionConfig,
     /// The namespace the operator runs in (where the self-managed certificate Secret lives).
@@ -65,7 +65,7 @@ impl Webhook {
     /// namespace cache.
     pub async fn new(
         args: WebhookArgs,
-        settings: Settings,
+        settings: WebhookSettings,
         client: kube::Client,
         registry: &mut Registry,
     ) -> Result<Self, Error> {

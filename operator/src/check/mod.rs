@@ -11,7 +11,7 @@ mod report;
 mod uids;
 
 pub use evaluate::{
-    evaluate, pod_problem, Observed, Settings, Verdict, WebhookConfiguration, WebhookProbe,
+    evaluate, pod_problem, CheckSettings, Observed, Verdict, WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
 
@@ -33,8 +33,8 @@ use rules::namespaces::{want, Want};
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]
-pub struct Config {
-    pub settings: Settings,
+pub struct CheckConfig {
+    pub settings: CheckSettings,
     pub output: OutputFormat,
     /// How long to wait for each webhook endpoint's TLS handshake.
     pub probe_timeout: Duration,
@@ -56,7 +56,7 @@ pub enum CheckError {
 /// Runs every check against the cluster of `client`; returns the verdicts.
 pub async fn check(
     client: &Client,
-    settings: &Settings,
+    settings: &CheckSettings,
     probe_timeout: Duration,
 ) -> Result<Vec<Verdict>, CheckError> {
     let observed = observe(client, settings, probe_timeout).await?;
@@ -64,7 +64,7 @@ pub async fn check(
 }
 
 /// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
-pub async fn run(config: &Config) -> Result<bool, CheckError> {
+pub async fn run(config: &CheckConfig) -> Result<bool, CheckError> {
     let client = Client::try_default().await.map_err(CheckError::Client)?;
     let verdicts = check(&client, &config.settings, config.probe_timeout).await?;
     let out = match config.output {
@@ -79,7 +79,11 @@ fn read(what: &'static str) -> impl FnOnce(kube::Error) -> CheckError {
     move |source| CheckError::Read { what, source }
 }
 
-async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Observed, CheckError> {
+async fn observe(
+    client: &Client,
+    s: &CheckSettings,
+    timeout: Duration,
+) -> Result<Observed, CheckError> {
     let crd_name = format!(
         "{}.{}",
         NetworkAttachmentDefinition::plural(&()),
@@ -105,7 +109,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     // Without the CRD there are no NADs to list; the CRD check already says so.
     let nads = if crd.is_ok() {
         let by_name =
-            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad_name));
+            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad.name));
         Api::<NetworkAttachmentDefinition>::all(client.clone())
             .list(&by_name)
             .await
@@ -119,7 +123,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     // after an opt-out (its users are listed).
     let enabled: BTreeSet<&str> = namespaces
         .iter()
-        .filter(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
+        .filter(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
         .chain(
             nads.iter()
@@ -153,7 +157,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
                 .metadata
                 .annotations
                 .as_ref()
-                .is_some_and(|a| a.contains_key(&s.decision.uid_range_annotation))
+                .is_some_and(|a| a.contains_key(&s.decision.uids.range_annotation))
     });
     for ns in ranged {
         let name = ns.metadata.name.as_deref().unwrap_or_default();

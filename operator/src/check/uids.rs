@@ -19,11 +19,11 @@ pub fn uid_problems(
     cfg: &DecisionConfig,
 ) -> Vec<String> {
     let namespace = pod.namespace.as_deref().unwrap_or_default();
-    if vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, pod.labels.as_ref()) {
+    if vocab::is_linkerd_control_plane(namespace, &cfg.nad.linkerd_namespace, pod.labels.as_ref()) {
         return Vec::new();
     }
     let Some(range) = ns_annotations
-        .and_then(|a| a.get(&cfg.uid_range_annotation))
+        .and_then(|a| a.get(&cfg.uids.range_annotation))
         .and_then(|r| UidRange::parse(r).ok())
     else {
         return Vec::new();

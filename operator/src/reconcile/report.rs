@@ -39,7 +39,7 @@ pub async fn crd_missing(ctx: &Context, ns: &Namespace, err: &Error, consequence
 /// A NAD of our name that is not ours, where we want ours: never touched, counted and reported.
 pub async fn foreign_nad(ctx: &Context, ns: &Namespace, name: &str) {
     ctx.metrics.foreign_seen();
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::warn!(namespace = name, nad = %nad, "foreign NAD left untouched");
     let note = format!(
         "NetworkAttachmentDefinition {name}/{nad} exists without the label {}={}, so the operator \
@@ -53,7 +53,7 @@ pub async fn foreign_nad(ctx: &Context, ns: &Namespace, name: &str) {
 
 /// An unowned linkerd-cni NAD was taken over (`--adopt-unowned-nads`).
 pub async fn adopted(ctx: &Context, ns: &Namespace, name: &str) {
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::info!(namespace = name, nad = %nad, "unowned NAD adopted");
     let note = format!(
         "NetworkAttachmentDefinition {name}/{nad} had no {label} label and a linkerd-cni config \
@@ -95,7 +95,7 @@ pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) 
     if !ctx.in_use_reported.changed(name, pods) {
         return;
     }
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::info!(namespace = name, nad = %nad, pods = pods.len(), "NAD kept: pods still use it");
     const SHOWN: usize = 10;
     let mut list = pods

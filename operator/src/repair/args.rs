@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Args;
 use rules::decision::DecisionConfig;
 
-use super::Settings;
+use super::RepairSettings;
 
 /// Flags of the pod repairer (off by default).
 #[derive(Args, Debug, Clone)]
@@ -38,8 +38,8 @@ pub struct RepairArgs {
 
 impl RepairArgs {
     /// The repairer's settings (it decides like the webhook, with `decision`); None when it is off.
-    pub fn settings(&self, decision: DecisionConfig) -> Option<Settings> {
-        self.repair_unattached_pods.then_some(Settings {
+    pub fn settings(&self, decision: DecisionConfig) -> Option<RepairSettings> {
+        self.repair_unattached_pods.then_some(RepairSettings {
             decision,
             max_per_minute: self.repair_max_per_minute,
             cooldown: self.repair_cooldown,
@@ -56,7 +56,7 @@ mod tests {
     use crate::cli::Cli;
     use crate::config::Config;
 
-    fn run_config(argv: &[&str]) -> Option<Settings> {
+    fn run_config(argv: &[&str]) -> Option<RepairSettings> {
         match Config::from_cli(Cli::try_parse_from(argv).expect("parse")) {
             Config::Run(run) => run.controller.repair,
             Config::Check(_) => panic!("not run"),
@@ -68,7 +68,7 @@ mod tests {
     fn off_by_default_and_configured_once() {
         assert!(run_config(&["x"]).is_none());
         let s = run_config(&["x", "--repair-unattached-pods", "--nad-name=n"]).expect("on");
-        assert_eq!(s.decision.nad_name, "n");
+        assert_eq!(s.decision.nad.name, "n");
         assert_eq!(s.max_per_minute, vocab::DEFAULT_REPAIR_MAX_PER_MINUTE);
         assert_eq!(
             Ok(s.cooldown),

@@ -62,7 +62,7 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
     if !is_meshed(pod) {
         return Verdict::Skip(Skip::NotMeshed);
     }
-    let Some(ns) = namespace.filter(|ns| want(ns, &cfg.linkerd_namespace) == Want::Nad) else {
+    let Some(ns) = namespace.filter(|ns| want(ns, &cfg.nad.linkerd_namespace) == Want::Nad) else {
         return Verdict::Skip(Skip::NamespaceNotEnabled);
     };
     let ns_name = ns.metadata.name.as_deref().unwrap_or_default();
