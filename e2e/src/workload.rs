@@ -49,14 +49,14 @@ pub enum Command {
 pub enum Error {
     #[error("usage: {0}\n{USAGE}")]
     Usage(String),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot switch to uid {uid}: {source}")]
+    #[error("cannot switch to uid {uid}")]
     SetUid { uid: vocab::Uid, source: nix::Error },
-    #[error("asking {addr}: {source}")]
+    #[error("asking {addr}")]
     Ask {
         addr: SocketAddr,
         source: std::io::Error,

@@ -21,6 +21,7 @@ use linkerd_multus_webhook::namespaces;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use vocab::report::Chain;
 
 use crate::error::is_api_missing;
 use crate::events::Events;
@@ -354,7 +355,7 @@ fn log_outcome(
         Err(controller::Error::QueueError(e)) => {
             tracing::warn!(error = %e, "watching namespaces failed; retrying")
         }
-        Err(e) => tracing::warn!(error = %e, "controller error"),
+        Err(e) => tracing::warn!(error = %Chain(&e), "controller error"),
     }
 }
 

@@ -145,7 +145,7 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
             ),
             Err(e) => Verdict::fail(
                 "cni-configmap",
-                e.to_string(),
+                vocab::report::chain(e),
                 "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
                  `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
                  Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \

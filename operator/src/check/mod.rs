@@ -43,9 +43,9 @@ pub struct CheckConfig {
 /// Why `check` could not even look (as opposed to a check that failed).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("cannot build a Kubernetes client (is KUBECONFIG set, or are you in a pod?): {0}")]
+    #[error("cannot build a Kubernetes client (is KUBECONFIG set, or are you in a pod?)")]
     Client(#[source] kube::Error),
-    #[error("cannot {what} from the API server: {source}")]
+    #[error("cannot {what} from the API server")]
     Read {
         what: &'static str,
         #[source]

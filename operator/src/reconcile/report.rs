@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use vocab::report::Chain;
 
 use super::Context;
 use crate::error::Error;
@@ -22,8 +23,11 @@ pub fn outcome<T>(ctx: &Context, elapsed: Duration, result: &Result<T, Error>) {
 
 /// The CNI ConfigMap gives no NAD config: the existing NAD is kept, and the namespace says why.
 pub async fn config_unavailable(ctx: &Context, ns: &Namespace, name: &str, e: &NadConfigError) {
-    tracing::warn!(namespace = name, error = %e, "NAD config unavailable; existing NAD kept");
-    let note = format!("{e}. The existing NetworkAttachmentDefinition, if any, is kept unchanged.");
+    tracing::warn!(namespace = name, error = %Chain(e), "NAD config unavailable; existing NAD kept");
+    let note = format!(
+        "{}. The existing NetworkAttachmentDefinition, if any, is kept unchanged.",
+        Chain(e)
+    );
     ctx.events.warn(ns, e.event_reason(), note).await;
 }
 
