@@ -370,50 +370,46 @@ fn duration_values_and_their_old_names() {
         args.extend_from_slice(extra);
         helm_template(RELEASE, NAMESPACE, &args)
     };
-    let env = |extra: &[&str]| operator_env(&parse_docs(&render(extra)));
-    let defaults = env(&[]);
-    assert_eq!(defaults["RESYNC"], vocab::DEFAULT_RESYNC);
-    assert_eq!(
-        defaults["WEBHOOK_CERT_CHECK_INTERVAL"],
-        vocab::DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL
-    );
-    assert!(render(&[]).contains(&format!("- --resync={}\n", vocab::DEFAULT_INSTALLER_RESYNC)));
-
-    let new = [
-        "--set",
-        "operator.resync=1h30m",
-        "--set",
-        "webhook.certs.checkInterval=90",
-        "--set",
-        "cni.resync=1m",
-    ];
-    let (e, text) = (env(&new), render(&new));
-    assert_eq!(
+    // (values set, then RESYNC, WEBHOOK_CERT_CHECK_INTERVAL and the installer's --resync rendered)
+    let cases: [(&[&str], [&str; 3]); 3] = [
         (
-            e["RESYNC"].as_str(),
-            e["WEBHOOK_CERT_CHECK_INTERVAL"].as_str()
+            &[],
+            [
+                vocab::DEFAULT_RESYNC,
+                vocab::DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL,
+                vocab::DEFAULT_INSTALLER_RESYNC,
+            ],
         ),
-        (Some("1h30m"), Some("90"))
-    );
-    assert!(text.contains("- --resync=1m\n"), "installer args");
-
-    let old = [
-        "--set",
-        "operator.resyncSeconds=600",
-        "--set",
-        "webhook.certs.checkIntervalSeconds=60",
-        "--set",
-        "cni.resyncSeconds=7",
-    ];
-    let (e, text) = (env(&old), render(&old));
-    assert_eq!(
         (
-            e["RESYNC"].as_str(),
-            e["WEBHOOK_CERT_CHECK_INTERVAL"].as_str()
+            &[
+                "--set=operator.resync=1h30m",
+                "--set=webhook.certs.checkInterval=90",
+                "--set=cni.resync=1m",
+            ],
+            ["1h30m", "90", "1m"],
         ),
-        (Some("600"), Some("60"))
-    );
-    assert!(text.contains("- --resync=7\n"), "installer args");
+        (
+            &[
+                "--set=operator.resyncSeconds=600",
+                "--set=webhook.certs.checkIntervalSeconds=60",
+                "--set=cni.resyncSeconds=7",
+            ],
+            ["600", "60", "7"],
+        ),
+    ];
+    for (values, [resync, check_interval, installer]) in cases {
+        let text = render(values);
+        let env = operator_env(&parse_docs(&text));
+        assert_eq!(env["RESYNC"], resync, "{values:?}");
+        assert_eq!(
+            env["WEBHOOK_CERT_CHECK_INTERVAL"], check_interval,
+            "{values:?}"
+        );
+        assert!(
+            text.contains(&format!("- --resync={installer}\n")),
+            "{values:?}: installer args"
+        );
+    }
 
     assert_rejected(
         &["--set", "operator.resync=5 minutes"],
