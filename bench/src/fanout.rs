@@ -59,9 +59,10 @@ pub struct FanoutArgs {
     /// the bench's own setup), the same on both sides. Default: the operator's own default.
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
-    /// The operator's `--resync-seconds` for the idle part.
-    #[arg(long, default_value_t = 10)]
-    pub resync_seconds: u64,
+    /// The operator's `--resync` for the idle part: e.g. 10s (a bare number is seconds).
+    #[arg(long, alias = "resync-seconds", value_name = "DURATION", default_value = "10s",
+          value_parser = vocab::duration::flag)]
+    pub resync: Duration,
     /// Enabled namespaces for the memory row (more are created after the fan-out); 0 = skip.
     #[arg(long, default_value_t = 0)]
     pub memory_namespaces: usize,
@@ -96,7 +97,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let concurrency = args.concurrency.to_string();
     let mut operator = Operator::start(
         &args.target,
-        args.resync_seconds,
+        args.resync,
         &dir,
         &["--max-concurrent-reconciles", &concurrency],
     )?;
@@ -175,13 +176,13 @@ async fn measure(
     // 3. Idle: let the edit settle, then count writes over two resyncs.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = operator.writes().await?;
-    let idle = Duration::from_secs(args.resync_seconds * 2 + 3);
+    let idle = args.resync * 2 + Duration::from_secs(3);
     tokio::time::sleep(idle).await;
     let after = operator.writes().await?;
     row::single(
         &format!(
-            "controller: idle, 2 resyncs of {n} namespaces (--resync-seconds {})",
-            args.resync_seconds
+            "controller: idle, 2 resyncs of {n} namespaces (--resync {})",
+            vocab::duration::format(args.resync)
         ),
         &format!("{} writes", after - before),
         "target 0",
@@ -424,7 +425,7 @@ impl Operator {
     /// Started with `flags` added to the bench's own.
     pub(crate) fn start(
         target: &OperatorBenchArgs,
-        resync_seconds: u64,
+        resync: Duration,
         dir: &Path,
         flags: &[&str],
     ) -> anyhow::Result<Self> {
@@ -455,7 +456,7 @@ impl Operator {
             .arg("--tls-key-file")
             .arg(&key)
             .args(["--namespace-selector", &format!("{LABEL}=1")])
-            .args(["--resync-seconds", &resync_seconds.to_string()])
+            .args(["--resync", &vocab::duration::format(resync)])
             .args(flags)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;

@@ -40,7 +40,7 @@ pub async fn run(args: OptinArgs) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("linkerd-multus-optin-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut operator = Operator::start(&args.target, 600, &dir, &[])?;
+    let mut operator = Operator::start(&args.target, Duration::from_secs(600), &dir, &[])?;
     let result = measure(&client, &args, &mut operator).await;
     operator.stop();
     floor.abort();

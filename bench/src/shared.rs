@@ -52,7 +52,8 @@ pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("linkerd-multus-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let shared_flags = ["--nad-namespace", SHARED_NAMESPACE];
-    let start = |flags: &[&str]| Operator::start(&args.target, 600, &dir, flags);
+    let start =
+        |flags: &[&str]| Operator::start(&args.target, Duration::from_secs(600), &dir, flags);
 
     // 1. Shared from scratch.
     let mut op = start(&shared_flags)?;

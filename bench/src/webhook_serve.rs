@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
-use linkerd_multus_webhook::{Settings, Webhook, WebhookArgs};
+use linkerd_multus_webhook::{Webhook, WebhookArgs, WebhookSettings};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -37,7 +37,7 @@ pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Res
         format!("--tls-cert-file={}", cert.display()),
         format!("--tls-key-file={}", key.display()),
     ])?;
-    let settings = Settings {
+    let settings = WebhookSettings {
         decision: rules::decision::DecisionConfig::default(),
         operator_namespace: "default".into(),
     };

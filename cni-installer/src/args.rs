@@ -102,9 +102,11 @@ pub struct Args {
     #[arg(long)]
     pub once: bool,
 
-    /// Seconds between safety-net passes when no file change is seen.
-    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 5)]
-    pub resync_seconds: u64,
+    /// Period of the safety-net pass when no file change is seen: e.g. 5s, 1m (a bare number is
+    /// seconds).
+    #[arg(long, env = "RESYNC", alias = "resync-seconds", value_name = "DURATION",
+          default_value = vocab::DEFAULT_INSTALLER_RESYNC, value_parser = vocab::duration::flag)]
+    pub resync: Duration,
 
     /// Status file inside this container (not on the node) where the running installer records after
     /// every pass whether the node is installed; read by --ready-check. Unset: none is written.
@@ -219,7 +221,7 @@ impl Settings {
             uninstall_binary: args.uninstall_binary,
             force_append_to_multus: args.force_append_to_multus,
             once: args.once,
-            resync: Duration::from_secs(args.resync_seconds.max(1)),
+            resync: args.resync,
             ready_file: args.ready_file,
             plugin_credential: match args.plugin_service_account.filter(|a| !a.is_empty()) {
                 Some(service_account) => credential::Source::TokenRequest {
@@ -259,6 +261,19 @@ mod tests {
         assert_eq!(s.plugin_binary, PathBuf::from("/usr/bin/linkerd-cni"));
         assert_eq!(s.template, TemplateSource::Default);
         assert_eq!(s.service_host, None);
+        assert_eq!(s.resync, Duration::from_secs(5));
+    }
+
+    /// `--resync` takes the operator's duration form; the old `--resync-seconds` still parses.
+    #[test]
+    fn resync_is_a_duration() {
+        assert_eq!(parse(&["--resync=1m"]).resync, Duration::from_secs(60));
+        assert_eq!(
+            parse(&["--resync-seconds", "3600"]).resync,
+            Duration::from_secs(3600)
+        );
+        let err = Args::try_parse_from(["x", "--resync=0"]).expect_err("zero");
+        assert!(err.to_string().contains("--resync"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! endpoint would need a port on the host network (the pod uses it) that could clash with anything on
 //! the node; and re-checking the node's files in the probe would copy the pass' logic and re-read the
 //! plugin binary every period. The file carries the installer's own verdict, so the pod's events show
-//! its reason word for word. It is rewritten every pass (at least every `--resync-seconds`), so a stuck
+//! its reason word for word. It is rewritten every pass (at least every `--resync`), so a stuck
 //! installer goes stale, and removed at start and on SIGTERM, so neither a restarted container's old
 //! file nor an uninstalling installer counts as ready.
 

@@ -1,5 +1,5 @@
 //! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
-//! change (inotify via `notify`), a pass every `--resync-seconds` as a safety net for missed events,
+//! change (inotify via `notify`), a pass every `--resync` as a safety net for missed events,
 //! and the uninstall on SIGTERM/SIGINT.
 
 use crate::args::{Args, Settings};

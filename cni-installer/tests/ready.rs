@@ -60,7 +60,7 @@ fn probe_follows_the_installer_from_start_to_sigterm() {
         stdout(&before)
     );
 
-    let running = node.spawn(&["--resync-seconds", "1", "--ready-file", ready_arg]);
+    let running = node.spawn(&["--resync", "1s", "--ready-file", ready_arg]);
     // Binary and kubeconfig in place, but append mode has nothing to chain onto yet.
     wait_unready(&ready, "no primary network config");
     assert!(node.kubeconfig().is_some() && node.binary().exists());

@@ -27,7 +27,7 @@ fn outside_rewrite_is_repaired_and_sigterm_restores_the_original() {
     let name = "10-flannel.conflist";
     let node = Node::with(&[name]);
     // A resync period far beyond the test: only the file watch can make it pass.
-    let running = node.spawn(&["--resync-seconds", "3600"]);
+    let running = node.spawn(&["--resync", "1h"]);
     wait_for("linkerd-cni chained", || chained(&node, name).then_some(()));
 
     fs::write(node.net.join(name), fixture(name)).expect("outside rewrite");
@@ -134,7 +134,7 @@ fn token_rotation_rewrites_the_kubeconfig() {
     let node = Node::with(&["05-cilium.conflist"]);
     kubelet_write(&node.sa, 1, "token-1\n");
     // A resync period far beyond the test: only the file watch can make it pass.
-    let running = node.spawn(&["--resync-seconds", "3600"]);
+    let running = node.spawn(&["--resync", "1h"]);
     wait_for("the first kubeconfig", || {
         node.kubeconfig()
             .is_some_and(|k| k.contains("token: token-1"))

@@ -36,7 +36,7 @@ pub struct LinkerdConfig {
     pub incoming_proxy_port: u16,
     pub outgoing_proxy_port: u16,
     /// `None` when negative: no uid is exempt from the outbound redirect.
-    pub proxy_uid: Option<u32>,
+    pub proxy_uid: Option<vocab::Uid>,
     /// `None` when negative (the default, -1).
     pub proxy_gid: Option<u32>,
     /// Empty: redirect all inbound TCP.
@@ -56,7 +56,7 @@ impl Default for LinkerdConfig {
         Self {
             incoming_proxy_port: vocab::DEFAULT_INBOUND_PROXY_PORT,
             outgoing_proxy_port: vocab::DEFAULT_OUTBOUND_PROXY_PORT,
-            proxy_uid: u32::try_from(vocab::DEFAULT_PROXY_UID).ok(),
+            proxy_uid: Some(vocab::DEFAULT_PROXY_UID),
             proxy_gid: None,
             ports_to_redirect: Vec::new(),
             inbound_ports_to_ignore: Vec::new(),

@@ -3,6 +3,8 @@
 
 use ipnet::IpNet;
 
+use vocab::Uid;
+
 use crate::config::LinkerdConfig;
 use crate::plan::RuleSettings;
 use crate::pod::PodFacts;
@@ -60,11 +62,11 @@ fn ranges(pod: &PodFacts, key: &'static str) -> Result<Option<Vec<PortRange>>, A
 }
 
 /// An id annotation: an integer; negative means "none".
-fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<u32>>, AnnotationError> {
+fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, AnnotationError> {
     lookup(pod, key)
         .map(|(v, src)| match v.trim().parse::<i64>() {
             Ok(n) if n < 0 => Ok(None),
-            Ok(n) => u32::try_from(n)
+            Ok(n) => Uid::try_from(n)
                 .map(Some)
                 .map_err(|_| error(key, v, src, "too large for an id".into())),
             Err(_) => Err(error(key, v, src, "not an integer".into())),
@@ -74,7 +76,7 @@ fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<u32>>, Annotati
 
 /// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; None when the winning
 /// annotation is negative (no exemption).
-pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<u32>, AnnotationError> {
+pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
     use vocab::ProxyUidSource::*;
     let key = vocab::PROXY_UID_ANNOTATION;
     for source in vocab::PROXY_UID_PRECEDENCE {
@@ -83,7 +85,7 @@ pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<u32>, Ann
                 return Ok(id(pod, key)?.flatten())
             }
             ProxyRunAsUser => {
-                if let Some(uid) = pod.proxy_run_as_user.and_then(|u| u32::try_from(u).ok()) {
+                if let Some(uid) = pod.proxy_run_as_user {
                     return Ok(Some(uid));
                 }
             }
@@ -103,7 +105,7 @@ pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<u32>, Ann
 pub fn proxy_uid_disagreement(pod: &PodFacts) -> Option<String> {
     let annotation = pod.annotations.get(vocab::PROXY_UID_ANNOTATION)?;
     let run_as = pod.proxy_run_as_user?;
-    (annotation.trim().parse::<i64>().ok() != Some(run_as)).then(|| {
+    (annotation.trim().parse::<i64>().ok() != Some(i64::from(run_as))).then(|| {
         format!(
             "pod annotation {}={annotation:?} differs from the {} container's runAsUser {run_as}; \
              the rules exempt the annotation's uid",

@@ -24,7 +24,7 @@ pub const MULTIPORT_SLOTS: usize = 15;
 pub struct RuleSettings {
     pub incoming_proxy_port: u16,
     pub outgoing_proxy_port: u16,
-    pub proxy_uid: Option<u32>,
+    pub proxy_uid: Option<vocab::Uid>,
     pub proxy_gid: Option<u32>,
     /// Empty: redirect all inbound TCP.
     pub ports_to_redirect: Vec<u16>,

@@ -27,7 +27,7 @@ pub struct PodFacts {
     /// An init container `linkerd-init`: the pod sets up its own rules.
     pub has_init_container: bool,
     /// `runAsUser` of the proxy container (else the pod's), the uid the proxy really runs as.
-    pub proxy_run_as_user: Option<i64>,
+    pub proxy_run_as_user: Option<vocab::Uid>,
     /// Labelled as a Linkerd control-plane component.
     pub control_plane: bool,
     /// Ports and target ports of `default/kubernetes`; empty when not read.
@@ -61,7 +61,7 @@ impl PodFacts {
                 .unwrap_or_default(),
             has_proxy: view.has_proxy(),
             has_init_container: view.has_linkerd_init(),
-            proxy_run_as_user: view.proxy_uid().and_then(|u| i64::try_from(u).ok()),
+            proxy_run_as_user: view.proxy_uid(),
             control_plane: vocab::is_control_plane_pod(pod.metadata.labels.as_ref()),
             apiserver_ports,
         }

@@ -93,7 +93,7 @@ pub fn ask_patiently(addr: SocketAddr) -> std::io::Result<String> {
 
 /// `bash /dev/tcp` from inside the netns `ns` as `uid`, so the kernel's owner match sees that uid;
 /// returns what the server answered. Retried for a few seconds (IPv6 addresses need duplicate address detection first).
-pub fn ask_as(ns: &NetNs, uid: u32, ip: &str, port: u16) -> String {
+pub fn ask_as(ns: &NetNs, uid: vocab::Uid, ip: &str, port: u16) -> String {
     let deadline = Instant::now() + Duration::from_secs(8);
     loop {
         let out = ns

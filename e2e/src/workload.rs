@@ -33,7 +33,7 @@ pub enum Command {
     Proxy {
         inbound: u16,
         outbound: u16,
-        uid: Option<u32>,
+        uid: Option<vocab::Uid>,
         ipv6: bool,
     },
     Ask {
@@ -49,14 +49,14 @@ pub enum Command {
 pub enum Error {
     #[error("usage: {0}\n{USAGE}")]
     Usage(String),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot switch to uid {uid}: {source}")]
-    SetUid { uid: u32, source: nix::Error },
-    #[error("asking {addr}: {source}")]
+    #[error("cannot switch to uid {uid}")]
+    SetUid { uid: vocab::Uid, source: nix::Error },
+    #[error("asking {addr}")]
     Ask {
         addr: SocketAddr,
         source: std::io::Error,

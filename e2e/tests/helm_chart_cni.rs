@@ -47,7 +47,7 @@ fn cni_daemonset_rolls_when_its_configmap_changes() {
         "a changed ConfigMap left the pod template alone"
     );
     assert_eq!(
-        config_checksum(&["--set", "cni.resyncSeconds=9"]),
+        config_checksum(&["--set", "cni.resync=9s"]),
         base,
         "the checksum follows more than the ConfigMap"
     );

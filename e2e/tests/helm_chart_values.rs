@@ -146,7 +146,7 @@ fn collect_leaves(value: &Value, path: String, out: &mut Vec<String>) {
 const NOT_SET: &[(&str, &str)] = &[
     ("--output", "flag of the `check` subcommand, run by hand"),
     (
-        "--probe-timeout-seconds",
+        "--probe-timeout",
         "flag of the `check` subcommand, run by hand",
     ),
     (
@@ -175,7 +175,7 @@ const NOT_SET: &[(&str, &str)] = &[
         "a flag of `check`, run by hand in the pod, not of the running operator",
     ),
     (
-        "--probe-timeout-seconds",
+        "--probe-timeout",
         "a flag of `check`, run by hand in the pod, not of the running operator",
     ),
 ];

@@ -16,13 +16,13 @@ use crate::controller::Readiness;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
-    #[error("cannot bind the admin server to {addr}: {source}")]
+    #[error("cannot bind the admin server to {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("the admin server failed: {0}")]
+    #[error("the admin server failed")]
     Serve(#[source] std::io::Error),
 }
 

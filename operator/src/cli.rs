@@ -4,9 +4,11 @@
 //! built in one place, `config.rs`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
+use rules::namespaces::NadPlacement;
 
 use crate::check::OutputFormat;
 use crate::repair::RepairArgs;
@@ -46,9 +48,10 @@ pub struct CheckArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
 
-    /// Seconds to wait for each webhook endpoint's TLS handshake.
-    #[arg(long, default_value_t = 5)]
-    pub probe_timeout_seconds: u64,
+    /// How long to wait for each webhook endpoint's TLS handshake: e.g. 5s (a bare number is seconds).
+    #[arg(long, alias = "probe-timeout-seconds", value_name = "DURATION",
+          default_value = vocab::DEFAULT_PROBE_TIMEOUT, value_parser = vocab::duration::flag)]
+    pub probe_timeout: Duration,
 }
 
 /// Flags of the controller, the leader election and the admin server.
@@ -81,8 +84,8 @@ pub struct RunArgs {
     /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
     /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
     #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
-          value_parser = nad_namespace)]
-    pub nad_namespace: String,
+          value_parser = NadPlacement::parse)]
+    pub nad_namespace: NadPlacement,
 
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
@@ -122,10 +125,11 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
-    /// Seconds between periodic re-checks of every namespace (a safety net: the watches act at once;
-    /// a re-check that finds nothing to change sends no write).
-    #[arg(long, global = true, env = "RESYNC_SECONDS", default_value_t = 300)]
-    pub resync_seconds: u64,
+    /// Period of the re-check of every namespace (a safety net: the watches act at once; a re-check
+    /// that finds nothing to change sends no write): e.g. 5m, 1h30m (a bare number is seconds).
+    #[arg(long, global = true, env = "RESYNC", alias = "resync-seconds", value_name = "DURATION",
+          default_value = vocab::DEFAULT_RESYNC, value_parser = vocab::duration::flag)]
+    pub resync: Duration,
 
     /// Namespaces reconciled at once. Each reconcile in flight holds its own connection to the
     /// apiserver, so this bounds the operator's memory and its load on the apiserver when thousands
@@ -142,24 +146,6 @@ pub struct RunArgs {
     pub adopt_unowned_nads: bool,
 }
 
-/// `--nad-namespace`: empty, or a namespace name (an RFC 1123 label), so a typo fails at start-up
-/// rather than writing to a namespace that cannot exist.
-fn nad_namespace(value: &str) -> Result<String, String> {
-    let label = value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    if label {
-        Ok(value.to_string())
-    } else {
-        Err(format!(
-            "{value:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
-        ))
-    }
-}
-
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     Plain,
@@ -170,11 +156,6 @@ pub enum LogFormat {
 const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 impl RunArgs {
-    /// `--nad-namespace`, None when empty (one NAD per namespace).
-    pub fn shared_nad_namespace(&self) -> Option<&str> {
-        Some(self.nad_namespace.as_str()).filter(|ns| !ns.is_empty())
-    }
-
     /// `--namespace`, else the pod's service-account namespace, else `default` (running outside a
     /// cluster, e.g. during development).
     pub fn operator_namespace(&self) -> String {
@@ -223,7 +204,7 @@ mod tests {
         assert_eq!(a.nad_name, vocab::NAD_NAME);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
-        assert_eq!(a.nad_namespace, "");
+        assert_eq!(a.nad_namespace, NadPlacement::PerNamespace);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(
@@ -302,5 +283,58 @@ mod tests {
         }
         let err = Cli::try_parse_from(["x", "--proxy-uid-offset", "0"]).unwrap_err();
         assert!(err.to_string().contains("--proxy-uid-offset"), "{err}");
+    }
+
+    /// Every duration flag takes the one form (`vocab::duration`): units, a bare number as seconds
+    /// (the old `--*-seconds` spellings still parse), never zero, and garbage named in the error.
+    #[test]
+    fn duration_flags_share_one_form() {
+        let parse = |argv: &[&str]| Cli::try_parse_from(argv);
+        let run = |argv: &[&str]| parse(argv).expect("parse").run;
+        assert_eq!(run(&["x"]).resync, Duration::from_secs(300));
+        assert_eq!(
+            run(&["x", "--resync=1h30m"]).resync,
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            run(&["x", "--resync", "90"]).resync,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            run(&["x", "--resync-seconds=600"]).resync,
+            Duration::from_secs(600)
+        );
+        let cli = parse(&["x", "--webhook-cert-check-interval=2m"]).expect("parse");
+        assert_eq!(
+            cli.webhook.webhook_cert_check_interval,
+            Duration::from_secs(120)
+        );
+        let cli = parse(&["x", "--repair-cooldown=45"]).expect("parse");
+        assert_eq!(cli.repair.repair_cooldown, Duration::from_secs(45));
+        for (argv, seconds) in [
+            (&["x", "check"][..], 5),
+            (&["x", "check", "--probe-timeout=1m"], 60),
+            (&["x", "check", "--probe-timeout-seconds", "2"], 2),
+        ] {
+            let Some(Command::Check(c)) = parse(argv).expect("parse").command else {
+                panic!("{argv:?}: not check")
+            };
+            assert_eq!(c.probe_timeout, Duration::from_secs(seconds), "{argv:?}");
+        }
+        for (flag, value) in [
+            ("--resync", "0"),
+            ("--resync", "soon"),
+            ("--webhook-cert-check-interval", "0s"),
+            ("--repair-cooldown", "5d"),
+        ] {
+            let err = parse(&["x", flag, value]).expect_err(value).to_string();
+            assert!(
+                err.contains(flag) && err.contains(value),
+                "{flag} {value}: {err}"
+            );
+        }
+        let err = parse(&["x", "check", "--probe-timeout=-1s"]).expect_err("negative");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(err.to_string().contains("--probe-timeout"), "{err}");
     }
 }

@@ -2,15 +2,15 @@
 //! webhook's, and `check`'s. The flags (`cli.rs`) are read here and nowhere else.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use linkerd_multus_webhook::{Settings as WebhookSettings, WebhookArgs};
+use linkerd_multus_webhook::{WebhookArgs, WebhookSettings};
+use rules::namespaces::OurNad;
 
-use crate::check;
+use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::nad_config::ConfigSource;
-use crate::reconcile;
-use crate::repair;
+use crate::reconcile::{self, ReconcileSettings};
+use crate::repair::RepairSettings;
 
 /// What the process does, and with what.
 #[derive(Debug)]
@@ -18,7 +18,7 @@ pub enum Config {
     /// Run the operator: the controller and the webhook.
     Run(Box<RunConfig>),
     /// `check`, then exit.
-    Check(check::Config),
+    Check(CheckConfig),
 }
 
 /// The operator's parts, configured.
@@ -32,7 +32,7 @@ pub struct RunConfig {
 /// The controller, its leader election and the admin server.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
-    pub settings: reconcile::Settings,
+    pub settings: ReconcileSettings,
     /// Only namespaces matching this label selector are managed (tests).
     pub namespace_selector: Option<String>,
     /// This replica's name in the Lease and in Events.
@@ -41,7 +41,7 @@ pub struct ControllerConfig {
     pub lease: Option<LeaseConfig>,
     pub admin_addr: SocketAddr,
     /// `--repair-unattached-pods`: the pod repairer's settings.
-    pub repair: Option<repair::Settings>,
+    pub repair: Option<RepairSettings>,
 }
 
 #[derive(Clone, Debug)]
@@ -58,20 +58,22 @@ impl Config {
             webhook,
             repair,
         } = cli;
-        let decision = webhook.decision_config(
-            &run.linkerd_namespace,
-            &run.nad_name,
-            run.shared_nad_namespace(),
-        );
+        // Parsed once (`--nad-namespace` by clap, into its type); every part gets this value whole.
+        let nad = OurNad {
+            name: run.nad_name.clone(),
+            linkerd_namespace: run.linkerd_namespace.clone(),
+            placement: run.nad_namespace.clone(),
+        };
+        let decision = webhook.decision_config(nad.clone());
         match command {
-            Some(Command::Check(args)) => Self::Check(check::Config {
-                settings: check::Settings {
+            Some(Command::Check(args)) => Self::Check(CheckConfig {
+                settings: CheckSettings {
                     source: config_source(&run),
                     decision,
                     adopt_unowned: run.adopt_unowned_nads,
                 },
                 output: args.output,
-                probe_timeout: Duration::from_secs(args.probe_timeout_seconds),
+                probe_timeout: args.probe_timeout,
             }),
             None => {
                 // Read once: it may come from the service account's file.
@@ -79,7 +81,7 @@ impl Config {
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
                         repair: repair.settings(decision.clone()),
-                        ..controller(&run, &operator_namespace)
+                        ..controller(&run, nad, &operator_namespace)
                     },
                     webhook_settings: WebhookSettings {
                         decision,
@@ -100,17 +102,15 @@ fn config_source(run: &RunArgs) -> ConfigSource {
     }
 }
 
-fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
+fn controller(run: &RunArgs, nad: OurNad, operator_namespace: &str) -> ControllerConfig {
     ControllerConfig {
-        settings: reconcile::Settings {
-            nad_name: run.nad_name.clone(),
-            linkerd_namespace: run.linkerd_namespace.clone(),
+        settings: ReconcileSettings {
+            nad,
             source: config_source(run),
             nad_resource: reconcile::nad_resource(run.nad_api_group.as_deref()),
-            resync: Duration::from_secs(run.resync_seconds.max(1)),
+            resync: run.resync,
             concurrency: run.max_concurrent_reconciles,
             adopt_unowned: run.adopt_unowned_nads,
-            nad_namespace: run.shared_nad_namespace().map(str::to_string),
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),
@@ -125,6 +125,8 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::Parser;
 
     use super::*;
@@ -144,13 +146,13 @@ mod tests {
             "--cni-configmap=cm",
             "--proxy-uid-offset=7",
             "check",
-            "--probe-timeout-seconds=2",
+            "--probe-timeout=2",
         ]) else {
             panic!("not check")
         };
-        assert_eq!(c.settings.decision.nad_name, "n");
-        assert_eq!(c.settings.decision.linkerd_namespace, "l");
-        assert_eq!(c.settings.decision.proxy_uid_offset, 7);
+        assert_eq!(c.settings.decision.nad.name, "n");
+        assert_eq!(c.settings.decision.nad.linkerd_namespace, "l");
+        assert_eq!(c.settings.decision.uids.proxy_uid_offset, 7);
         assert_eq!(c.settings.source.configmap, "cm");
         assert_eq!(c.settings.source.namespace, vocab::DEFAULT_CNI_NAMESPACE);
         assert_eq!(c.output, OutputFormat::Human);
@@ -179,14 +181,14 @@ mod tests {
             "--namespace=ops",
             "--pod-name=p",
             "--leader-elect",
-            "--resync-seconds=0",
+            "--resync-seconds=1",
             "--nad-api-group=example.com",
         ]) else {
             panic!("not run")
         };
         let c = &r.controller;
-        assert_eq!(c.settings.nad_name, "n");
-        assert_eq!(c.settings.linkerd_namespace, "l");
+        assert_eq!(c.settings.nad.name, "n");
+        assert_eq!(c.settings.nad.linkerd_namespace, "l");
         assert_eq!(c.settings.resync, Duration::from_secs(1));
         assert_eq!(c.settings.nad_resource.group, "example.com");
         assert_eq!(c.identity, "p");
@@ -195,24 +197,21 @@ mod tests {
             (lease.namespace.as_str(), lease.name.as_str()),
             ("ops", vocab::DEFAULT_LEASE_NAME)
         );
-        assert_eq!(r.webhook_settings.decision.nad_name, "n");
-        assert_eq!(r.webhook_settings.decision.linkerd_namespace, "l");
+        assert_eq!(r.webhook_settings.decision.nad.name, "n");
+        assert_eq!(r.webhook_settings.decision.nad.linkerd_namespace, "l");
         assert_eq!(r.webhook_settings.operator_namespace, "ops");
-        assert_eq!(c.settings.nad_namespace, None);
-        assert_eq!(r.webhook_settings.decision.nad_namespace, None);
+        assert_eq!(c.settings.nad.shared(), None);
+        assert_eq!(r.webhook_settings.decision.nad.shared(), None);
 
         let Config::Run(r) = config(&["x", "--nad-namespace=shared"]) else {
             panic!("not run")
         };
-        assert_eq!(r.controller.settings.shared(), Some("shared"));
-        assert_eq!(
-            r.webhook_settings.decision.nad_namespace.as_deref(),
-            Some("shared")
-        );
+        assert_eq!(r.controller.settings.nad.shared(), Some("shared"));
+        assert_eq!(r.webhook_settings.decision.nad.shared(), Some("shared"));
         let Config::Check(c) = config(&["x", "check", "--nad-namespace=shared"]) else {
             panic!("not check")
         };
-        assert_eq!(c.settings.decision.nad_reference(), "shared/linkerd-cni");
+        assert_eq!(c.settings.decision.nad.reference(), "shared/linkerd-cni");
 
         let Config::Run(r) = config(&["x"]) else {
             panic!("not run")

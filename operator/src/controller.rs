@@ -21,6 +21,7 @@ use linkerd_multus_webhook::namespaces;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use vocab::report::Chain;
 
 use crate::error::is_api_missing;
 use crate::events::Events;
@@ -28,8 +29,8 @@ use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
-use crate::reconcile::{self, Context, Settings};
-use rules::namespaces::{want_nad, Want};
+use crate::reconcile::{self, Context, ReconcileSettings};
+use rules::namespaces::Want;
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -68,7 +69,7 @@ impl NadController {
     /// Builds the controller; `is_leader` gates every write (see `leader.rs`).
     pub fn new(
         client: Client,
-        settings: Settings,
+        settings: ReconcileSettings,
         namespace_selector: Option<&str>,
         is_leader: watch::Receiver<bool>,
         identity: String,
@@ -167,7 +168,7 @@ impl NadController {
         // keeps only its view (`nad_cache`).
         let nad_api = Api::<DynamicObject>::all_with(client.clone(), &settings.nad_resource);
         let nad_config =
-            watcher::Config::default().fields(&format!("metadata.name={}", settings.nad_name));
+            watcher::Config::default().fields(&format!("metadata.name={}", settings.nad.name));
         let nad_watch = watcher(nad_api, nad_config).map_ok(nad_cache::view_event);
         let nad_changes = mark_nads_listed.on_init_done(reflector::reflector(
             nad_writer,
@@ -190,7 +191,7 @@ impl NadController {
                     ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
-                let shared = ctx.settings.shared();
+                let shared = ctx.settings.nad.shared();
                 if inputs::shared_namespace_missing(shared, &ns_store, &ns_listed) {
                     // Nothing else would say it: no namespace event comes for it until it exists
                     // (or is selected), and then it gets its NAD like any other.
@@ -237,8 +238,7 @@ fn configmap_trigger(
     namespaces: Store<Namespace>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
-    let linkerd_namespace = ctx.settings.linkerd_namespace.clone();
-    let shared = ctx.settings.nad_namespace.clone();
+    let nad = ctx.settings.nad.clone();
     changes
         .filter_map(move |event| {
             ctx.health.configmap_watch_answered(event.is_ok());
@@ -259,7 +259,7 @@ fn configmap_trigger(
             let refs: Vec<_> = namespaces
                 .state()
                 .iter()
-                .filter(|ns| want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad)
+                .filter(|ns| nad.want(ns) == Want::Nad)
                 .map(|ns| ObjectRef::from_obj(&**ns))
                 .collect();
             tracing::debug!(
@@ -355,7 +355,7 @@ fn log_outcome(
         Err(controller::Error::QueueError(e)) => {
             tracing::warn!(error = %e, "watching namespaces failed; retrying")
         }
-        Err(e) => tracing::warn!(error = %e, "controller error"),
+        Err(e) => tracing::warn!(error = %Chain(&e), "controller error"),
     }
 }
 

@@ -5,7 +5,7 @@ use crate::nad_config::NadConfigError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The NAD cannot be built from the CNI ConfigMap (invalid input: wait for a change).
-    #[error("cannot build the NetworkAttachmentDefinition config: {0}")]
+    #[error("cannot build the NetworkAttachmentDefinition config")]
     Config(#[from] NadConfigError),
 
     #[error(
@@ -14,7 +14,7 @@ pub enum Error {
     )]
     CrdMissing(#[source] kube::Error),
 
-    #[error("reading NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    #[error("reading NetworkAttachmentDefinition {namespace}/{name}")]
     GetNad {
         namespace: String,
         name: String,
@@ -22,7 +22,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("creating NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    #[error("creating NetworkAttachmentDefinition {namespace}/{name}")]
     CreateNad {
         namespace: String,
         name: String,
@@ -30,7 +30,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("applying NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    #[error("applying NetworkAttachmentDefinition {namespace}/{name}")]
     ApplyNad {
         namespace: String,
         name: String,
@@ -38,7 +38,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("deleting NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    #[error("deleting NetworkAttachmentDefinition {namespace}/{name}")]
     DeleteNad {
         namespace: String,
         name: String,
@@ -46,7 +46,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("listing the pods of {namespace} (to see whether they still use the NAD): {source}")]
+    #[error("listing the pods of {namespace} (to see whether they still use the NAD)")]
     ListPods {
         namespace: String,
         #[source]
@@ -143,5 +143,47 @@ mod tests {
         assert!(is_api_missing(&kind_missing) && is_not_found(&kind_missing));
         assert!(is_api_missing(&group_missing) && is_not_found(&group_missing));
         assert!(!is_api_missing(&conflict) && !is_not_found(&conflict));
+    }
+
+    /// An error prints only what it adds; its causes come once each, after ": ", when the chain is
+    /// printed (as every log line, Event and `check` line does).
+    #[test]
+    fn display_leaves_the_source_to_the_chain() {
+        let json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let json_text = json.to_string();
+        let e = Error::Config(NadConfigError::InvalidJson {
+            namespace: "linkerd-cni".into(),
+            name: "linkerd-cni-config".into(),
+            key: "cni_network_config",
+            source: json,
+        });
+        let display = e.to_string();
+        assert_eq!(
+            display,
+            "cannot build the NetworkAttachmentDefinition config"
+        );
+        assert!(!display.contains(&json_text), "{display}");
+        let chain = vocab::report::chain(&e);
+        assert_eq!(
+            chain,
+            format!(
+                "cannot build the NetworkAttachmentDefinition config: ConfigMap \
+                 linkerd-cni/linkerd-cni-config key `cni_network_config` is not valid JSON: {json_text}"
+            )
+        );
+        assert_eq!(chain.matches(&json_text).count(), 1, "{chain}");
+
+        let api = kube::Error::Api(Status::failure("etcd is down", "InternalError").boxed());
+        let api_text = api.to_string();
+        let e = Error::GetNad {
+            namespace: "a".into(),
+            name: "linkerd-cni".into(),
+            source: api,
+        };
+        assert!(!e.to_string().contains(&api_text));
+        assert_eq!(
+            vocab::report::chain(&e),
+            format!("reading NetworkAttachmentDefinition a/linkerd-cni: {api_text}")
+        );
     }
 }

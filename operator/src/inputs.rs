@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::listed::Listed;
 use crate::reconcile::Context;
-use rules::namespaces::{self, Want};
+use rules::namespaces::Want;
 
 /// The `input` label values.
 pub const CONFIGMAP: &str = "configmap";
@@ -70,7 +70,6 @@ impl InputGauge {
 
     pub fn snapshot(&self) -> Snapshot {
         let ctx = &self.ctx;
-        let linkerd = &ctx.settings.linkerd_namespace;
         let foreign_nads = ctx
             .nads
             .state()
@@ -78,7 +77,7 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| namespaces::want_nad(ns, linkerd, ctx.settings.shared()) == Want::Nad)
+            .filter(|ns| ctx.settings.nad.want(ns) == Want::Nad)
             .count();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
@@ -89,7 +88,7 @@ impl InputGauge {
             crd_missing: ctx.health.crd_missing(),
             foreign_nads,
             shared_namespace_missing: shared_namespace_missing(
-                ctx.settings.shared(),
+                ctx.settings.nad.shared(),
                 &self.namespaces,
                 &self.namespaces_listed,
             ),

@@ -20,7 +20,7 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("cannot set up the leader-election Lease {namespace}/{name}: {source}")]
+    #[error("cannot set up the leader-election Lease {namespace}/{name}")]
     Setup {
         namespace: String,
         name: String,

@@ -30,6 +30,7 @@ use linkerd_multus_webhook::Webhook;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use vocab::report::Chain;
 
 use crate::admin::{AdminError, AdminServer};
 use crate::cli::LogFormat;
@@ -44,17 +45,17 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 /// Why the operator process stopped with a failure.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot build a Kubernetes client (in-cluster config or KUBECONFIG): {0}")]
+    #[error("cannot build a Kubernetes client (in-cluster config or KUBECONFIG)")]
     Client(#[source] kube::Error),
-    #[error("webhook: {0}")]
+    #[error("webhook")]
     Webhook(#[from] linkerd_multus_webhook::Error),
     #[error(transparent)]
     Admin(#[from] AdminError),
     #[error(transparent)]
     Leader(#[from] LeaderError),
-    #[error("cannot listen for SIGTERM: {0}")]
+    #[error("cannot listen for SIGTERM")]
     Signal(#[source] std::io::Error),
-    #[error("check: {0}")]
+    #[error("check")]
     Check(#[from] check::CheckError),
     #[error("some checks failed (see above)")]
     CheckFailed,
@@ -290,7 +291,7 @@ async fn supervise(shutdown: CancellationToken, tasks: Vec<Task>) -> Result<(), 
             }
         }
         if let Err(e) = result {
-            tracing::error!(task = name, error = %e, "task failed");
+            tracing::error!(task = name, error = %Chain(&e), "task failed");
             first_error.get_or_insert(e);
         }
     }

@@ -31,7 +31,7 @@ pub enum NadConfigError {
         key: &'static str,
     },
 
-    #[error("ConfigMap {namespace}/{name} key `{key}` is not valid JSON: {source}")]
+    #[error("ConfigMap {namespace}/{name} key `{key}` is not valid JSON")]
     InvalidJson {
         namespace: String,
         name: String,

@@ -12,9 +12,10 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use linkerd_multus_e2e::{unique_name, DeleteOnDrop, TestNamespace};
-use linkerd_multus_operator::check::{self, Settings, Verdict};
+use linkerd_multus_operator::check::{self, CheckSettings, Verdict};
 use linkerd_multus_operator::nad_config::ConfigSource;
 use rules::decision::DecisionConfig;
+use rules::namespaces::OurNad;
 use serde_json::json;
 
 /// A configuration named `name` with one entry `hook` calling `url`, for no pod.
@@ -45,14 +46,17 @@ async fn configuration(
 }
 
 async fn webhook_order(kube: &Client, linkerd_namespace: &str) -> Verdict {
-    let settings = Settings {
+    let settings = CheckSettings {
         source: ConfigSource {
             namespace: "default".into(),
             configmap: unique_name("absent"),
             kubeconfig: "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig".into(),
         },
         decision: DecisionConfig {
-            linkerd_namespace: linkerd_namespace.into(),
+            nad: OurNad {
+                linkerd_namespace: linkerd_namespace.into(),
+                ..OurNad::default()
+            },
             ..DecisionConfig::default()
         },
         adopt_unowned: false,

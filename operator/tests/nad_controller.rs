@@ -78,7 +78,7 @@ async fn configmap_edit_updates_every_nad() {
     let cp = h.create_linkerd_namespace().await;
     let mut all: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
     all.push(cp.name().to_string());
-    let op = h.start_operator(&["--resync-seconds", "3600"]).await;
+    let op = h.start_operator(&["--resync", "1h"]).await;
     for ns in &all {
         h.wait_nad_config(ns, &expected_config("info", "nft")).await;
     }
@@ -105,7 +105,7 @@ async fn configmap_edit_updates_every_nad() {
 async fn deleted_or_edited_nad_is_restored() {
     let h = Harness::new("op-repair").await;
     let ns = h.namespace("op-repair", Some(vocab::MULTUS_ENABLED)).await;
-    let op = h.start_operator(&["--resync-seconds", "3600"]).await;
+    let op = h.start_operator(&["--resync", "1h"]).await;
     let expected = expected_config("info", "nft");
     h.wait_nad_config(&ns.name, &expected).await;
 
@@ -342,7 +342,7 @@ async fn idle_resync_sends_no_writes() {
         namespaces.push(h.namespace("op-idle", Some(vocab::MULTUS_ENABLED)).await);
     }
     let _plain = h.namespace("op-idle", None).await;
-    let op = h.start_operator(&["--resync-seconds", "1"]).await;
+    let op = h.start_operator(&["--resync", "1s"]).await;
     for ns in &namespaces {
         h.wait_nad_config(ns.name.as_str(), &expected_config("info", "nft"))
             .await;

@@ -13,7 +13,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector;
 use kube::Api;
-use linkerd_multus_operator::check::{self, Settings as CheckSettings};
+use linkerd_multus_operator::check::{self, CheckSettings};
 use linkerd_multus_operator::events::Events;
 use linkerd_multus_operator::listed::listed;
 use linkerd_multus_operator::metrics::Metrics;
@@ -21,6 +21,7 @@ use linkerd_multus_operator::nad_cache::NadView;
 use linkerd_multus_operator::nad_config::ConfigSource;
 use linkerd_multus_operator::reconcile::{self, Context, Step};
 use rules::decision::DecisionConfig;
+use rules::namespaces::OurNad;
 use serde_json::{json, Value};
 use support::*;
 
@@ -180,8 +181,11 @@ async fn check_items(h: &Harness, verdict: &str) -> Vec<String> {
             kubeconfig: KUBECONFIG.into(),
         },
         decision: DecisionConfig {
-            nad_name: h.nad_name.clone(),
-            linkerd_namespace: h.linkerd_ns.clone(),
+            nad: OurNad {
+                name: h.nad_name.clone(),
+                linkerd_namespace: h.linkerd_ns.clone(),
+                ..OurNad::default()
+            },
             ..DecisionConfig::default()
         },
         adopt_unowned: false,

@@ -8,6 +8,7 @@ use json_patch::{AddOperation, PatchOperation};
 use serde_json::{json, Value};
 
 use crate::uid_range::UidRange;
+use vocab::Uid;
 
 /// One container as the decision sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -101,8 +102,9 @@ impl PodContainers {
     }
 }
 
-fn run_as(c: &Container, field: &str) -> Option<u64> {
-    c.security_context.as_ref()?.get(field)?.as_u64()
+/// `runAsUser`/`runAsGroup` of the container's own securityContext, when it names a uid (or gid).
+fn run_as(c: &Container, field: &str) -> Option<Uid> {
+    vocab::uid_from_kubernetes(c.security_context.as_ref()?.get(field)?.as_i64()?)
 }
 
 /// What [`align`] produces.
@@ -114,22 +116,20 @@ pub struct Aligned {
 
 /// Makes the proxy run as `proxy_uid` (None: leave it, the uid is not the webhook's to enforce) and the
 /// validator as a uid of `range` other than the proxy's, changing only what differs.
-pub fn align(pod: &PodContainers, range: UidRange, proxy_uid: Option<u32>) -> Aligned {
+pub fn align(pod: &PodContainers, range: UidRange, proxy_uid: Option<Uid>) -> Aligned {
     let mut out = Aligned::default();
     if let (Some(uid), Some((path, proxy))) = (proxy_uid, pod.proxy()) {
-        if run_as(proxy, "runAsUser") != Some(u64::from(uid)) {
+        if run_as(proxy, "runAsUser") != Some(uid) {
             set(&mut out, &path, proxy, &[("runAsUser", uid)]);
         }
     }
     if let Some((path, validator)) = pod.validator() {
         // The validator checks that a test connection is redirected to the proxy; running as the proxy's
         // uid it would be exempt from the rules and fail. Any other uid of the range does.
-        let ok = |uid: Option<u64>| {
-            uid.is_some_and(|u| range.contains(u) && Some(u) != proxy_uid.map(u64::from))
-        };
+        let ok = |uid: Option<Uid>| uid.is_some_and(|u| range.contains(u) && Some(u) != proxy_uid);
         let user = run_as(validator, "runAsUser");
         let target = match user {
-            Some(u) if ok(Some(u)) => u32::try_from(u).ok(),
+            Some(u) if ok(Some(u)) => Some(u),
             _ => range.other_than(proxy_uid),
         };
         let mut fields = Vec::new();
@@ -157,7 +157,7 @@ fn has_field(c: &Container, field: &str) -> bool {
 
 /// `add` operations setting `fields` in the container's securityContext at `path`: one add of the whole
 /// object when it is absent or null, else one per field (RFC 6902 `add` replaces an existing member).
-fn set(out: &mut Aligned, path: &Pointer, c: &Container, fields: &[(&str, u32)]) {
+fn set(out: &mut Aligned, path: &Pointer, c: &Container, fields: &[(&str, Uid)]) {
     match &c.security_context {
         None | Some(Value::Null) => {
             let object: serde_json::Map<String, Value> = fields

@@ -11,40 +11,33 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::containers::{self, PodContainers};
+use crate::namespaces::OurNad;
 use crate::networks::{self, Attachment};
 use crate::uid_range::UidRange;
 
 /// The flags the decision depends on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecisionConfig {
-    /// The Linkerd control-plane namespace; its control-plane pods are always attached.
-    pub linkerd_namespace: String,
-    /// The NetworkAttachmentDefinition to attach, from the pod's own namespace...
-    pub nad_name: String,
-    /// ...or from this one (`--nad-namespace`: one NAD shared by every namespace).
-    pub nad_namespace: Option<String>,
+    /// The NAD to attach, and Linkerd's namespace, whose control-plane pods are always attached.
+    pub nad: OurNad,
+    /// How a namespace's uid range is read, and the proxy uid taken from it.
+    pub uids: UidPolicy,
+}
+
+/// OpenShift: where a namespace's uid range is, and which of its uids the proxy gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UidPolicy {
     /// Namespace annotation carrying OpenShift's `<first uid>/<size>` range.
-    pub uid_range_annotation: String,
+    pub range_annotation: String,
     /// Proxy uid = first uid of the range + this offset.
-    pub proxy_uid_offset: u64,
+    pub proxy_uid_offset: vocab::Uid,
 }
 
-impl DecisionConfig {
-    /// The NAD as a networks annotation names it: `name`, or `namespace/name` when shared.
-    pub fn nad_reference(&self) -> String {
-        networks::reference(&self.nad_name, self.nad_namespace.as_deref())
-    }
-}
-
-/// The binary's defaults (`--linkerd-namespace`, `--nad-name`, one NAD per namespace, the OpenShift
-/// uid-range annotation, offset 2102).
-impl Default for DecisionConfig {
+/// The binary's defaults: the OpenShift uid-range annotation, offset 2102.
+impl Default for UidPolicy {
     fn default() -> Self {
         Self {
-            linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
-            nad_name: vocab::NAD_NAME.to_string(),
-            nad_namespace: None,
-            uid_range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            range_annotation: vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
             proxy_uid_offset: vocab::DEFAULT_PROXY_UID_OFFSET,
         }
     }
@@ -106,8 +99,11 @@ pub fn decide(
 
     // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
     // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
-    let control_plane =
-        vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, meta.labels.as_ref());
+    let control_plane = vocab::is_linkerd_control_plane(
+        namespace,
+        &cfg.nad.linkerd_namespace,
+        meta.labels.as_ref(),
+    );
     let selected = control_plane
         || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
             && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));
@@ -116,8 +112,7 @@ pub fn decide(
     if selected {
         // 3. The networks annotation, never rewritten when it cannot be read.
         let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
-        let shared = cfg.nad_namespace.as_deref();
-        match networks::attach(current, &cfg.nad_name, shared, namespace) {
+        match networks::attach(current, &cfg.nad.name, cfg.nad.shared(), namespace) {
             Ok(Attachment::Present) => attached = true,
             Ok(Attachment::Set(value)) => {
                 attached = true;
@@ -126,9 +121,9 @@ pub fn decide(
             Err(e) => warnings.push(format!(
                 "linkerd-multus: pod not attached to {}: annotation {} is not a Multus network list ({e}); \
                  fix it or add {} to it yourself",
-                cfg.nad_reference(),
+                cfg.nad.reference(),
                 vocab::NETWORKS_ANNOTATION,
-                cfg.nad_reference()
+                cfg.nad.reference()
             )),
         }
     }
@@ -138,22 +133,22 @@ pub fn decide(
     // injector, as the webhook is reinvoked, so the containers are there in either webhook order).
     let mut spec_ops = Vec::new();
     if attached && !control_plane {
-        if let Some(range_text) = ns.get(&cfg.uid_range_annotation) {
+        if let Some(range_text) = ns.get(&cfg.uids.range_annotation) {
             let chosen = effective(vocab::PROXY_UID_ANNOTATION);
             let range = UidRange::parse(range_text);
             let proxy_uid = match (chosen, &range) {
                 (Some(user), Ok(range)) => {
                     let inside = user
-                        .parse::<u32>()
+                        .parse::<vocab::Uid>()
                         .ok()
-                        .filter(|u| range.contains(u64::from(*u)));
+                        .filter(|u| range.contains(*u));
                     if inside.is_none() && containers.has_proxy() {
                         warnings.push(format!(
                             "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \
                              {range_text:?}: container {} left as it is, and a restricted SCC rejects \
                              it; set {} to a uid of the range other than its first, or remove it",
                             vocab::PROXY_UID_ANNOTATION,
-                            cfg.uid_range_annotation,
+                            cfg.uids.range_annotation,
                             vocab::PROXY_CONTAINER,
                             vocab::PROXY_UID_ANNOTATION
                         ));
@@ -163,7 +158,7 @@ pub fn decide(
                 (Some(_), Err(_)) => None,
                 (None, _) => match range
                     .clone()
-                    .and_then(|r| r.proxy_uid(cfg.proxy_uid_offset))
+                    .and_then(|r| r.proxy_uid(cfg.uids.proxy_uid_offset))
                 {
                     Ok(uid) => {
                         set.insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
@@ -175,7 +170,7 @@ pub fn decide(
                              namespace to a uid inside the namespace's range other than its first, or fix \
                              the range or the operator's --proxy-uid-offset",
                             vocab::PROXY_UID_ANNOTATION,
-                            cfg.uid_range_annotation,
+                            cfg.uids.range_annotation,
                             vocab::PROXY_UID_ANNOTATION
                         ));
                         None

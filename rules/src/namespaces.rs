@@ -51,6 +51,88 @@ pub fn want_nad(ns: &Namespace, linkerd_namespace: &str, shared: Option<&str>) -
     }
 }
 
+/// Where our NAD lives (`--nad-namespace`): one in each namespace that wants it, or one shared by all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NadPlacement {
+    /// One NAD per namespace that wants it ([`want`]); pods name it bare.
+    #[default]
+    PerNamespace,
+    /// One NAD in this namespace; pods name it `<namespace>/<name>`.
+    Shared(String),
+}
+
+impl NadPlacement {
+    /// The flag's value: empty for [`NadPlacement::PerNamespace`], else a namespace name (an RFC 1123
+    /// label), so a typo fails at start-up rather than writing to a namespace that cannot exist.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        if value.is_empty() {
+            return Ok(Self::PerNamespace);
+        }
+        let label = value.len() <= 63
+            && value
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !value.starts_with('-')
+            && !value.ends_with('-');
+        if label {
+            Ok(Self::Shared(value.to_string()))
+        } else {
+            Err(format!(
+                "{value:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
+            ))
+        }
+    }
+
+    /// The shared NAD's namespace; None with one NAD per namespace.
+    pub fn shared(&self) -> Option<&str> {
+        match self {
+            Self::PerNamespace => None,
+            Self::Shared(namespace) => Some(namespace),
+        }
+    }
+}
+
+/// Our NAD: its name and where it must exist. The three flags every part shares (`--nad-name`,
+/// `--linkerd-namespace`, `--nad-namespace`), parsed once and handed whole to the controller, the
+/// webhook's decision, `check` and the repairer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OurNad {
+    /// The NetworkAttachmentDefinition's name.
+    pub name: String,
+    /// Linkerd's control-plane namespace: it always wants the NAD, and its control-plane pods are
+    /// always attached.
+    pub linkerd_namespace: String,
+    pub placement: NadPlacement,
+}
+
+impl OurNad {
+    /// The shared NAD's namespace, if any.
+    pub fn shared(&self) -> Option<&str> {
+        self.placement.shared()
+    }
+
+    /// The NAD as a networks annotation names it: `name`, or `namespace/name` when shared.
+    pub fn reference(&self) -> String {
+        crate::networks::reference(&self.name, self.shared())
+    }
+
+    /// Whether `ns` needs a NAD of its own ([`want_nad`]).
+    pub fn want(&self, ns: &Namespace) -> Want {
+        want_nad(ns, &self.linkerd_namespace, self.shared())
+    }
+}
+
+/// The binary's defaults: `linkerd-cni`, Linkerd's `linkerd` namespace, one NAD per namespace.
+impl Default for OurNad {
+    fn default() -> Self {
+        Self {
+            name: vocab::NAD_NAME.to_string(),
+            linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
+            placement: NadPlacement::PerNamespace,
+        }
+    }
+}
+
 fn is_terminating(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some()
         || ns
@@ -137,5 +219,28 @@ mod tests {
             want_nad(&deleting, "linkerd", Some("shared")),
             Want::LeaveAlone
         );
+    }
+
+    /// `--nad-namespace`: empty is one NAD per namespace, a namespace name is shared, anything else
+    /// is refused with the value named.
+    #[test]
+    fn nad_placement_from_the_flag() {
+        assert_eq!(NadPlacement::parse(""), Ok(NadPlacement::PerNamespace));
+        assert_eq!(
+            NadPlacement::parse("shared-1"),
+            Ok(NadPlacement::Shared("shared-1".into()))
+        );
+        for bad in ["Default", "a/b", "-a", "a-", "a_b", &"a".repeat(64)] {
+            let err = NadPlacement::parse(bad).expect_err(bad);
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+        let nad = OurNad {
+            placement: NadPlacement::Shared("s".into()),
+            ..OurNad::default()
+        };
+        assert_eq!(nad.reference(), "s/linkerd-cni");
+        assert_eq!(OurNad::default().reference(), "linkerd-cni");
+        assert_eq!(nad.want(&ns("s", None)), Want::Nad);
+        assert_eq!(nad.want(&ns("a", Some("enabled"))), Want::NoNad);
     }
 }

@@ -4,18 +4,19 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::Value;
+use vocab::{uid_from_kubernetes, Uid};
 
 /// What the rules read of a pod's spec: Linkerd's containers, their own uids and the pod's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodView {
     /// The proxy (a container, or a native-sidecar init container): `Some(its own runAsUser)`.
-    proxy: Option<Option<u64>>,
+    proxy: Option<Option<Uid>>,
     /// The validator init container: `Some(its own runAsUser)`.
-    validator: Option<Option<u64>>,
+    validator: Option<Option<Uid>>,
     /// An init container `linkerd-init`: the pod sets up its own rules.
     linkerd_init: bool,
     /// The pod's `securityContext.runAsUser`: what a container without its own runs as.
-    pod_run_as_user: Option<u64>,
+    pod_run_as_user: Option<Uid>,
 }
 
 /// One container as this view reads it: name, whether it is an init container, restart policy, uid.
@@ -23,7 +24,7 @@ struct Member<'a> {
     name: &'a str,
     init: bool,
     restart_policy: Option<&'a str>,
-    run_as_user: Option<u64>,
+    run_as_user: Option<Uid>,
 }
 
 impl<'a> Member<'a> {
@@ -36,7 +37,7 @@ impl<'a> Member<'a> {
                 .security_context
                 .as_ref()
                 .and_then(|sc| sc.run_as_user)
-                .and_then(|u| u64::try_from(u).ok()),
+                .and_then(uid_from_kubernetes),
         }
     }
 }
@@ -51,7 +52,7 @@ impl PodView {
             .security_context
             .as_ref()
             .and_then(|sc| sc.run_as_user)
-            .and_then(|u| u64::try_from(u).ok());
+            .and_then(uid_from_kubernetes);
         let containers = spec.containers.iter().map(|c| Member::of(c, false));
         let inits = spec.init_containers.iter().flatten();
         Self::from_members(
@@ -62,7 +63,8 @@ impl PodView {
 
     /// From a pod spec as JSON (the webhook and `check` read it so); anything odd reads as absent.
     pub fn from_spec_json(spec: Option<&Value>) -> Self {
-        let run_as_user = |v: &Value| v.get("securityContext")?.get("runAsUser")?.as_u64();
+        let run_as_user =
+            |v: &Value| uid_from_kubernetes(v.get("securityContext")?.get("runAsUser")?.as_i64()?);
         let list = |key: &'static str| {
             spec.and_then(|s| s.get(key))
                 .and_then(Value::as_array)
@@ -81,7 +83,7 @@ impl PodView {
         )
     }
 
-    fn from_members<'a>(members: impl Iterator<Item = Member<'a>>, pod_uid: Option<u64>) -> Self {
+    fn from_members<'a>(members: impl Iterator<Item = Member<'a>>, pod_uid: Option<Uid>) -> Self {
         let mut view = Self {
             pod_run_as_user: pod_uid,
             ..Self::default()
@@ -109,12 +111,12 @@ impl PodView {
     }
 
     /// The uid the proxy runs as: its own `runAsUser`, else the pod's. None without a proxy.
-    pub fn proxy_uid(&self) -> Option<u64> {
+    pub fn proxy_uid(&self) -> Option<Uid> {
         self.proxy.map(|own| own.or(self.pod_run_as_user))?
     }
 
     /// The uid Linkerd's validator runs as: its own `runAsUser`, else the pod's.
-    pub fn validator_uid(&self) -> Option<u64> {
+    pub fn validator_uid(&self) -> Option<Uid> {
         self.validator.map(|own| own.or(self.pod_run_as_user))?
     }
 }
@@ -185,5 +187,23 @@ mod tests {
             "no spec: nothing"
         );
         assert!(!PodView::from_spec_json(Some(&json!({ "containers": "x" }))).has_proxy());
+    }
+
+    /// Kubernetes' int64 `runAsUser` is read once, here: a value that is no uid reads as absent, the
+    /// same through both readings (the pod's uid then applies to the proxy, as without its own).
+    #[test]
+    fn a_run_as_user_that_is_no_uid_reads_as_absent() {
+        for bad in [-1i64, 4294967295, 1 << 40] {
+            let view = both(json!({
+                "securityContext": { "runAsUser": 5000 },
+                "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": bad } }],
+            }));
+            assert_eq!(view[0].proxy_uid(), Some(5000), "{bad}");
+            let view = both(json!({
+                "securityContext": { "runAsUser": bad },
+                "containers": [{ "name": "linkerd-proxy" }],
+            }));
+            assert_eq!(view[0].proxy_uid(), None, "{bad}");
+        }
     }
 }

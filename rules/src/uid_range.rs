@@ -7,17 +7,19 @@
 
 use std::fmt;
 
+use vocab::Uid;
+
 /// Why no proxy uid can be derived from a range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UidRangeError {
     /// The value is not `<first uid>/<size>` with two decimal numbers.
     Malformed { value: String, reason: &'static str },
     /// The offset does not fall inside the range.
-    OffsetOutsideRange { offset: u64, size: u32 },
+    OffsetOutsideRange { offset: Uid, size: u32 },
     /// The offset is 0: the proxy would share the app containers' uid and bypass its own rules.
     OffsetIsFirstUid,
     /// first + offset is not a valid uid.
-    Overflow { first: u32, offset: u64 },
+    Overflow { first: Uid, offset: Uid },
 }
 
 impl fmt::Display for UidRangeError {
@@ -46,7 +48,8 @@ impl fmt::Display for UidRangeError {
 /// A parsed uid range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UidRange {
-    pub first: u32,
+    pub first: Uid,
+    /// How many uids, from `first` on.
     pub size: u32,
 }
 
@@ -71,36 +74,34 @@ impl UidRange {
     }
 
     /// True when `uid` lies inside the range.
-    pub fn contains(&self, uid: u64) -> bool {
-        uid >= u64::from(self.first) && uid - u64::from(self.first) < u64::from(self.size)
+    pub fn contains(&self, uid: Uid) -> bool {
+        uid >= self.first && uid - self.first < self.size
     }
 
     /// A uid of the range other than `taken`: the first, else the second; None if there is none.
-    pub fn other_than(&self, taken: Option<u32>) -> Option<u32> {
-        [0u64, 1]
+    pub fn other_than(&self, taken: Option<Uid>) -> Option<Uid> {
+        [0, 1]
             .into_iter()
-            .map(|i| u64::from(self.first) + i)
-            .filter(|u| self.contains(*u) && *u < u64::from(u32::MAX))
-            .filter_map(|u| u32::try_from(u).ok())
+            .filter_map(|i| self.first.checked_add(i))
+            .filter(|u| self.contains(*u) && *u != Uid::MAX)
             .find(|u| Some(*u) != taken)
     }
 
     /// The proxy uid `first + offset`, if the offset lies inside the range and the result is a uid.
-    pub fn proxy_uid(&self, offset: u64) -> Result<u32, UidRangeError> {
+    pub fn proxy_uid(&self, offset: Uid) -> Result<Uid, UidRangeError> {
         if offset == 0 {
             return Err(UidRangeError::OffsetIsFirstUid);
         }
-        if offset >= u64::from(self.size) {
+        if offset >= self.size {
             return Err(UidRangeError::OffsetOutsideRange {
                 offset,
                 size: self.size,
             });
         }
-        // u32::MAX is (uid_t)-1, "no uid" to the kernel.
-        u64::from(self.first)
+        // Uid::MAX is (uid_t)-1, "no uid" to the kernel.
+        self.first
             .checked_add(offset)
-            .and_then(|uid| u32::try_from(uid).ok())
-            .filter(|uid| *uid != u32::MAX)
+            .filter(|uid| *uid != Uid::MAX)
             .ok_or(UidRangeError::Overflow {
                 first: self.first,
                 offset,

@@ -2,9 +2,14 @@
 //! ports, uids and paths. No other crate spells one of these strings; they import them from here, so a
 //! key can never drift between the operator, the webhook and the CNI plugin. Beside the words, a few
 //! predicates that only read them (is this a control-plane pod, a proxy container, an object of ours);
-//! the product's rules built on them live in the `rules` crate.
+//! the product's rules built on them live in the `rules` crate. And two std-only helpers every binary
+//! shares: how a duration flag is written ([`duration`]) and how an error is told with its causes
+//! ([`report`]).
 
 use std::collections::BTreeMap;
+
+pub mod duration;
+pub mod report;
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -66,11 +71,24 @@ pub const INIT_CONTAINER: &str = "linkerd-init";
 /// The init container Linkerd's injector adds in CNI mode to check that the rules are in place.
 pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
+/// A Linux uid, the one type every part holds a uid in. `u32::MAX` is `(uid_t)-1`, "no uid" to the
+/// kernel, so it is never one. Kubernetes writes uids as int64 (`runAsUser`): [`uid_from_kubernetes`]
+/// is the one conversion, where a pod is read.
+pub type Uid = u32;
+
+/// A Kubernetes `runAsUser` (int64) as a [`Uid`]; None when it names none (negative, `(uid_t)-1` or
+/// beyond the largest uid), so such a value reads as absent rather than as a wrapped-around uid.
+pub fn uid_from_kubernetes(run_as_user: i64) -> Option<Uid> {
+    Uid::try_from(run_as_user)
+        .ok()
+        .filter(|uid| *uid != Uid::MAX)
+}
+
 /// The uid Linkerd's proxy runs as.
-pub const DEFAULT_PROXY_UID: i64 = 2102;
+pub const DEFAULT_PROXY_UID: Uid = 2102;
 /// On OpenShift, the proxy uid is the namespace range's first uid plus this offset (Linkerd's uid, so
 /// `1000652102` reads as "the proxy" in a range starting at 1000650000).
-pub const DEFAULT_PROXY_UID_OFFSET: u64 = 2102;
+pub const DEFAULT_PROXY_UID_OFFSET: Uid = 2102;
 pub const DEFAULT_INBOUND_PROXY_PORT: u16 = 4143;
 pub const DEFAULT_OUTBOUND_PROXY_PORT: u16 = 4140;
 
@@ -91,6 +109,12 @@ pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 /// evicted (or tried) is left alone before it may be tried again.
 pub const DEFAULT_REPAIR_MAX_PER_MINUTE: u32 = 5;
 pub const DEFAULT_REPAIR_COOLDOWN: &str = "10m";
+/// `--resync`: how often the operator re-checks every namespace (a safety net; the watches act at once).
+pub const DEFAULT_RESYNC: &str = "5m";
+/// `--webhook-cert-check-interval`: how often the self-managed certificate is re-read and re-synced.
+pub const DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL: &str = "5m";
+/// `check --probe-timeout`: how long each webhook endpoint's TLS handshake may take.
+pub const DEFAULT_PROBE_TIMEOUT: &str = "5s";
 /// Exit code of Linkerd's `linkerd-network-validator` when the pod's traffic is not redirected (the
 /// CNI plugin did not run for it); Linkerd's own repair controller restarts such pods.
 pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
@@ -99,6 +123,8 @@ pub const VALIDATOR_FAILED_EXIT_CODE: i32 = 95;
 
 /// Where a pod's service-account token and cluster CA are mounted (`token`, `ca.crt`).
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The installer's `--resync`: its safety-net pass when no file change is seen.
+pub const DEFAULT_INSTALLER_RESYNC: &str = "5s";
 // The placeholders of Linkerd's `cni_network_config` template: `rules::cni_template`.
 
 // === The webhook ===
@@ -277,5 +303,24 @@ mod tests {
         assert_eq!(url_host("fd00:10:96::1"), "[fd00:10:96::1]");
         assert_eq!(url_host("::1"), "[::1]");
         assert_eq!(url_host("kubernetes.default.svc"), "kubernetes.default.svc");
+    }
+
+    /// The one boundary from Kubernetes' int64: every uid passes, anything else reads as none.
+    #[test]
+    fn kubernetes_uids() {
+        let cases = [
+            (0, Some(0)),
+            (2102, Some(2102)),
+            (1000652102, Some(1000652102)),
+            (i64::from(u32::MAX) - 1, Some(u32::MAX - 1)),
+            (i64::from(u32::MAX), None),
+            (i64::from(u32::MAX) + 1, None),
+            (-1, None),
+            (i64::MIN, None),
+            (i64::MAX, None),
+        ];
+        for (run_as_user, want) in cases {
+            assert_eq!(uid_from_kubernetes(run_as_user), want, "{run_as_user}");
+        }
     }
 }

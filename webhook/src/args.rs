@@ -1,7 +1,8 @@
 //! The webhook's command-line flags; the operator flattens them into its own CLI (global, so its
 //! subcommands read them too). Values the webhook would refuse at run time are refused here.
 
-use rules::decision::DecisionConfig;
+use rules::decision::{DecisionConfig, UidPolicy};
+use rules::namespaces::OurNad;
 
 /// Flags of the admission webhook (served by the operator process).
 #[derive(clap::Args, Clone, Debug)]
@@ -49,18 +50,14 @@ pub struct WebhookArgs {
     /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
     /// and not 0 (the app containers run as the range's first uid).
     #[arg(long, global = true, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID_OFFSET,
-          value_parser = clap::value_parser!(u64).range(1..u64::from(u32::MAX)))]
-    pub proxy_uid_offset: u64,
+          value_parser = clap::value_parser!(vocab::Uid).range(1..i64::from(vocab::Uid::MAX)))]
+    pub proxy_uid_offset: vocab::Uid,
 
-    /// Self-managed mode: how often (in seconds) to re-check the stored certificate, pick up one another
-    /// replica rotated, and re-sync the caBundle.
-    #[arg(
-        long,
-        global = true,
-        env = "WEBHOOK_CERT_CHECK_INTERVAL",
-        default_value_t = 300
-    )]
-    pub webhook_cert_check_interval: u64,
+    /// Self-managed mode: how often to re-check the stored certificate, pick up one another replica
+    /// rotated, and re-sync the caBundle: e.g. 5m (a bare number is seconds).
+    #[arg(long, global = true, env = "WEBHOOK_CERT_CHECK_INTERVAL", value_name = "DURATION",
+          default_value = vocab::DEFAULT_WEBHOOK_CERT_CHECK_INTERVAL, value_parser = vocab::duration::flag)]
+    pub webhook_cert_check_interval: std::time::Duration,
 
     /// Most connections the webhook holds open at once; at the limit further clients wait (in the
     /// kernel's accept backlog) until one closes. Idle connections, slow TLS handshakes and slow
@@ -88,20 +85,15 @@ impl WebhookArgs {
         <Only as clap::Parser>::try_parse_from(argv).map(|only| only.webhook)
     }
 
-    /// The decision's flags: these plus the three the operator shares with its controller. The one
+    /// The decision's flags: these, and the NAD the operator shares with its controller. The one
     /// place a [`DecisionConfig`] is made from flags.
-    pub fn decision_config(
-        &self,
-        linkerd_namespace: &str,
-        nad_name: &str,
-        nad_namespace: Option<&str>,
-    ) -> DecisionConfig {
+    pub fn decision_config(&self, nad: OurNad) -> DecisionConfig {
         DecisionConfig {
-            linkerd_namespace: linkerd_namespace.to_string(),
-            nad_name: nad_name.to_string(),
-            nad_namespace: nad_namespace.map(str::to_string),
-            uid_range_annotation: self.namespace_uid_range_annotation.clone(),
-            proxy_uid_offset: self.proxy_uid_offset,
+            nad,
+            uids: UidPolicy {
+                range_annotation: self.namespace_uid_range_annotation.clone(),
+                proxy_uid_offset: self.proxy_uid_offset,
+            },
         }
     }
 }
@@ -116,6 +108,7 @@ fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
 mod tests {
     use super::WebhookArgs;
     use rules::decision::DecisionConfig;
+    use rules::namespaces::{NadPlacement, OurNad};
 
     /// The defaults the helm chart and the Go operator's users rely on.
     #[test]
@@ -173,21 +166,25 @@ mod tests {
     fn decision_config_from_flags() {
         let cli = WebhookArgs::from_flags(None::<&str>).unwrap();
         assert_eq!(
-            cli.decision_config(vocab::DEFAULT_LINKERD_NAMESPACE, vocab::NAD_NAME, None),
+            cli.decision_config(OurNad::default()),
             DecisionConfig::default()
         );
         let cli =
             WebhookArgs::from_flags(["--proxy-uid-offset=9", "--namespace-uid-range-annotation=a"])
                 .unwrap();
-        let d = cli.decision_config("l", "n", Some("s"));
-        assert_eq!(d.nad_namespace.as_deref(), Some("s"));
-        assert_eq!(d.nad_reference(), "s/n");
+        let d = cli.decision_config(OurNad {
+            name: "n".into(),
+            linkerd_namespace: "l".into(),
+            placement: NadPlacement::Shared("s".into()),
+        });
+        assert_eq!(d.nad.shared(), Some("s"));
+        assert_eq!(d.nad.reference(), "s/n");
         assert_eq!(
             (
-                d.linkerd_namespace.as_str(),
-                d.nad_name.as_str(),
-                d.uid_range_annotation.as_str(),
-                d.proxy_uid_offset
+                d.nad.linkerd_namespace.as_str(),
+                d.nad.name.as_str(),
+                d.uids.range_annotation.as_str(),
+                d.uids.proxy_uid_offset
             ),
             ("l", "n", "a", 9)
         );

@@ -30,7 +30,6 @@ pub use server::{TlsListener, MAX_BODY_BYTES};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use prometheus_client::registry::Registry;
@@ -44,7 +43,7 @@ use crate::server::AppState;
 /// What the webhook needs beyond its own serving flags, handed over whole by the operator, which
 /// parses every flag once.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct WebhookSettings {
     /// Everything the pod patch depends on (built once by [`WebhookArgs::decision_config`]).
     pub decision: rules::decision::DecisionConfig,
     /// The namespace the operator runs in (where the self-managed certificate Secret lives).
@@ -66,7 +65,7 @@ impl Webhook {
     /// namespace cache.
     pub async fn new(
         args: WebhookArgs,
-        settings: Settings,
+        settings: WebhookSettings,
         client: kube::Client,
         registry: &mut Registry,
     ) -> Result<Self, Error> {
@@ -84,7 +83,7 @@ impl Webhook {
                     args.webhook_service_name.clone(),
                     settings.operator_namespace.clone(),
                 );
-                let interval = Duration::from_secs(args.webhook_cert_check_interval.max(1));
+                let interval = args.webhook_cert_check_interval;
                 let (manager, resolver) = SelfManaged::start(store, interval).await?;
                 let https = TlsListener::bind(addr, resolver, args.webhook_max_connections)?;
                 (https, Some(manager))

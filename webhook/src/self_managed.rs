@@ -14,6 +14,7 @@ use kube::core::ObjectMeta;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use vocab::report::Chain;
 
 use crate::cert_authority::{issue, renewal_reason, serving_names, Bundle, VALIDITY};
 use crate::tls::{certified_key_from_pem, SwapResolver};
@@ -92,7 +93,7 @@ impl SelfManaged {
             wait = match self.refresh().await {
                 Ok(()) => self.interval,
                 Err(error) => {
-                    tracing::warn!(%error, "self-managed webhook certificate check failed; retrying");
+                    tracing::warn!(error = %Chain(&error), "self-managed webhook certificate check failed; retrying");
                     RETRY
                 }
             };

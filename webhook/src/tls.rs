@@ -12,6 +12,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use vocab::report::Chain;
 
 use crate::Error;
 
@@ -119,7 +120,7 @@ impl FileResolver {
                     loaded.key = Arc::new(key);
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "TLS files changed but cannot be used; still serving the previous certificate");
+                    tracing::warn!(error = %Chain(&error), "TLS files changed but cannot be used; still serving the previous certificate");
                 }
             }
         }

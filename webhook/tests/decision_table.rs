@@ -101,7 +101,7 @@ fn w_outside(value: &str) -> &'static str {
 }
 
 /// Linkerd's templates: the proxy as 2102, the validator as 65534 (user and group).
-fn proxy_sc(uid: u64) -> Option<Value> {
+fn proxy_sc(uid: vocab::Uid) -> Option<Value> {
     Some(json!({ "runAsUser": uid, "runAsNonRoot": true, "readOnlyRootFilesystem": true }))
 }
 fn validator_sc() -> Option<Value> {

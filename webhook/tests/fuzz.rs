@@ -501,7 +501,7 @@ proptest! {
         // Where the webhook chose a uid inside the range, the containers agree with it.
         let Ok(range) = UidRange::parse(&range) else { return Ok(()) };
         let uid = patched["metadata"]["annotations"][vocab::PROXY_UID_ANNOTATION].as_str()
-            .and_then(|u| u.parse::<u64>().ok()).filter(|u| range.contains(*u));
+            .and_then(|u| u.parse::<vocab::Uid>().ok()).filter(|u| range.contains(*u));
         let Some(uid) = uid else { return Ok(()) };
         let pod = PodView::from_spec_json(patched.get("spec"));
         let sc_object = |list: &str, name: &str| patched["spec"][list].as_array().and_then(|l| {

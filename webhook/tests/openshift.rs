@@ -28,8 +28,8 @@ use support::cluster::*;
 use support::*;
 
 const RANGE: &str = "1000650000/10000";
-const FIRST: u64 = 1000650000;
-const PROXY_UID: u64 = FIRST + 2102;
+const FIRST: vocab::Uid = 1000650000;
+const PROXY_UID: vocab::Uid = FIRST + 2102;
 /// Pods with this label set to `off` are not checked by the SCC stand-in.
 const SCC_OPT_OUT: &str = "scc-stand-in";
 /// The configuration's name before it was renamed to run after Linkerd's injector (the chart's
@@ -70,7 +70,8 @@ fn sc<'a>(pod: &'a Value, list: &str, name: &str) -> &'a Value {
 }
 
 fn in_range(uid: &Value) -> bool {
-    uid.as_u64()
+    uid.as_i64()
+        .and_then(vocab::uid_from_kubernetes)
         .is_some_and(|u| (FIRST..FIRST + 10000).contains(&u))
 }
 
@@ -93,7 +94,12 @@ fn proxy_and_validator<'a>(pod: &'a Value, list: &str, order: &str) -> &'a Value
 /// Runs the built `linkerd-cni` on the stored pod `namespace/name` in a fresh netns and checks with
 /// real traffic that its rules exempt exactly `proxy_uid`: out of the pod as that uid goes straight to
 /// the host, as any of `redirected` lands on the outbound proxy port.
-fn rules_exempt_exactly(namespace: &str, name: &str, proxy_uid: u64, redirected: &[u64]) {
+fn rules_exempt_exactly(
+    namespace: &str,
+    name: &str,
+    proxy_uid: vocab::Uid,
+    redirected: &[vocab::Uid],
+) {
     let mut net = PodNetwork::new(&PluginSettings::new("1.0.0", "legacy"), namespace, name);
     net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
     let owners: Vec<String> = net
@@ -117,7 +123,7 @@ fn rules_exempt_exactly(namespace: &str, name: &str, proxy_uid: u64, redirected:
         || TcpListener::bind((gateway.as_str(), 9999)).ok(),
     );
     let _host = Answerer::start(host, "host");
-    let as_uid = |uid: u64| ask_as(&net.ns, u32::try_from(uid).unwrap(), &gateway, 9999);
+    let as_uid = |uid: vocab::Uid| ask_as(&net.ns, uid, &gateway, 9999);
     assert_eq!(as_uid(proxy_uid), "host", "the proxy's uid bypasses");
     for uid in redirected {
         assert_eq!(as_uid(*uid), "outbound-proxy", "uid {uid} is redirected");
@@ -467,7 +473,10 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
         "{order}: the app runs as the range's first uid, set by the SCC admission, not by us"
     );
     // The app (the range's first uid) and the validator are redirected; the proxy is not.
-    let validator_uid = v["runAsUser"].as_u64().unwrap();
+    let validator_uid = v["runAsUser"]
+        .as_i64()
+        .and_then(vocab::uid_from_kubernetes)
+        .unwrap();
     rules_exempt_exactly(range, "meshed", PROXY_UID, &[FIRST, validator_uid]);
 
     // 2. The user's proxy uid inside the range: kept, the proxy made to match.

@@ -238,7 +238,7 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
     let mut a = args(std::path::Path::new("/nonexistent"));
     a.webhook_cert_secret = Some("webhook-cert".into());
     a.webhook_config_name = Some(config_name.clone());
-    a.webhook_cert_check_interval = 1;
+    a.webhook_cert_check_interval = std::time::Duration::from_secs(1);
     let wh = Running::start(a, settings("linkerd", &operator_ns.name), kube.clone()).await;
     let secrets = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name);
     let first = secret_bundle(&secrets.get("webhook-cert").await.unwrap());

@@ -8,7 +8,7 @@ fn main() {
     let hostname = std::env::var("HOSTNAME").ok();
     let result = workload::parse_args(&args, hostname.as_deref()).and_then(workload::run);
     if let Err(e) = result {
-        eprintln!("linkerd-multus-test-workload: {e}");
+        eprintln!("linkerd-multus-test-workload: {}", vocab::report::chain(&e));
         std::process::exit(e.exit_code());
     }
 }

@@ -19,7 +19,7 @@ use super::server::allowed;
 /// The annotation asking Linkerd for the proxy as a native sidecar.
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "config.alpha.linkerd.io/proxy-enable-native-sidecar";
 /// The uid Linkerd's validator template hard-codes.
-pub const VALIDATOR_UID: u64 = 65534;
+pub const VALIDATOR_UID: vocab::Uid = 65534;
 
 /// The name of the configuration Linkerd's chart registers its injector under.
 pub const CONFIGURATION_NAME: &str = "linkerd-proxy-injector-webhook-config";
@@ -94,9 +94,9 @@ pub fn patch_with(pod: &Value, containers: &Containers) -> Vec<Value> {
     }
     let uid = annotations[vocab::PROXY_UID_ANNOTATION]
         .as_str()
-        .and_then(|u| u.parse::<u64>().ok())
-        .unwrap_or(vocab::DEFAULT_PROXY_UID as u64);
-    let restricted = |user: u64, group: Option<u64>| {
+        .and_then(|u| u.parse::<vocab::Uid>().ok())
+        .unwrap_or(vocab::DEFAULT_PROXY_UID);
+    let restricted = |user: vocab::Uid, group: Option<vocab::Uid>| {
         let mut sc = json!({
             "runAsUser": user,
             "runAsNonRoot": true,

@@ -3,6 +3,7 @@
 use clap::Parser;
 use linkerd_multus_operator::cli::Cli;
 use linkerd_multus_operator::config::Config;
+use vocab::report::Chain;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -11,7 +12,7 @@ async fn main() -> std::process::ExitCode {
     match linkerd_multus_operator::run(Config::from_cli(cli)).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "linkerd-multus-operator failed");
+            tracing::error!(error = %Chain(&e), "linkerd-multus-operator failed");
             std::process::ExitCode::FAILURE
         }
     }

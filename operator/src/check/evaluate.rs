@@ -17,7 +17,7 @@ use crate::desired::Existing;
 use crate::nad_config::{build_config, ConfigSource};
 use rules::attachment::uses_nad;
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
-use rules::namespaces::{want, want_nad, Want};
+use rules::namespaces::{want, Want};
 use rules::ownership::is_adoptable;
 use rules::sandbox;
 
@@ -153,7 +153,7 @@ pub struct SandboxFailure {
 
 /// The flags the verdicts depend on.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct CheckSettings {
     pub source: ConfigSource,
     pub decision: DecisionConfig,
     /// `--adopt-unowned-nads`.
@@ -161,7 +161,7 @@ pub struct Settings {
 }
 
 /// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook (and its order), pods.
-pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
+pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
     let config = build_config(seen.configmap.as_ref(), &s.source);
     vec![
         crd_verdict(&seen.crd),
@@ -172,7 +172,7 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
             ),
             Err(e) => Verdict::fail(
                 "cni-configmap",
-                e.to_string(),
+                vocab::report::chain(e),
                 "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
                  `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
                  Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \
@@ -192,12 +192,12 @@ pub fn evaluate(seen: &Observed, s: &Settings) -> Vec<Verdict> {
 
 /// The product's own failed sandboxes: pods of enabled namespaces that never started because Multus
 /// refused their NAD, the NAD is missing, or linkerd-cni failed.
-fn sandboxes_verdict(seen: &Observed, s: &Settings) -> Verdict {
+fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "sandboxes";
     let mut failing = Vec::new();
     let mut advice = Vec::new();
     for (pod, failure) in never_started(seen) {
-        let Some(cause) = sandbox::cause(&failure.message, &s.decision.nad_name) else {
+        let Some(cause) = sandbox::cause(&failure.message, &s.decision.nad.name) else {
             continue;
         };
         failing.push(format!(
@@ -269,7 +269,7 @@ fn live_pods(seen: &Observed) -> impl Iterator<Item = &ObjectMeta> {
 
 /// Pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose
 /// validator the range would reject.
-fn uids_verdict(seen: &Observed, s: &Settings) -> Verdict {
+fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "proxy-uids";
     let annotations = ns_annotations(seen);
     let mut wrong = Vec::new();
@@ -331,7 +331,7 @@ fn is_owned(nad: &NetworkAttachmentDefinition) -> bool {
     vocab::is_managed_by_us(nad.metadata.labels.as_ref())
 }
 
-fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict {
+fn nads_verdict(seen: &Observed, s: &CheckSettings, config: Option<&str>) -> Verdict {
     const CHECK: &str = "nads";
     let mut problems = Vec::new();
     let mut good = 0;
@@ -339,9 +339,8 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
         let name = ns_name(ns);
         let nad = nad_in(seen, name);
         let owned = nad.is_some_and(is_owned);
-        let shared = s.decision.nad_namespace.as_deref();
-        match (want_nad(ns, &s.decision.linkerd_namespace, shared), nad) {
-            (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad_name)),
+        match (s.decision.nad.want(ns), nad) {
+            (Want::Nad, None) => problems.push(format!("{name}: no NAD {}", s.decision.nad.name)),
             (Want::Nad, Some(_)) if !owned => {} // foreign: reported by its own check
             (Want::Nad, Some(n)) => match config {
                 Some(c) if n.spec.config.as_deref() != Some(c) => {
@@ -358,12 +357,12 @@ fn nads_verdict(seen: &Observed, s: &Settings, config: Option<&str>) -> Verdict 
         }
     }
     // The webhook attaches pods to the shared NAD whether or not its namespace exists.
-    if let Some(shared) = s.decision.nad_namespace.as_deref() {
+    if let Some(shared) = s.decision.nad.shared() {
         if !seen.namespaces.iter().any(|ns| ns_name(ns) == shared) {
             problems.push(format!(
                 "{shared}: the --nad-namespace namespace does not exist, so no NAD {} can be kept \
                  there and attached pods cannot start: create it",
-                s.decision.nad_reference()
+                s.decision.nad.reference()
             ));
         }
     }
@@ -387,7 +386,7 @@ fn users<'a>(
     seen: &'a Observed,
     namespace: &str,
     nad: &NetworkAttachmentDefinition,
-    s: &Settings,
+    s: &CheckSettings,
 ) -> Vec<&'a ObjectMeta> {
     let meta = &nad.metadata;
     let anywhere =
@@ -397,20 +396,19 @@ fn users<'a>(
         .filter(|p| anywhere || p.namespace.as_deref() == Some(namespace))
         .filter(|p| {
             let pod_ns = p.namespace.as_deref().unwrap_or_default();
-            uses_nad(p, &s.decision.nad_name, namespace, pod_ns)
+            uses_nad(p, &s.decision.nad.name, namespace, pod_ns)
         })
         .collect()
 }
 
-fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
+fn foreign_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "foreign-nads";
     // The controller's own rule: with --nad-namespace only that namespace holds a NAD to adopt.
-    let shared = s.decision.nad_namespace.as_deref();
     let wanted = |namespace: &str| {
         seen.namespaces
             .iter()
             .find(|ns| ns_name(ns) == namespace)
-            .is_some_and(|ns| want_nad(ns, &s.decision.linkerd_namespace, shared) == Want::Nad)
+            .is_some_and(|ns| s.decision.nad.want(ns) == Want::Nad)
     };
     let foreign: Vec<String> = seen
         .nads
@@ -428,7 +426,7 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
                     "{namespace}: {what}: --adopt-unowned-nads is on, the operator adopts it at its next \
                      reconcile (is it running?)"
                 ),
-                (true, false) => match shared {
+                (true, false) => match s.decision.nad.shared() {
                     Some(shared) => format!(
                         "{namespace}: {what}: not adopted, with --nad-namespace only {shared} holds a NAD"
                     ),
@@ -442,13 +440,13 @@ fn foreign_verdict(seen: &Observed, s: &Settings) -> Verdict {
             CHECK,
             format!(
                 "no NAD named {} belongs to someone else",
-                s.decision.nad_name
+                s.decision.nad.name
             ),
         );
     }
     Verdict::fail(
         CHECK,
-        format!("{} NAD(s) named {} were not created by the operator; it leaves them alone", foreign.len(), s.decision.nad_name),
+        format!("{} NAD(s) named {} were not created by the operator; it leaves them alone", foreign.len(), s.decision.nad.name),
         format!(
             "if they should be managed, delete them (the operator recreates them) or label them {}={}; \
              unowned linkerd-cni NADs (from linkerd-multus-attach-operator) are taken over by running the \
@@ -503,7 +501,7 @@ fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
 /// Linkerd's injector must run before this webhook where OpenShift's SCC admission runs: the API
 /// server reruns its built-in mutating plugins (SCC among them) after a webhook changed the pod and
 /// before reinvoking earlier webhooks, so the injector's uids are rejected before ours could move them.
-fn webhook_order_verdict(seen: &Observed, s: &Settings) -> Verdict {
+fn webhook_order_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "webhook-order";
     let names = |pick: fn(&WebhookConfiguration) -> bool| -> Vec<&str> {
         seen.webhook_configurations
@@ -549,12 +547,12 @@ fn webhook_order_verdict(seen: &Observed, s: &Settings) -> Verdict {
         return Verdict::pass(CHECK, after.join("; "));
     };
     let ranged = seen.namespaces.iter().any(|ns| {
-        want(ns, &s.decision.linkerd_namespace) == Want::Nad
+        want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad
             && ns
                 .metadata
                 .annotations
                 .as_ref()
-                .is_some_and(|a| a.contains_key(&s.decision.uid_range_annotation))
+                .is_some_and(|a| a.contains_key(&s.decision.uids.range_annotation))
     });
     if !seen.serves_scc && !ranged {
         return Verdict::pass(
@@ -617,7 +615,7 @@ fn ns_annotations(seen: &Observed) -> BTreeMap<&str, Option<&BTreeMap<String, St
         .collect()
 }
 
-fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
+fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "pods";
     let namespaces: BTreeMap<&str, &Namespace> =
         seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
@@ -631,7 +629,7 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
             continue;
         }
         let ns = namespaces.get(namespace).copied();
-        let wanted = ns.is_some_and(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad);
+        let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
         let problem = if wanted {
             let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
             pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
@@ -666,8 +664,8 @@ fn pods_verdict(seen: &Observed, s: &Settings) -> Verdict {
 /// A pod whose namespace opted out but which still lists our NAD, its namespace's or the shared one
 /// (so the operator keeps that NAD).
 fn opted_out_user(pod: &ObjectMeta, namespace: &str, cfg: &DecisionConfig) -> Option<String> {
-    let nad = &cfg.nad_name;
-    let shared = cfg.nad_namespace.as_deref();
+    let nad = &cfg.nad.name;
+    let shared = cfg.nad.shared();
     let uses = |nad_namespace: &str| uses_nad(pod, nad, nad_namespace, namespace);
     (uses(namespace) || shared.is_some_and(uses)).then(|| {
         format!(
@@ -688,32 +686,30 @@ pub fn pod_problem(
     ours: impl Fn(&str) -> bool,
 ) -> Option<String> {
     if lacks_attachment(pod, namespace, ns_annotations, cfg) {
-        if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad_name, namespace, ours) {
+        if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad.name, namespace, ours) {
             return Some(format!(
                 "attached to {kept}/{}, not {}: a NAD from before a --nad-namespace switch, kept only \
                  while pods list it: restart it to move it",
-                cfg.nad_name,
-                cfg.nad_reference()
+                cfg.nad.name,
+                cfg.nad.reference()
             ));
         }
         return Some(format!(
             "not attached to {} (no {} entry; created before its namespace was set up): restart it",
-            cfg.nad_reference(),
+            cfg.nad.reference(),
             vocab::NETWORKS_ANNOTATION
         ));
     }
     let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
     // The webhook never writes a uid that is not a number, so the pod's template (or another tool) did.
-    let Ok(uid_value) = uid.parse::<u32>() else {
+    let Ok(uid_value) = uid.parse::<vocab::Uid>() else {
         return Some(format!(
             "{} {uid:?} is not a uid: fix it in the workload's pod template (a restart keeps it)",
             vocab::PROXY_UID_ANNOTATION
         ));
     };
-    let range = UidRange::parse(ns_annotations?.get(&cfg.uid_range_annotation)?).ok()?;
-    let inside = u64::from(uid_value) >= u64::from(range.first)
-        && u64::from(uid_value) < u64::from(range.first) + u64::from(range.size);
-    (!inside).then(|| {
+    let range = UidRange::parse(ns_annotations?.get(&cfg.uids.range_annotation)?).ok()?;
+    (!range.contains(uid_value)).then(|| {
         format!(
             "proxy uid {uid} is outside the namespace's uid range {}/{}: restart it; if its pod \
              template sets {}, fix the value there",

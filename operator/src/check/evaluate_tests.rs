@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use rules::decision::DecisionConfig;
+use rules::namespaces::{NadPlacement, OurNad};
 use rules::pod::PodView;
 
 use super::*;
@@ -18,8 +19,8 @@ use crate::nad_config::{build_config, ConfigSource};
 
 const CNI_CONFIG: &str = r#"{"type":"linkerd-cni","linkerd":{"proxy-uid":2102}}"#;
 
-fn settings() -> Settings {
-    Settings {
+fn settings() -> CheckSettings {
+    CheckSettings {
         source: ConfigSource {
             namespace: "linkerd-cni".into(),
             configmap: "linkerd-cni-config".into(),
@@ -460,7 +461,7 @@ fn unowned_nads_name_the_adopt_flag() {
         n.metadata.labels = None;
         seen.nads.push(n);
     }
-    let adopting = Settings {
+    let adopting = CheckSettings {
         adopt_unowned: true,
         ..settings()
     };
@@ -497,10 +498,13 @@ fn shared_mode_promises_adoption_only_in_the_shared_namespace() {
         n.metadata.labels = None;
         seen.nads.push(n);
     }
-    let adopting_shared = Settings {
+    let adopting_shared = CheckSettings {
         adopt_unowned: true,
         decision: DecisionConfig {
-            nad_namespace: Some("shared".into()),
+            nad: OurNad {
+                placement: NadPlacement::Shared("shared".into()),
+                ..OurNad::default()
+            },
             ..DecisionConfig::default()
         },
         ..settings()
@@ -549,9 +553,12 @@ fn kept_nad_is_expected_only_while_used() {
 /// a pod of its namespace lists it; a pod elsewhere listing the (formerly) shared NAD keeps it.
 #[test]
 fn shared_nad_mode() {
-    let shared = Settings {
+    let shared = CheckSettings {
         decision: DecisionConfig {
-            nad_namespace: Some("shared".into()),
+            nad: OurNad {
+                placement: NadPlacement::Shared("shared".into()),
+                ..OurNad::default()
+            },
             ..DecisionConfig::default()
         },
         ..settings()

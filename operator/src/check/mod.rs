@@ -11,7 +11,7 @@ mod report;
 mod uids;
 
 pub use evaluate::{
-    evaluate, pod_problem, Observed, RepairEvent, SandboxFailure, Settings, Verdict,
+    evaluate, pod_problem, CheckSettings, Observed, RepairEvent, SandboxFailure, Verdict,
     WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
@@ -34,8 +34,8 @@ use rules::namespaces::{want, Want};
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]
-pub struct Config {
-    pub settings: Settings,
+pub struct CheckConfig {
+    pub settings: CheckSettings,
     pub output: OutputFormat,
     /// How long to wait for each webhook endpoint's TLS handshake.
     pub probe_timeout: Duration,
@@ -44,9 +44,9 @@ pub struct Config {
 /// Why `check` could not even look (as opposed to a check that failed).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("cannot build a Kubernetes client (is KUBECONFIG set, or are you in a pod?): {0}")]
+    #[error("cannot build a Kubernetes client (is KUBECONFIG set, or are you in a pod?)")]
     Client(#[source] kube::Error),
-    #[error("cannot {what} from the API server: {source}")]
+    #[error("cannot {what} from the API server")]
     Read {
         what: &'static str,
         #[source]
@@ -57,7 +57,7 @@ pub enum CheckError {
 /// Runs every check against the cluster of `client`; returns the verdicts.
 pub async fn check(
     client: &Client,
-    settings: &Settings,
+    settings: &CheckSettings,
     probe_timeout: Duration,
 ) -> Result<Vec<Verdict>, CheckError> {
     let observed = observe(client, settings, probe_timeout).await?;
@@ -65,7 +65,7 @@ pub async fn check(
 }
 
 /// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
-pub async fn run(config: &Config) -> Result<bool, CheckError> {
+pub async fn run(config: &CheckConfig) -> Result<bool, CheckError> {
     let client = Client::try_default().await.map_err(CheckError::Client)?;
     let verdicts = check(&client, &config.settings, config.probe_timeout).await?;
     let out = match config.output {
@@ -80,7 +80,11 @@ fn read(what: &'static str) -> impl FnOnce(kube::Error) -> CheckError {
     move |source| CheckError::Read { what, source }
 }
 
-async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Observed, CheckError> {
+async fn observe(
+    client: &Client,
+    s: &CheckSettings,
+    timeout: Duration,
+) -> Result<Observed, CheckError> {
     let crd_name = format!(
         "{}.{}",
         NetworkAttachmentDefinition::plural(&()),
@@ -106,7 +110,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     // Without the CRD there are no NADs to list; the CRD check already says so.
     let nads = if crd.is_ok() {
         let by_name =
-            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad_name));
+            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad.name));
         Api::<NetworkAttachmentDefinition>::all(client.clone())
             .list(&by_name)
             .await
@@ -120,7 +124,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
     // after an opt-out (its users are listed).
     let enabled: BTreeSet<&str> = namespaces
         .iter()
-        .filter(|ns| want(ns, &s.decision.linkerd_namespace) == Want::Nad)
+        .filter(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
         .chain(
             nads.iter()
@@ -154,7 +158,7 @@ async fn observe(client: &Client, s: &Settings, timeout: Duration) -> Result<Obs
                 .metadata
                 .annotations
                 .as_ref()
-                .is_some_and(|a| a.contains_key(&s.decision.uid_range_annotation))
+                .is_some_and(|a| a.contains_key(&s.decision.uids.range_annotation))
     });
     for ns in ranged {
         let name = ns.metadata.name.as_deref().unwrap_or_default();

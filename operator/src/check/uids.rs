@@ -19,18 +19,18 @@ pub fn uid_problems(
     cfg: &DecisionConfig,
 ) -> Vec<String> {
     let namespace = pod.namespace.as_deref().unwrap_or_default();
-    if vocab::is_linkerd_control_plane(namespace, &cfg.linkerd_namespace, pod.labels.as_ref()) {
+    if vocab::is_linkerd_control_plane(namespace, &cfg.nad.linkerd_namespace, pod.labels.as_ref()) {
         return Vec::new();
     }
     let Some(range) = ns_annotations
-        .and_then(|a| a.get(&cfg.uid_range_annotation))
+        .and_then(|a| a.get(&cfg.uids.range_annotation))
         .and_then(|r| UidRange::parse(r).ok())
     else {
         return Vec::new();
     };
     let annotation = |on: Option<&BTreeMap<String, String>>| {
         on.and_then(|a| a.get(vocab::PROXY_UID_ANNOTATION))
-            .and_then(|v| v.trim().parse::<u64>().ok())
+            .and_then(|v| v.trim().parse::<vocab::Uid>().ok())
     };
     let pod_annotation = annotation(pod.annotations.as_ref());
     let ns_annotation = annotation(ns_annotations);
@@ -98,7 +98,7 @@ mod tests {
         uid_problems(&meta, &view, Some(&ns), &DecisionConfig::default())
     }
 
-    fn spec(proxy: u64, validator: u64) -> serde_json::Value {
+    fn spec(proxy: vocab::Uid, validator: vocab::Uid) -> serde_json::Value {
         json!({
             "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": proxy } }],
             "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": validator } }],
@@ -109,7 +109,7 @@ mod tests {
     /// exempts (it reads the same [`PodView`]), so `check` judges that uid, not "no uid".
     #[test]
     fn a_pod_level_uid_is_the_proxys_and_the_validators() {
-        let pod_level = |uid: u64| {
+        let pod_level = |uid: vocab::Uid| {
             json!({
                 "securityContext": { "runAsUser": uid },
                 "containers": [{ "name": "linkerd-proxy" }],

@@ -72,7 +72,7 @@ fn desired_object(
     wanted: Desired<'_>,
     only_onto: Option<String>,
 ) -> Result<DynamicObject, Error> {
-    let nad_name = &ctx.settings.nad_name;
+    let nad_name = &ctx.settings.nad.name;
     let config = wanted.config.to_string();
     let nad = desired::desired_nad(namespace, nad_name, config, wanted.shared, only_onto);
     serde_json::to_value(nad)
@@ -95,7 +95,7 @@ async fn create(
     namespace: &str,
     desired: Desired<'_>,
 ) -> Result<Step, Error> {
-    let nad_name = &ctx.settings.nad_name;
+    let nad_name = &ctx.settings.nad.name;
     let nad = desired_object(ctx, namespace, desired, None)?;
     let params = PostParams {
         field_manager: Some(vocab::FIELD_MANAGER.to_string()),
@@ -127,7 +127,7 @@ async fn apply(
     desired: Desired<'_>,
     only_onto: Option<String>,
 ) -> Result<(), Error> {
-    let nad_name = &ctx.settings.nad_name;
+    let nad_name = &ctx.settings.nad.name;
     let nad = desired_object(ctx, namespace, desired, only_onto)?;
     let params = PatchParams::apply(vocab::FIELD_MANAGER).force();
     ctx.metrics.wrote("apply");
@@ -166,7 +166,7 @@ async fn write_failed(
         report::crd_missing(ctx, ns, &err, None).await;
         return err;
     }
-    let (namespace, name, source) = (namespace.to_string(), ctx.settings.nad_name.clone(), e);
+    let (namespace, name, source) = (namespace.to_string(), ctx.settings.nad.name.clone(), e);
     match write {
         Write::Create => Error::CreateNad {
             namespace,
@@ -183,7 +183,7 @@ async fn write_failed(
 
 /// Deletes our NAD, guarded by its uid so a foreign NAD recreated under the name survives.
 async fn delete(ctx: &Context, namespace: &str, uid: Option<String>) -> Result<(), Error> {
-    let nad_name = &ctx.settings.nad_name;
+    let nad_name = &ctx.settings.nad.name;
     let api = ctx.nad_api(namespace);
     let params = DeleteParams {
         preconditions: Some(Preconditions {

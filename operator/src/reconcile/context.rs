@@ -10,6 +10,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use rules::namespaces::OurNad;
 use tokio::sync::watch;
 
 use super::recent::RecentWrites;
@@ -21,11 +22,11 @@ use crate::metrics::Metrics;
 use crate::nad_cache::NadView;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
 
-/// What the controller was told by its flags.
+/// What every reconcile was told by the flags.
 #[derive(Clone, Debug)]
-pub struct Settings {
-    pub nad_name: String,
-    pub linkerd_namespace: String,
+pub struct ReconcileSettings {
+    /// The NAD kept, and where (`--nad-name`, `--linkerd-namespace`, `--nad-namespace`).
+    pub nad: OurNad,
     pub source: ConfigSource,
     /// The NAD kind as served (Multus' group, or a test copy's; see `--nad-api-group`).
     pub nad_resource: ApiResource,
@@ -35,15 +36,6 @@ pub struct Settings {
     pub concurrency: u16,
     /// `--adopt-unowned-nads`: take over unlabelled NADs of the linkerd-cni type.
     pub adopt_unowned: bool,
-    /// `--nad-namespace`: the one shared NAD lives there; None: one NAD per namespace.
-    pub nad_namespace: Option<String>,
-}
-
-impl Settings {
-    /// The shared NAD's namespace, if any.
-    pub fn shared(&self) -> Option<&str> {
-        self.nad_namespace.as_deref()
-    }
 }
 
 /// The NAD kind's `ApiResource`, in `group` (`None`: Multus' own).
@@ -77,7 +69,7 @@ impl Failures {
 /// Shared state of every reconciliation.
 pub struct Context {
     pub client: Client,
-    pub settings: Settings,
+    pub settings: ReconcileSettings,
     pub configmaps: Store<ConfigMap>,
     /// Never `configmaps.wait_until_ready()`: see `listed`.
     pub configmap_listed: Listed,
@@ -96,7 +88,7 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: Client,
-        settings: Settings,
+        settings: ReconcileSettings,
         (configmaps, configmap_listed): (Store<ConfigMap>, Listed),
         (nads, nads_listed): (Store<NadView>, Listed),
         events: Events,

@@ -30,7 +30,7 @@ fn cached(ctx: &Context, namespace: &str) -> Option<Option<Existing>> {
     if !ctx.health.nad_cache_trusted() {
         return None;
     }
-    let key = ObjectRef::new(&ctx.settings.nad_name).within(namespace);
+    let key = ObjectRef::new(&ctx.settings.nad.name).within(namespace);
     let seen = ctx.nads.get(&key);
     let ours = ctx
         .recent_writes
@@ -41,7 +41,7 @@ fn cached(ctx: &Context, namespace: &str) -> Option<Option<Existing>> {
 /// Reads the live NAD. Read untyped, so a foreign NAD of an unexpected shape is still recognised as
 /// foreign.
 pub async fn live(ctx: &Context, namespace: &str) -> Result<Option<Existing>, Error> {
-    let nad_name = &ctx.settings.nad_name;
+    let nad_name = &ctx.settings.nad.name;
     match ctx.nad_api(namespace).get(nad_name).await {
         Ok(obj) => {
             ctx.health.crd_served(true);
@@ -87,7 +87,7 @@ pub async fn users(ctx: &Context, namespace: &str, anywhere: bool) -> Result<Use
             },
             source,
         })?;
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     let mut names: Vec<String> = pods
         .items
         .iter()

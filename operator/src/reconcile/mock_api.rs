@@ -18,7 +18,9 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tower_test::mock;
 
-use super::{nad_resource, Context, Settings};
+use rules::namespaces::OurNad;
+
+use super::{nad_resource, Context, ReconcileSettings};
 use crate::events::Events;
 use crate::listed::listed;
 use crate::metrics::Metrics;
@@ -208,10 +210,12 @@ pub fn client(calls: Vec<Call>) -> (Client, MockApi) {
 }
 
 /// The settings of the tests: one NAD per namespace, named [`NAD`], of Multus' group.
-pub fn settings() -> Settings {
-    Settings {
-        nad_name: NAD.to_string(),
-        linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
+pub fn settings() -> ReconcileSettings {
+    ReconcileSettings {
+        nad: OurNad {
+            name: NAD.to_string(),
+            ..OurNad::default()
+        },
         source: ConfigSource {
             namespace: vocab::DEFAULT_CNI_NAMESPACE.to_string(),
             configmap: vocab::DEFAULT_CNI_CONFIGMAP.to_string(),
@@ -221,7 +225,6 @@ pub fn settings() -> Settings {
         resync: Duration::from_secs(300),
         concurrency: 1,
         adopt_unowned: false,
-        nad_namespace: None,
     }
 }
 

@@ -16,7 +16,7 @@ mod report;
 mod retry;
 
 pub use apply::Step;
-pub use context::{nad_resource, Context, Settings};
+pub use context::{nad_resource, Context, ReconcileSettings};
 pub use health::Health;
 pub use recent::RecentWrites;
 pub use retry::{backoff, error_policy};
@@ -30,7 +30,7 @@ use kube::ResourceExt;
 
 use crate::desired::{self, Desired, Existing, Plan, Users};
 use crate::error::Error;
-use rules::namespaces::{self, Want};
+use rules::namespaces::Want;
 
 /// kube-runtime never times a reconcile out; a request the apiserver never answers would otherwise
 /// stall this namespace until the client's 295 s read timeout.
@@ -56,7 +56,7 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
     // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
     let resync = Action::await_change();
-    let want = namespaces::want_nad(ns, &ctx.settings.linkerd_namespace, ctx.settings.shared());
+    let want = ctx.settings.nad.want(ns);
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
     }
@@ -131,7 +131,7 @@ async fn plan_and_carry_out(
     existing: Option<Existing>,
 ) -> Result<Step, Error> {
     let adopt = ctx.settings.adopt_unowned;
-    let shared_here = ctx.settings.shared() == Some(name);
+    let shared_here = ctx.settings.nad.shared() == Some(name);
     let desired = config.map(|c| Desired::new(c, shared_here, existing.as_ref()));
     let decide = |users: &Users| desired::plan(desired, existing.as_ref(), adopt, users);
     let mut plan = decide(&Users::NotLooked);

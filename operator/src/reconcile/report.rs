@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use vocab::report::Chain;
 
 use super::Context;
 use crate::error::Error;
@@ -22,8 +23,11 @@ pub fn outcome<T>(ctx: &Context, elapsed: Duration, result: &Result<T, Error>) {
 
 /// The CNI ConfigMap gives no NAD config: the existing NAD is kept, and the namespace says why.
 pub async fn config_unavailable(ctx: &Context, ns: &Namespace, name: &str, e: &NadConfigError) {
-    tracing::warn!(namespace = name, error = %e, "NAD config unavailable; existing NAD kept");
-    let note = format!("{e}. The existing NetworkAttachmentDefinition, if any, is kept unchanged.");
+    tracing::warn!(namespace = name, error = %Chain(e), "NAD config unavailable; existing NAD kept");
+    let note = format!(
+        "{}. The existing NetworkAttachmentDefinition, if any, is kept unchanged.",
+        Chain(e)
+    );
     ctx.events.warn(ns, e.event_reason(), note).await;
 }
 
@@ -39,7 +43,7 @@ pub async fn crd_missing(ctx: &Context, ns: &Namespace, err: &Error, consequence
 /// A NAD of our name that is not ours, where we want ours: never touched, counted and reported.
 pub async fn foreign_nad(ctx: &Context, ns: &Namespace, name: &str) {
     ctx.metrics.foreign_seen();
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::warn!(namespace = name, nad = %nad, "foreign NAD left untouched");
     let note = format!(
         "NetworkAttachmentDefinition {name}/{nad} exists without the label {}={}, so the operator \
@@ -53,7 +57,7 @@ pub async fn foreign_nad(ctx: &Context, ns: &Namespace, name: &str) {
 
 /// An unowned linkerd-cni NAD was taken over (`--adopt-unowned-nads`).
 pub async fn adopted(ctx: &Context, ns: &Namespace, name: &str) {
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::info!(namespace = name, nad = %nad, "unowned NAD adopted");
     let note = format!(
         "NetworkAttachmentDefinition {name}/{nad} had no {label} label and a linkerd-cni config \
@@ -95,7 +99,7 @@ pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) 
     if !ctx.in_use_reported.changed(name, pods) {
         return;
     }
-    let nad = &ctx.settings.nad_name;
+    let nad = &ctx.settings.nad.name;
     tracing::info!(namespace = name, nad = %nad, pods = pods.len(), "NAD kept: pods still use it");
     const SHOWN: usize = 10;
     let mut list = pods

@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
+use vocab::report::Chain;
 
 use super::Context;
 use crate::error::Error;
@@ -22,12 +23,12 @@ const MIN_BACKOFF: Duration = Duration::from_millis(500);
 pub fn error_policy(ns: Arc<Namespace>, err: &Error, ctx: Arc<Context>) -> Action {
     let name = ns.name_any();
     if err.is_invalid_input() {
-        tracing::warn!(namespace = %name, error = %err, "cannot reconcile until the input is fixed");
+        tracing::warn!(namespace = %name, error = %Chain(err), "cannot reconcile until the input is fixed");
         return Action::requeue(INVALID_INPUT_RETRY);
     }
     let attempt = ctx.failures.record(&name);
     let delay = backoff(attempt);
-    tracing::warn!(namespace = %name, error = %err, attempt, retry_in = ?delay, "reconcile failed");
+    tracing::warn!(namespace = %name, error = %Chain(err), attempt, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 

@@ -73,18 +73,18 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
     if !is_meshed(pod) {
         return Verdict::Skip(Skip::NotMeshed);
     }
-    let Some(ns) = namespace.filter(|ns| want(ns, &cfg.linkerd_namespace) == Want::Nad) else {
+    let Some(ns) = namespace.filter(|ns| want(ns, &cfg.nad.linkerd_namespace) == Want::Nad) else {
         return Verdict::Skip(Skip::NamespaceNotEnabled);
     };
     let ns_name = ns.metadata.name.as_deref().unwrap_or_default();
     let why = if lacks_attachment(meta, ns_name, ns.metadata.annotations.as_ref(), cfg) {
-        match listed_nad_of_ours(meta, &cfg.nad_name, ns_name, |_| true) {
+        match listed_nad_of_ours(meta, &cfg.nad.name, ns_name, |_| true) {
             Some(other) => Why::OnAnotherNad {
-                listed: format!("{other}/{}", cfg.nad_name),
+                listed: format!("{other}/{}", cfg.nad.name),
                 wanted: format!(
                     "{}/{}",
-                    cfg.nad_namespace.as_deref().unwrap_or(ns_name),
-                    cfg.nad_name
+                    cfg.nad.shared().unwrap_or(ns_name),
+                    cfg.nad.name
                 ),
             },
             None => Why::Unattached,

@@ -51,7 +51,7 @@ const ACTION: &str = "EvictPod";
 
 /// The repairer's configuration (`RepairArgs`, validated).
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct RepairSettings {
     pub decision: DecisionConfig,
     pub max_per_minute: u32,
     pub cooldown: Duration,
@@ -63,7 +63,7 @@ pub struct Repairer {
     client: Client,
     /// Sends the evictions ([`evict::eviction_client`]).
     evictions: Client,
-    settings: Settings,
+    settings: RepairSettings,
     /// The controller's namespace store: the same view of which namespaces are enabled.
     namespaces: Store<Namespace>,
     is_leader: watch::Receiver<bool>,
@@ -80,7 +80,7 @@ impl Repairer {
     pub fn new(
         client: Client,
         evictions: Client,
-        settings: Settings,
+        settings: RepairSettings,
         namespaces: Store<Namespace>,
         is_leader: watch::Receiver<bool>,
         identity: String,

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
-use linkerd_multus_webhook::{Settings, TlsListener, Webhook, WebhookArgs};
+use linkerd_multus_webhook::{TlsListener, Webhook, WebhookArgs, WebhookSettings};
 use rules::decision::DecisionConfig;
+use rules::namespaces::OurNad;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -42,10 +43,13 @@ pub fn args(dir: &Path) -> WebhookArgs {
     .expect("the test flags parse")
 }
 
-pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> Settings {
-    Settings {
+pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> WebhookSettings {
+    WebhookSettings {
         decision: DecisionConfig {
-            linkerd_namespace: linkerd_namespace.into(),
+            nad: OurNad {
+                linkerd_namespace: linkerd_namespace.into(),
+                ..OurNad::default()
+            },
             ..DecisionConfig::default()
         },
         operator_namespace: operator_namespace.into(),
@@ -62,7 +66,7 @@ pub struct Running {
 }
 
 impl Running {
-    pub async fn start(args: WebhookArgs, settings: Settings, client: kube::Client) -> Self {
+    pub async fn start(args: WebhookArgs, settings: WebhookSettings, client: kube::Client) -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
         let webhook = Webhook::new(args, settings, client, &mut registry)
             .await
