@@ -12,11 +12,13 @@
 //! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
 //! - [`decision`]: the webhook's whole pod patch.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
+//! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
 
 pub mod attachment;
 pub mod cni_template;
 pub mod containers;
 pub mod decision;
+pub mod multus_node;
 pub mod namespaces;
 pub mod networks;
 pub mod ownership;
