@@ -70,6 +70,39 @@ impl MultusConfig {
     }
 }
 
+/// What an installer found in its node's CNI config directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// The runtime's network config (`primary`, the first in byte order) is not Multus'; `None`: there
+    /// is none yet.
+    NoMultus { primary: Option<String> },
+    /// The runtime runs Multus, configured by `file`.
+    Multus { file: String, config: MultusConfig },
+    /// Nothing could be read; `file` when it was the primary config that could not.
+    Unreadable {
+        file: Option<String>,
+        reason: String,
+    },
+}
+
+impl Observation {
+    /// What the primary config `file` holds, from its bytes (or why they could not be read).
+    pub fn of_primary(file: String, bytes: Result<&[u8], String>) -> Self {
+        let unreadable = |reason: String| Self::Unreadable {
+            file: Some(file.clone()),
+            reason,
+        };
+        match bytes.map(read_config) {
+            Err(reason) => unreadable(reason),
+            Ok(Err(e)) => unreadable(format!("{file}: {e}")),
+            Ok(Ok(None)) => Self::NoMultus {
+                primary: Some(file),
+            },
+            Ok(Ok(Some(config))) => Self::Multus { file, config },
+        }
+    }
+}
+
 /// Why a node's Multus config cannot be read. Multus itself fails on all but the first two too.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MultusConfigError {
@@ -436,6 +469,42 @@ mod tests {
             .expect("is Multus");
         assert_eq!(c.isolation(), Isolation::Off);
         assert_eq!(c.global_namespaces, None);
+    }
+
+    /// The installer's observation of its primary file: Multus, not Multus, unreadable.
+    #[test]
+    fn observations_of_the_primary_file() {
+        let multus = br#"{"type":"multus","namespaceIsolation":true}"#;
+        let Observation::Multus { file, config } =
+            Observation::of_primary("00-multus.conf".into(), Ok(multus))
+        else {
+            panic!("not Multus")
+        };
+        assert_eq!(file, "00-multus.conf");
+        assert!(config.namespace_isolation);
+        assert_eq!(
+            Observation::of_primary("10-flannel.conflist".into(), Ok(br#"{"plugins":[]}"#)),
+            Observation::NoMultus {
+                primary: Some("10-flannel.conflist".into())
+            }
+        );
+        let Observation::Unreadable { file, reason } =
+            Observation::of_primary("00-multus.conf".into(), Ok(b"{oops"))
+        else {
+            panic!("not unreadable")
+        };
+        assert_eq!(file.as_deref(), Some("00-multus.conf"));
+        assert!(
+            reason.starts_with("00-multus.conf: it is not valid JSON"),
+            "{reason}"
+        );
+        assert_eq!(
+            Observation::of_primary("x.conf".into(), Err("permission denied".into())),
+            Observation::Unreadable {
+                file: Some("x.conf".into()),
+                reason: "permission denied".into()
+            }
+        );
     }
 
     /// Multus' default: unset or empty is `default` alone; a list replaces it, entries trimmed.
