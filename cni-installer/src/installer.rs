@@ -33,6 +33,9 @@ pub struct Installer {
     /// Identities of the source and installed binaries when they were last found equal: while both
     /// are unchanged, a pass does not re-read them (a debug build of the plugin is 150 MB).
     binary_verified: Option<(files::Identity, files::Identity)>,
+    /// The plugin's kubeconfig as the last pass rendered it, or why it could not: the installer's
+    /// own client (publishing the node's Multus) uses the same service account.
+    kubeconfig: Result<String, String>,
 }
 
 impl Installer {
@@ -41,7 +44,14 @@ impl Installer {
             settings,
             applied: None,
             binary_verified: None,
+            kubeconfig: Err("no pass has run yet".into()),
         }
+    }
+
+    /// The plugin's kubeconfig as the last pass rendered it (the service account's token and CA,
+    /// the apiserver's address), or why it could not.
+    pub fn kubeconfig(&self) -> Result<String, String> {
+        self.kubeconfig.clone()
     }
 
     pub fn settings(&self) -> &Settings {
@@ -55,6 +65,9 @@ impl Installer {
         let mut report = Report::default();
         let binary = self.ensure_binary();
         let kubeconfig = self.ensure_kubeconfig();
+        if let Err(e) = &kubeconfig {
+            self.kubeconfig = Err(e.to_string());
+        }
         let ready = binary.is_ok() && kubeconfig.is_ok();
         for step in [binary, kubeconfig] {
             match step {
@@ -163,7 +176,7 @@ impl Installer {
         )))
     }
 
-    fn ensure_kubeconfig(&self) -> Result<Option<String>, InstallError> {
+    fn ensure_kubeconfig(&mut self) -> Result<Option<String>, InstallError> {
         let s = &self.settings;
         let read_sa = |name: &str| {
             let path = s.service_account_dir.join(name);
@@ -179,6 +192,8 @@ impl Installer {
         let ca = read_sa("ca.crt")?;
         let (host, port) = self.service_address()?;
         let text = kubeconfig::render(&kubeconfig::server_url(host, port), &token, &ca);
+        self.kubeconfig = Ok(text.clone());
+        let s = &self.settings;
         let path = s.net_dir.join(&s.kubeconfig_name);
         let reason = match files::read_optional(&path) {
             Ok(Some(current)) if current == text.as_bytes() => {

@@ -1,10 +1,12 @@
 //! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
 //! change (inotify via `notify`), a pass every `--resync-seconds` as a safety net for missed events,
-//! and the uninstall on SIGTERM/SIGINT.
+//! and the uninstall on SIGTERM/SIGINT. After each pass the node's Multus is read again and handed to
+//! the publisher ([`crate::publish`]), which writes it when it changed.
 
 use crate::args::{Args, Settings};
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
+use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::PathBuf;
@@ -60,6 +62,9 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         settings.service_account_dir.clone(),
     ];
     let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
+    let observe = (settings.net_dir.clone(), settings.kubeconfig_name.clone());
+    let publish = settings.publish.clone();
+    let net_dir_on_node = settings.net_dir_on_node.clone();
     let mut installer = Installer::new(settings);
     if once {
         let report = installer.pass();
@@ -77,6 +82,13 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(InstallError::Runtime)?;
     let (tx, mut events) = mpsc::unbounded_channel::<()>();
     let mut watch = DirWatch::new(tx, watched);
+    let publisher = match publish {
+        Some(publish) => Some(Publisher::spawn(publish, net_dir_on_node)),
+        None => {
+            tracing::info!("no --node-name (NODE_NAME): the node's Multus is not published");
+            None
+        }
+    };
 
     let mut last_errors = Vec::new();
     let mut tick = tokio::time::interval(resync);
@@ -89,6 +101,13 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         let report = installer.pass();
         log_report(&report, &mut last_errors, true);
         status_file.publish(&Status::of(&report));
+        // The net dir is re-read on every change and resync: the node's Multus as of now.
+        if let Some(publisher) = &publisher {
+            publisher.offer(
+                crate::multus::observe(&observe.0, &observe.1),
+                installer.kubeconfig(),
+            );
+        }
         if std::mem::take(&mut first) {
             tracing::info!(every = ?resync, "first pass done; watching for changes");
         }

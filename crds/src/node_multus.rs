@@ -7,6 +7,7 @@
 //! one resource.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ApiResource;
 use kube::CustomResource;
 use rules::multus_node::{self, Isolation, Observation};
 use schemars::JsonSchema;
@@ -14,6 +15,17 @@ use serde::{Deserialize, Serialize};
 
 /// Where `crdgen` writes the NodeMultus CRD, relative to the crate's directory.
 pub const CRD_FILE: &str = "node-multus.yaml";
+
+/// The NodeMultus kind's `ApiResource`, in `group` (`None`: its own). Tests move it to a group of
+/// their own, so what they publish is seen by no other test.
+pub fn api_resource(group: Option<&str>) -> ApiResource {
+    let mut resource = ApiResource::erase::<NodeMultus>(&());
+    if let Some(group) = group {
+        resource.api_version = format!("{group}/{}", resource.version);
+        resource.group = group.to_string();
+    }
+    resource
+}
 
 /// What one node's Multus allows, as its linkerd-cni installer read it from the node's CNI config.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

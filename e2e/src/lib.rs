@@ -25,7 +25,8 @@
 //! containerd, the project's images).
 //!
 //! [`operator_process::OperatorProcess`]: the operator binary as a child process (scenarios, drills,
-//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event.
+//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event. [`node_multus`]: the
+//! NodeMultus kind in a test's own API group.
 
 pub mod admission;
 pub mod chart;
@@ -38,6 +39,7 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod node_multus;
 pub mod operator_process;
 pub mod pod_network;
 mod port;

@@ -559,7 +559,14 @@ mod tests {
     #[test]
     fn placement_table() {
         let isolating = |g: Option<&str>| isolation(true, g);
-        let cases: Vec<(Option<&str>, Vec<NodeIsolation>, Option<&str>, Vec<&str>)> = vec![
+        // (--nad-namespace, the nodes, the shared namespace used, the nodes refusing it)
+        type Case<'a> = (
+            Option<&'a str>,
+            Vec<NodeIsolation>,
+            Option<&'a str>,
+            Vec<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
             (None, vec![node("a", isolating(None))], None, vec![]),
             (Some("nad-home"), vec![], Some("nad-home"), vec![]),
             (
