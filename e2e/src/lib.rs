@@ -56,8 +56,8 @@ pub use namespace::TestNamespace;
 pub use port::free_port;
 pub use testbed::{
     apply_nad_crd, binary, client, client_as_service_account, client_from, ensure_nad_crd,
-    kubeconfig_path, kubectl, kubectl_ok, kubectl_ok_with, kubectl_with, testbed_dir,
-    workspace_root, DedicatedTestbed,
+    ensure_node_multus_crd, kubeconfig_path, kubectl, kubectl_ok, kubectl_ok_with, kubectl_with,
+    testbed_dir, workspace_root, DedicatedTestbed,
 };
 pub use wait::{
     eventually, eventually_within, wait_for, wait_for_explained, wait_for_within, DEADLINE,
