@@ -122,6 +122,11 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
+    /// API group of the NodeMultus kind (default: linkerd-multus.io). Tests point it at a CRD copy
+    /// of their own, so the NodeMultus objects they write reach no other test's operator.
+    #[arg(long, global = true, env = "NODE_MULTUS_API_GROUP", hide = true)]
+    pub node_multus_api_group: Option<String>,
+
     /// Seconds between periodic re-checks of every namespace (a safety net: the watches act at once;
     /// a re-check that finds nothing to change sends no write).
     #[arg(long, global = true, env = "RESYNC_SECONDS", default_value_t = 300)]

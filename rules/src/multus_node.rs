@@ -13,7 +13,11 @@
 //! mounted only into the daemon) with both isolation keys copied; at each request the daemon lays
 //! its daemon config over the shim's, so that file, not the node's, has the last word.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
+
+use crate::decision::DecisionConfig;
 
 /// The namespace Multus allows across namespaces when `globalNamespaces` is unset or empty.
 pub const DEFAULT_GLOBAL_NAMESPACE: &str = "default";
@@ -333,6 +337,19 @@ impl Placement {
         ))
     }
 
+    /// `cfg` attaching pods where this placement says (borrowed when it already does): the one
+    /// place the webhook and the repairer take the decided namespace instead of the flag.
+    pub fn decision<'a>(&self, cfg: &'a DecisionConfig) -> Cow<'a, DecisionConfig> {
+        if cfg.nad_namespace == self.shared {
+            Cow::Borrowed(cfg)
+        } else {
+            Cow::Owned(DecisionConfig {
+                nad_namespace: self.shared.clone(),
+                ..cfg.clone()
+            })
+        }
+    }
+
     /// How to fix a refusal.
     pub fn fix(&self) -> String {
         let configured = self.configured.as_deref().unwrap_or_default();
@@ -624,6 +641,25 @@ mod tests {
             assert_eq!(p.refused(), !refused.is_empty());
             assert_eq!(p.refusal().is_some(), !refused.is_empty());
         }
+    }
+
+    /// The webhook and the repairer attach where the placement says, not where the flag does.
+    #[test]
+    fn decision_follows_the_placement() {
+        let cfg = DecisionConfig {
+            nad_namespace: Some("nad-home".into()),
+            ..DecisionConfig::default()
+        };
+        let refused = placement(Some("nad-home"), &[node("a", isolation(true, None))]);
+        let placed = refused.decision(&cfg);
+        assert!(matches!(placed, Cow::Owned(_)));
+        assert_eq!(placed.nad_namespace, None);
+        assert_eq!(placed.nad_reference(), "linkerd-cni");
+        assert_eq!(placed.proxy_uid_offset, cfg.proxy_uid_offset);
+        let allowed = placement(Some("nad-home"), &[node("a", Isolation::Off)]);
+        let placed = allowed.decision(&cfg);
+        assert!(matches!(placed, Cow::Borrowed(_)));
+        assert_eq!(placed.nad_reference(), "nad-home/linkerd-cni");
     }
 
     /// The message names the nodes, and the fix names what every isolating node allows.

@@ -222,6 +222,7 @@ pub fn settings() -> Settings {
         concurrency: 1,
         adopt_unowned: false,
         nad_namespace: None,
+        node_multus_resource: linkerd_multus_crds::node_multus::api_resource(None),
     }
 }
 
