@@ -18,7 +18,7 @@ pub enum Config {
     /// Run the operator: the controller and the webhook.
     Run(Box<RunConfig>),
     /// `check`, then exit.
-    Check(check::Config),
+    Check(Box<check::Config>),
 }
 
 /// The operator's parts, configured.
@@ -64,15 +64,16 @@ impl Config {
             run.shared_nad_namespace(),
         );
         match command {
-            Some(Command::Check(args)) => Self::Check(check::Config {
+            Some(Command::Check(args)) => Self::Check(Box::new(check::Config {
                 settings: check::Settings {
                     source: config_source(&run),
                     decision,
                     adopt_unowned: run.adopt_unowned_nads,
+                    node_multus_group: run.node_multus_api_group.clone(),
                 },
                 output: args.output,
                 probe_timeout: Duration::from_secs(args.probe_timeout_seconds),
-            }),
+            })),
             None => {
                 // Read once: it may come from the service account's file.
                 let operator_namespace = run.operator_namespace();
@@ -111,6 +112,9 @@ fn controller(run: &RunArgs, operator_namespace: &str) -> ControllerConfig {
             concurrency: run.max_concurrent_reconciles,
             adopt_unowned: run.adopt_unowned_nads,
             nad_namespace: run.shared_nad_namespace().map(str::to_string),
+            node_multus_resource: linkerd_multus_crds::node_multus::api_resource(
+                run.node_multus_api_group.as_deref(),
+            ),
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),
