@@ -71,14 +71,17 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
             Err(e) => {
                 let was_failing = failing.swap(true, Ordering::Relaxed);
                 if !was_failing {
-                    let missing = watch_api_missing(e);
-                    tracing::warn!(
-                        error = %e,
-                        kind = %kind,
-                        "watching NodeMultus failed{}; until it works --nad-namespace alone decides \
-                         where pods are attached from; retrying",
-                        if missing { " (CRD not installed?)" } else { "" }
-                    );
+                    let missing = if watch_api_missing(e) {
+                        " (CRD not installed?)"
+                    } else {
+                        ""
+                    };
+                    let meanwhile = if listed_once {
+                        "the nodes' Multus as last listed decides"
+                    } else {
+                        "--nad-namespace alone decides where pods are attached from"
+                    };
+                    tracing::warn!(error = %e, kind = %kind, "watching NodeMultus failed{missing}; until it works {meanwhile}; retrying");
                 }
                 // Nothing waits for a watch that cannot list.
                 mark.mark();
