@@ -117,16 +117,39 @@ pub struct Args {
     /// (the DaemonSet's readiness probe), else print why and exit 1.
     #[arg(long, requires = "ready_file", conflicts_with = "once")]
     pub ready_check: bool,
+
+    /// This node's name (the DaemonSet sets it from spec.nodeName): the installer publishes what the
+    /// node's Multus allows as the NodeMultus object of this name. Unset: nothing is published.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// This installer pod's name, named in the NodeMultus it publishes.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// This installer pod's namespace, named in the NodeMultus it publishes.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+
+    /// API group of the NodeMultus kind (default: linkerd-multus.io). Tests point it at a CRD copy of
+    /// their own, so what they publish is seen by no other test's operator.
+    #[arg(long, env = "NODE_MULTUS_API_GROUP", hide = true)]
+    pub node_multus_api_group: Option<String>,
 }
 
+/// Where and as whom the installer publishes its node's Multus.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Publish {
+    pub node_name: String,
+    /// `<namespace>/<name>` of this installer pod, when known.
+    pub installer_pod: Option<String>,
+    /// `--node-multus-api-group`; None: the CRD's own.
+    pub api_group: Option<String>,
+}
+
+/// The apiserver issues no token for less than [`credential::MIN_LIFETIME`].
 fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
-    if d < credential::MIN_LIFETIME {
-        return Err(format!(
-            "{text:?}: the apiserver issues no token for less than 10m"
-        ));
-    }
-    Ok(d)
+    vocab::duration::parse_at_least(text, credential::MIN_LIFETIME)
 }
 
 /// Where the network config template comes from.
@@ -160,6 +183,10 @@ pub struct Settings {
     pub resync: Duration,
     pub ready_file: Option<PathBuf>,
     pub plugin_credential: credential::Source,
+    /// The net dir as the node sees it (what the NodeMultus names).
+    pub net_dir_on_node: String,
+    /// Publishing the node's Multus: None without `--node-name`.
+    pub publish: Option<Publish>,
 }
 
 impl Settings {
@@ -202,8 +229,24 @@ impl Settings {
             (None, Some(text)) if !text.trim().is_empty() => TemplateSource::Text(text.clone()),
             _ => TemplateSource::Default,
         };
+        let installer_pod = match (&args.pod_namespace, &args.pod_name) {
+            (Some(ns), Some(name)) => Some(format!("{ns}/{name}")),
+            (None, Some(name)) => Some(name.clone()),
+            _ => None,
+        };
+        let publish = args
+            .node_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .map(|node_name| Publish {
+                node_name,
+                installer_pod,
+                api_group: args.node_multus_api_group.clone(),
+            });
         Settings {
             net_dir: under_prefix(&args.dest_cni_net_dir),
+            net_dir_on_node: args.dest_cni_net_dir.to_string_lossy().into_owned(),
+            publish,
             bin_dir: under_prefix(&args.dest_cni_bin_dir),
             kubeconfig_node_path: args
                 .dest_cni_net_dir
@@ -321,6 +364,38 @@ mod tests {
         );
         assert_eq!(s.template, TemplateSource::Text("{\"type\":1}".into()));
         assert!(Args::try_parse_from(["x", "--chain-mode", "prepend"]).is_err());
+    }
+
+    /// The node's name turns publishing on; the pod's name and namespace are named in what it publishes.
+    #[test]
+    fn node_name_turns_publishing_on() {
+        let s = Settings::resolve(parse(&[]), |_| None, None);
+        assert_eq!(s.publish, None);
+        assert_eq!(s.net_dir_on_node, DEFAULT_CNI_NET_DIR);
+        let s = Settings::resolve(parse(&["--node-name", ""]), |_| None, None);
+        assert_eq!(s.publish, None, "an empty NODE_NAME publishes nothing");
+        let s = Settings::resolve(
+            parse(&[
+                "--node-name=n1",
+                "--pod-name=cni-abc",
+                "--pod-namespace=linkerd-cni",
+                "--host-prefix=/host",
+            ]),
+            |_| None,
+            None,
+        );
+        assert_eq!(
+            s.publish,
+            Some(Publish {
+                node_name: "n1".into(),
+                installer_pod: Some("linkerd-cni/cni-abc".into()),
+                api_group: None,
+            })
+        );
+        assert_eq!(
+            s.net_dir_on_node, DEFAULT_CNI_NET_DIR,
+            "as the node sees it"
+        );
     }
 
     #[test]

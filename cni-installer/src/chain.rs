@@ -48,7 +48,10 @@ pub enum ChainError {
 }
 
 /// The `type` of Multus's own plugin: the thin plugin and the thick plugin's shim.
-pub const MULTUS_TYPES: [&str; 2] = ["multus", "multus-shim"];
+pub const MULTUS_TYPES: [&str; 2] = [
+    rules::multus_node::THIN_TYPE,
+    rules::multus_node::THICK_TYPE,
+];
 
 /// The Multus type `existing` runs when it is Multus's own config: a single-plugin file of that type,
 /// or a list holding it (what an earlier append made of one). Appending to it would turn Multus's

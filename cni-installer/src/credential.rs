@@ -80,21 +80,30 @@ pub fn settle(
     }
 }
 
+/// The installer's own kubeconfig, in memory: the in-cluster address, the CA and the token file of
+/// `--service-account-dir` (re-read as the kubelet rotates it).
+pub fn installer_kubeconfig(settings: &Settings) -> Result<String, InstallError> {
+    let ca = read_service_account(settings, "ca.crt")?;
+    let (host, port) = settings.service_address()?;
+    Ok(kubeconfig::render_token_file(
+        &kubeconfig::server_url(host, port),
+        &settings.service_account_dir.join("token"),
+        &ca,
+    ))
+}
+
+fn read_service_account(settings: &Settings, name: &str) -> Result<Vec<u8>, InstallError> {
+    let path = settings.service_account_dir.join(name);
+    std::fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
+}
+
 /// The installer's own client: the in-cluster address, the CA and the rotating token of
 /// `--service-account-dir`, and the namespace named there.
 pub async fn installer_client(settings: &Settings) -> Result<(kube::Client, String), InstallError> {
-    let dir = &settings.service_account_dir;
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
-    };
-    let ca = read("ca.crt")?;
-    let namespace = String::from_utf8_lossy(&read("namespace")?)
+    let namespace = String::from_utf8_lossy(&read_service_account(settings, "namespace")?)
         .trim()
         .to_string();
-    let (host, port) = settings.service_address()?;
-    let text =
-        kubeconfig::render_token_file(&kubeconfig::server_url(host, port), &dir.join("token"), &ca);
+    let text = installer_kubeconfig(settings)?;
     let boxed = |e: kube::config::KubeconfigError| InstallError::ApiClient(Box::new(e));
     let parsed = kube::config::Kubeconfig::from_yaml(&text).map_err(boxed)?;
     let config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
@@ -182,7 +191,9 @@ impl Keeper {
                     if let Ok(new) = &issued {
                         tracing::info!(
                             service_account = %format!("{namespace}/{}", self.service_account),
-                            expires_at = %humantime::format_rfc3339_seconds(new.expires_at),
+                            expires_at = %k8s_openapi::jiff::Timestamp::try_from(new.expires_at)
+                                .map(|t| t.to_string())
+                                .unwrap_or_default(),
                             "obtained the plugin's token (bound to no pod)"
                         );
                     }

@@ -181,7 +181,7 @@ impl Installer {
         )))
     }
 
-    fn ensure_kubeconfig(&self) -> Result<Option<String>, InstallError> {
+    fn ensure_kubeconfig(&mut self) -> Result<Option<String>, InstallError> {
         let s = &self.settings;
         let read_sa = |name: &str| {
             let path = s.service_account_dir.join(name);
@@ -208,6 +208,7 @@ impl Installer {
         let ca = read_sa("ca.crt")?;
         let (host, port) = s.service_address()?;
         let text = kubeconfig::render(&kubeconfig::server_url(host, port), &token, &ca);
+        let s = &self.settings;
         let path = s.net_dir.join(&s.kubeconfig_name);
         let reason = match files::read_optional(&path) {
             Ok(Some(current)) if current == text.as_bytes() => {

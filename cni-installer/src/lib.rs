@@ -6,7 +6,9 @@
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
 //! remove the entry), [`kubeconfig`], [`revert`], [`ready`] (the readiness probe's verdict), and
 //! Linkerd's config template through [`rules::cni_template`]. The I/O shell: [`files`] (atomic
-//! writes), [`installer`] (one pass), [`run`] (watch loop and signals).
+//! writes), [`installer`] (one pass), [`multus`] (the node's Multus, read through
+//! [`rules::multus_node`]), [`publish`] (it, as the node's NodeMultus), [`run`] (watch loop and
+//! signals).
 
 pub mod args;
 pub mod chain;
@@ -15,7 +17,9 @@ pub mod error;
 pub mod files;
 pub mod installer;
 pub mod kubeconfig;
+pub mod multus;
 pub mod primary;
+pub mod publish;
 pub mod ready;
 pub mod revert;
 pub mod run;

@@ -1,11 +1,13 @@
 //! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
 //! change (inotify via `notify`), a pass every `--resync` as a safety net for missed events,
-//! and the uninstall on SIGTERM/SIGINT.
+//! and the uninstall on SIGTERM/SIGINT. After each pass the node's Multus is read again and handed to
+//! the publisher ([`crate::publish`]), which writes it when it changed.
 
 use crate::args::{Args, Settings};
 use crate::credential;
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
+use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::PathBuf;
@@ -62,6 +64,9 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     ];
     let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
     let mut keeper = credential::Keeper::new(&settings.plugin_credential);
+    let observe = (settings.net_dir.clone(), settings.kubeconfig_name.clone());
+    let publish = settings.publish.clone();
+    let net_dir_on_node = settings.net_dir_on_node.clone();
     let mut installer = Installer::new(settings);
     if once {
         let report = pass(&mut installer, keeper.as_mut()).await;
@@ -79,6 +84,13 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(InstallError::Runtime)?;
     let (tx, mut events) = mpsc::unbounded_channel::<()>();
     let mut watch = DirWatch::new(tx, watched);
+    let publisher = match publish {
+        Some(publish) => Some(Publisher::spawn(publish, net_dir_on_node)),
+        None => {
+            tracing::info!("no --node-name (NODE_NAME): the node's Multus is not published");
+            None
+        }
+    };
 
     let mut last_errors = Vec::new();
     let mut tick = tokio::time::interval(resync);
@@ -91,6 +103,14 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         let report = pass(&mut installer, keeper.as_mut()).await;
         log_report(&report, &mut last_errors, true);
         status_file.publish(&Status::of(&report));
+        // The net dir is re-read on every change and resync: the node's Multus as of now.
+        if let Some(publisher) = &publisher {
+            publisher.offer(
+                crate::multus::observe(&observe.0, &observe.1),
+                credential::installer_kubeconfig(installer.settings())
+                    .map_err(|e| vocab::report::chain(&e)),
+            );
+        }
         if std::mem::take(&mut first) {
             tracing::info!(every = ?resync, "first pass done; watching for changes");
         }

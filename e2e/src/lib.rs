@@ -25,7 +25,8 @@
 //! containerd, the project's images).
 //!
 //! [`operator_process::OperatorProcess`]: the operator binary as a child process (scenarios, drills,
-//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event.
+//! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event. [`node_multus`]: the
+//! NodeMultus kind in a test's own API group.
 //!
 //! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
 //! `e2e/test-all` lists them at the end).
@@ -43,6 +44,7 @@ pub mod multus;
 mod namespace;
 pub mod netns;
 pub mod node;
+pub mod node_multus;
 pub mod not_run;
 pub mod operator_process;
 pub mod pod_network;
@@ -61,8 +63,8 @@ pub use not_run::not_run;
 pub use port::free_port;
 pub use testbed::{
     apply_nad_crd, binary, client, client_as_service_account, client_from, ensure_nad_crd,
-    kubeconfig_path, kubectl, kubectl_ok, kubectl_ok_with, kubectl_with, testbed_dir,
-    workspace_root, DedicatedTestbed,
+    ensure_node_multus_crd, kubeconfig_path, kubectl, kubectl_ok, kubectl_ok_with, kubectl_with,
+    testbed_dir, workspace_root, DedicatedTestbed,
 };
 pub use wait::{
     eventually, eventually_within, wait_for, wait_for_explained, wait_for_within, DEADLINE,

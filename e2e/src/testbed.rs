@@ -280,6 +280,32 @@ pub fn ensure_nad_crd() {
     CRD.get_or_init(|| apply_nad_crd(&kubeconfig_path()));
 }
 
+/// Creates the chart's NodeMultus CRD on the control plane of `kubeconfig` unless it exists, and waits
+/// until it is served. Installs of the chart beside each other on one apiserver call this first: the
+/// chart then leaves the CRD alone (it renders it only when absent, or its own), where two releases
+/// finding it absent at once would both render it and the second would fail on helm's ownership check.
+pub fn ensure_node_multus_crd(kubeconfig: &Path) {
+    let crd = workspace_root().join("crds/node-multus.yaml");
+    let out = kubectl_with(
+        kubeconfig,
+        &["create", "-f", crd.to_str().expect("UTF-8 path")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() || stderr.contains("AlreadyExists"),
+        "kubectl create -f crds/node-multus.yaml: {stderr}"
+    );
+    kubectl_ok_with(
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/nodemultuses.linkerd-multus.io",
+            "--timeout=30s",
+        ],
+    );
+}
+
 /// Applies Multus' NAD CRD to the control plane of `kubeconfig` and waits until it is served.
 pub fn apply_nad_crd(kubeconfig: &Path) {
     let crd = workspace_root().join("crds/network-attachment-definition.yaml");

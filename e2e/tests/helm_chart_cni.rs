@@ -79,8 +79,9 @@ fn cni_common_and_pod_labels() {
         cni_objects += usize::from(is_cni);
     }
     assert_eq!(
-        cni_objects, 8,
-        "ServiceAccounts (installer, plugin), Role(Binding) for the plugin's token, ClusterRole(Binding), DaemonSet, ConfigMap"
+        cni_objects, 10,
+        "ServiceAccounts (installer, plugin), Role(Binding) for the plugin's token, the plugin's and the \
+         NodeMultus ClusterRole(Binding)s, DaemonSet, ConfigMap"
     );
     let ds = find(&docs, "DaemonSet", None);
     let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];

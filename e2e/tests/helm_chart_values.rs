@@ -171,6 +171,10 @@ const NOT_SET: &[(&str, &str)] = &[
         "hidden test knob of the operator (a private NAD CRD copy)",
     ),
     (
+        "--node-multus-api-group",
+        "hidden test knob of the operator and the installer (a private NodeMultus CRD copy)",
+    ),
+    (
         "--output",
         "a flag of `check`, run by hand in the pod, not of the running operator",
     ),
@@ -213,7 +217,8 @@ fn clap_flags(relative: &str) -> Vec<(String, Option<String>)> {
 }
 
 /// Every flag of the operator and the webhook is set by the chart through its environment variable,
-/// every installer flag as an arg (so each is a value), or is listed in NOT_SET with the reason. A flag
+/// every installer flag as an arg (so each is a value) or through the DaemonSet's env (the downward
+/// API), or is listed in NOT_SET with the reason. A flag
 /// added to a binary without a value fails here.
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
@@ -256,9 +261,18 @@ fn every_binary_flag_is_a_chart_value() {
                 let env = env.unwrap_or_else(|| panic!("{flag} in {source} has no env var to set"));
                 rendered.contains(&format!("- name: {env}\n"))
             } else {
+                // An installer flag the DaemonSet sets from the downward API (the node's name) is set
+                // through its env var, in the DaemonSet itself.
                 let as_arg = format!("- {flag}");
+                let by_daemonset_env = env.is_some_and(|env| {
+                    rendered
+                        .split("\n---")
+                        .filter(|doc| doc.contains("\nkind: DaemonSet"))
+                        .any(|doc| doc.contains(&format!("- name: {env}\n")))
+                });
                 rendered.contains(&format!("{as_arg}="))
                     || rendered.lines().any(|l| l.trim() == as_arg)
+                    || by_daemonset_env
             };
             assert!(
                 set,

@@ -252,6 +252,7 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
     assert_eq!(cni_config["linkerd"]["proxy-uid"], 2102);
 
     assert_least_privilege(ns, cni_ns, &fullname);
+    assert_installer_least_privilege(cni_ns);
 
     fill_ca_bundle(&config, FAKE_CA);
     let (generation_before, template_before) = deployment_state(ns, &fullname);
@@ -481,6 +482,52 @@ fn operator_can(
     answer["status"]["allowed"].as_bool().unwrap_or(false)
 }
 
+/// The CNI installer's ServiceAccount may write NodeMultus objects (get, create, patch: a server-side
+/// apply) and nothing more of the cluster: no nodes, no ConfigMaps (linkerd-cni's own), no Leases.
+fn assert_installer_least_privilege(cni_ns: &str) {
+    let sa = "linkerd-cni";
+    let group = "linkerd-multus.io";
+    for access in [
+        Access("get", group, "nodemultuses", Some("n1"), None),
+        Access("create", group, "nodemultuses", None, None),
+        Access("patch", group, "nodemultuses", Some("n1"), None),
+    ] {
+        assert!(
+            operator_can(cni_ns, sa, &access),
+            "the installer may not {} {}",
+            access.0,
+            access.2
+        );
+    }
+    for access in [
+        Access("delete", group, "nodemultuses", Some("n1"), None),
+        Access("list", group, "nodemultuses", None, None),
+        Access("patch", "", "nodes", Some("n1"), None),
+        Access(
+            "patch",
+            "",
+            "configmaps",
+            Some("linkerd-cni-config"),
+            Some(cni_ns),
+        ),
+        Access(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Some("linkerd-multus-operator"),
+            Some(cni_ns),
+        ),
+    ] {
+        assert!(
+            !operator_can(cni_ns, sa, &access),
+            "the installer may {} {}/{:?}",
+            access.0,
+            access.2,
+            access.3
+        );
+    }
+}
+
 /// The installed RBAC grants what the operator does and nothing more: no pod or namespace writes;
 /// Secrets, the Lease, the CNI ConfigMap and the webhook configuration only by name.
 fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
@@ -531,6 +578,8 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("list", "", "pods", None, Some("default")),
         // rbac.check (default): read-only extras for `check`.
         Access("list", admission, mwcs, None, None),
+        // What each node's Multus allows, published by the installers.
+        Access("watch", "linkerd-multus.io", "nodemultuses", None, None),
     ];
     for access in &allowed {
         assert!(
@@ -565,6 +614,13 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("patch", admission, mwcs, Some(fullname), None),
         Access("patch", coord, "leases", Some("other"), Some(ns)),
         Access("create", coord, "leases", None, Some("default")),
+        Access(
+            "patch",
+            "linkerd-multus.io",
+            "nodemultuses",
+            Some("n1"),
+            None,
+        ),
     ];
     for access in &denied {
         assert!(

@@ -40,6 +40,7 @@ fn default_renders_every_part() {
     let k = kinds(&docs);
     for want in [
         "CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
+        "CustomResourceDefinition/nodemultuses.linkerd-multus.io",
         "ClusterRole/linkerd-multus",
         "ClusterRoleBinding/linkerd-multus",
         "Role/linkerd-multus",
@@ -191,24 +192,34 @@ fn sort_by_name(list: &mut Value) {
     }
 }
 
-/// The CRD copies shipped with kustomize and the chart are the generated one in `crds/`.
+/// The CRD copies shipped with kustomize and the chart are the generated ones in `crds/`.
 #[test]
 fn crd_copies_match_the_generated_crd() {
     let root = workspace_root();
-    let generated = std::fs::read_to_string(root.join("crds/network-attachment-definition.yaml"))
-        .expect(
-        "crds/network-attachment-definition.yaml (cargo run -p linkerd-multus-crds --bin crdgen)",
-    );
-    for copy in [
-        "config/crd/network-attachment-definition.yaml",
-        "helm/crds-optional/network-attachment-definition.yaml",
+    for (generated, copies) in [
+        (
+            "crds/network-attachment-definition.yaml",
+            [
+                "config/crd/network-attachment-definition.yaml",
+                "helm/crds-optional/network-attachment-definition.yaml",
+            ],
+        ),
+        (
+            "crds/node-multus.yaml",
+            ["config/crd/node-multus.yaml", "helm/files/node-multus.yaml"],
+        ),
     ] {
-        let text =
-            std::fs::read_to_string(root.join(copy)).unwrap_or_else(|e| panic!("{copy}: {e}"));
-        assert!(
-            text == generated,
-            "{copy} differs from crds/network-attachment-definition.yaml; copy it again"
-        );
+        let text = std::fs::read_to_string(root.join(generated)).unwrap_or_else(|e| {
+            panic!("{generated} (cargo run -p linkerd-multus-crds --bin crdgen): {e}")
+        });
+        for copy in copies {
+            let copied =
+                std::fs::read_to_string(root.join(copy)).unwrap_or_else(|e| panic!("{copy}: {e}"));
+            assert!(
+                copied == text,
+                "{copy} differs from {generated}; copy it again"
+            );
+        }
     }
 }
 

@@ -125,6 +125,11 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_API_GROUP", hide = true)]
     pub nad_api_group: Option<String>,
 
+    /// API group of the NodeMultus kind (default: linkerd-multus.io). Tests point it at a CRD copy
+    /// of their own, so the NodeMultus objects they write reach no other test's operator.
+    #[arg(long, global = true, env = "NODE_MULTUS_API_GROUP", hide = true)]
+    pub node_multus_api_group: Option<String>,
+
     /// Period of the re-check of every namespace (a safety net: the watches act at once; a re-check
     /// that finds nothing to change sends no write): e.g. 5m, 1h30m (a bare number is seconds).
     #[arg(long, global = true, env = "RESYNC", alias = "resync-seconds", value_name = "DURATION",

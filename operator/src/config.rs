@@ -18,7 +18,7 @@ pub enum Config {
     /// Run the operator: the controller and the webhook.
     Run(Box<RunConfig>),
     /// `check`, then exit.
-    Check(CheckConfig),
+    Check(Box<CheckConfig>),
 }
 
 /// The operator's parts, configured.
@@ -66,15 +66,16 @@ impl Config {
         };
         let decision = webhook.decision_config(nad.clone());
         match command {
-            Some(Command::Check(args)) => Self::Check(CheckConfig {
+            Some(Command::Check(args)) => Self::Check(Box::new(CheckConfig {
                 settings: CheckSettings {
                     source: config_source(&run),
                     decision,
                     adopt_unowned: run.adopt_unowned_nads,
+                    node_multus_group: run.node_multus_api_group.clone(),
                 },
                 output: args.output,
                 probe_timeout: args.probe_timeout,
-            }),
+            })),
             None => {
                 // Read once: it may come from the service account's file.
                 let operator_namespace = run.operator_namespace();
@@ -111,6 +112,9 @@ fn controller(run: &RunArgs, nad: OurNad, operator_namespace: &str) -> Controlle
             resync: run.resync,
             concurrency: run.max_concurrent_reconciles,
             adopt_unowned: run.adopt_unowned_nads,
+            node_multus_resource: linkerd_multus_crds::node_multus::api_resource(
+                run.node_multus_api_group.as_deref(),
+            ),
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),

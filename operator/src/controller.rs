@@ -6,6 +6,7 @@
 //! - The CNI ConfigMap (its namespace only): any change reconciles *every* namespace that needs a
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.
 //! - Leadership: gaining it reconciles everything, since a follower wrote nothing.
+//! - NodeMultus (`placement.rs`): where pods are attached from changing reconciles everything.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +30,10 @@ use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
+use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
-use rules::namespaces::Want;
+use rules::multus_node::Placement;
+use rules::namespaces::{want_nad, Want};
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -44,23 +47,30 @@ pub struct NadController {
     mark_cm_listed: MarkListed,
     mark_nads_listed: MarkListed,
     ns_listed: Listed,
+    /// Runs the NodeMultus watch; yields where pods are attached from when it changes.
+    placement_changes: std::pin::Pin<Box<dyn Stream<Item = Placement> + Send>>,
 }
 
 /// Answers `/ready`: this replica can serve admission reviews. The webhook's listener holds its
 /// certificate before the admin server starts (`Webhook::new` fails otherwise), so what is left is
 /// the namespace cache having listed once. The NAD controller's inputs (ConfigMap, CRD, NAD watch)
 /// are not the webhook's: their health goes to the `input_healthy` gauge, Events, logs and `check`.
+/// The webhook also waits for the NodeMultus watch's first list (or its failure): before it, the
+/// webhook could attach pods to a shared NAD some node's Multus refuses.
 #[derive(Clone)]
 pub struct Readiness {
     namespaces: Listed,
+    node_multus: Listed,
 }
 
 impl Readiness {
     pub fn check(&self) -> Result<(), String> {
-        if self.namespaces.now() {
-            Ok(())
-        } else {
+        if !self.namespaces.now() {
             Err("the namespace cache has not synced yet".into())
+        } else if !self.node_multus.now() {
+            Err("the NodeMultus watch has not listed yet".into())
+        } else {
+            Ok(())
         }
     }
 }
@@ -101,15 +111,23 @@ impl NadController {
         let nad_writer = reflector::store::Writer::default();
         let (mark_cm_listed, cm_listed) = listed();
         let (mark_nads_listed, nads_listed) = listed();
-        let ctx = Arc::new(Context::new(
+        let placement = placement::watch(
             client.clone(),
-            settings,
-            (cm_writer.as_reader(), cm_listed),
-            (nad_writer.as_reader(), nads_listed),
-            Events::new(client.clone(), identity),
-            Metrics::register(registry, nad_writer.as_reader()),
-            is_leader,
-        ));
+            &settings.node_multus_resource,
+            settings.nad.shared().map(str::to_string),
+        );
+        let ctx = Arc::new(
+            Context::new(
+                client.clone(),
+                settings,
+                (cm_writer.as_reader(), cm_listed),
+                (nad_writer.as_reader(), nads_listed),
+                Events::new(client.clone(), identity),
+                Metrics::register(registry, nad_writer.as_reader()),
+                is_leader,
+            )
+            .with_placement(&placement),
+        );
         registry.register_collector(Box::new(InputGauge::new(
             ctx.clone(),
             namespaces.store(),
@@ -125,7 +143,13 @@ impl NadController {
             mark_cm_listed,
             mark_nads_listed,
             ns_listed,
+            placement_changes: placement.changes,
         }
+    }
+
+    /// Where pods are attached from, for the webhook and the repairer to share.
+    pub fn placement(&self) -> watch::Receiver<Placement> {
+        self.ctx.placement.clone()
     }
 
     /// The namespace store this controller's watch fills, for the webhook to share.
@@ -136,6 +160,7 @@ impl NadController {
     pub fn readiness(&self) -> Readiness {
         Readiness {
             namespaces: self.ns_listed.clone(),
+            node_multus: self.ctx.node_multus_listed.clone(),
         }
     }
 
@@ -151,6 +176,7 @@ impl NadController {
             mark_cm_listed,
             mark_nads_listed,
             ns_listed,
+            placement_changes,
         } = self;
         let settings = ctx.settings.clone();
         let ns_store = namespaces.store();
@@ -176,7 +202,15 @@ impl NadController {
         ));
         let nad_trigger = nad_trigger(nad_changes, ctx.clone());
 
-        let leader_gained = leader_gained(ctx.is_leader.clone());
+        // Gaining the lead also reports where pods are attached from (a follower said nothing).
+        let leader_gained = {
+            let (ctx, namespaces) = (ctx.clone(), ns_store.clone());
+            leader_gained(ctx.is_leader.clone()).then(move |()| {
+                let (ctx, namespaces) = (ctx.clone(), namespaces.clone());
+                async move { reconcile::report_placement(&ctx, &namespaces).await }
+            })
+        };
+        let placement_trigger = placement_trigger(placement_changes, ctx.clone(), ns_store.clone());
 
         let synced = {
             let ctx = ctx.clone();
@@ -191,8 +225,9 @@ impl NadController {
                     ctx.health.watches_synced();
                     tracing::info!("watches synced");
                 }
-                let shared = ctx.settings.nad.shared();
-                if inputs::shared_namespace_missing(shared, &ns_store, &ns_listed) {
+                ctx.node_multus_listed.wait().await;
+                let shared = ctx.shared();
+                if inputs::shared_namespace_missing(shared.as_deref(), &ns_store, &ns_listed) {
                     // Nothing else would say it: no namespace event comes for it until it exists
                     // (or is selected), and then it gets its NAD like any other.
                     tracing::warn!(
@@ -216,6 +251,7 @@ impl NadController {
             .reconcile_on(nad_trigger)
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
+            .reconcile_all_on(placement_trigger)
             .reconcile_all_on(changes(relisted))
             .reconcile_all_on(resync_ticks(settings.resync))
             .graceful_shutdown_on(async move { stop.cancelled().await })
@@ -238,7 +274,8 @@ fn configmap_trigger(
     namespaces: Store<Namespace>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
-    let nad = ctx.settings.nad.clone();
+    let linkerd_namespace = ctx.settings.nad.linkerd_namespace.clone();
+    let placement = ctx.placement.clone();
     changes
         .filter_map(move |event| {
             ctx.health.configmap_watch_answered(event.is_ok());
@@ -256,10 +293,11 @@ fn configmap_trigger(
             })
         })
         .flat_map(move |()| {
+            let shared = placement.borrow().shared.clone();
             let refs: Vec<_> = namespaces
                 .state()
                 .iter()
-                .filter(|ns| nad.want(ns) == Want::Nad)
+                .filter(|ns| want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad)
                 .map(|ns| ObjectRef::from_obj(&**ns))
                 .collect();
             tracing::debug!(
@@ -267,6 +305,29 @@ fn configmap_trigger(
                 "CNI ConfigMap changed; reconciling"
             );
             stream::iter(refs)
+        })
+}
+
+/// Every namespace, each time where pods are attached from changes (a node's Multus refuses the
+/// shared NAD's namespace, or shares it again); the change is reported first.
+fn placement_trigger(
+    changes: impl Stream<Item = Placement> + Send + 'static,
+    ctx: Arc<Context>,
+    namespaces: Store<Namespace>,
+) -> impl Stream<Item = ()> + Send + 'static {
+    let mut shared = ctx.shared();
+    changes
+        .then(move |placement| {
+            let (ctx, namespaces) = (ctx.clone(), namespaces.clone());
+            async move {
+                reconcile::report_placement(&ctx, &namespaces).await;
+                placement
+            }
+        })
+        .filter_map(move |placement| {
+            let moved = placement.shared != shared;
+            shared = placement.shared;
+            future::ready(moved.then_some(()))
         })
 }
 

@@ -18,6 +18,10 @@ pub const REASON_FOREIGN_NAD: &str = "ForeignNetworkAttachmentDefinition";
 pub const REASON_CRD_MISSING: &str = "NetworkAttachmentDefinitionCrdMissing";
 pub const REASON_ADOPTED: &str = "NetworkAttachmentDefinitionAdopted";
 pub const REASON_IN_USE: &str = "NetworkAttachmentDefinitionInUse";
+/// On the `--nad-namespace` namespace: some node's Multus refuses it to pods of other namespaces.
+pub const REASON_SHARED_NAD_REFUSED: &str = "SharedNadRefusedByMultus";
+/// On the `--nad-namespace` namespace: every node's Multus shares it again.
+pub const REASON_SHARED_NAD_ALLOWED: &str = "SharedNadAllowedByMultus";
 const ACTION: &str = "ReconcileNetworkAttachmentDefinition";
 
 /// Publishes Events on namespaces.

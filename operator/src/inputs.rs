@@ -20,6 +20,7 @@ pub const NAD_CRD: &str = "nad_crd";
 pub const NAD_WATCH: &str = "nad_watch";
 pub const FOREIGN_NADS: &str = "foreign_nads";
 pub const SHARED_NAMESPACE: &str = "shared_namespace";
+pub const NODE_MULTUS: &str = "node_multus";
 
 /// What the stores and watches say at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,10 +37,14 @@ pub struct Snapshot {
     /// `--nad-namespace` is set and, the namespaces listed, it is not among them (missing, or
     /// outside `--namespace-selector`): no NAD can be kept, and the webhook's pods name one.
     pub shared_namespace_missing: bool,
+    /// `--nad-namespace` is refused by some node's Multus (per-namespace NADs are used instead).
+    pub shared_namespace_refused: bool,
+    pub node_multus_listed: bool,
+    pub node_multus_watch_failing: bool,
 }
 
 /// Each input and whether it is usable.
-pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 5] {
+pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 6] {
     [
         (
             CONFIGMAP,
@@ -48,7 +53,14 @@ pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 5] {
         (NAD_CRD, !s.crd_missing),
         (NAD_WATCH, s.nads_listed && !s.nad_watch_failing),
         (FOREIGN_NADS, s.foreign_nads == 0),
-        (SHARED_NAMESPACE, !s.shared_namespace_missing),
+        (
+            SHARED_NAMESPACE,
+            !s.shared_namespace_missing && !s.shared_namespace_refused,
+        ),
+        (
+            NODE_MULTUS,
+            s.node_multus_listed && !s.node_multus_watch_failing,
+        ),
     ]
 }
 
@@ -70,6 +82,8 @@ impl InputGauge {
 
     pub fn snapshot(&self) -> Snapshot {
         let ctx = &self.ctx;
+        let linkerd = &ctx.settings.nad.linkerd_namespace;
+        let shared = ctx.shared();
         let foreign_nads = ctx
             .nads
             .state()
@@ -77,7 +91,7 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| ctx.settings.nad.want(ns) == Want::Nad)
+            .filter(|ns| rules::namespaces::want_nad(ns, linkerd, shared.as_deref()) == Want::Nad)
             .count();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
@@ -88,10 +102,13 @@ impl InputGauge {
             crd_missing: ctx.health.crd_missing(),
             foreign_nads,
             shared_namespace_missing: shared_namespace_missing(
-                ctx.settings.nad.shared(),
+                shared.as_deref(),
                 &self.namespaces,
                 &self.namespaces_listed,
             ),
+            shared_namespace_refused: ctx.placement.borrow().refused(),
+            node_multus_listed: ctx.node_multus_listed.now(),
+            node_multus_watch_failing: ctx.node_multus_health.failing(),
         }
     }
 }
@@ -119,7 +136,8 @@ impl Collector for InputGauge {
             "1 when the NAD controller's input is usable (configmap: the CNI ConfigMap exists, is \
              readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
              foreign_nads: no NAD of our name is someone else's where ours is wanted; \
-             shared_namespace: the --nad-namespace namespace, if set, is watched), else 0",
+             shared_namespace: the --nad-namespace namespace, if set, is watched and every node's \
+             Multus shares it; node_multus: the NodeMultus watch lists), else 0",
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
@@ -140,6 +158,7 @@ mod tests {
             configmap_listed: true,
             config_builds: true,
             nads_listed: true,
+            node_multus_listed: true,
             ..Default::default()
         }
     }
@@ -156,7 +175,7 @@ mod tests {
     fn each_fault_marks_its_input_only() {
         assert!(unhealthy(&all_good()).is_empty());
         type Fault = fn(&mut Snapshot);
-        let cases: [(Fault, &str); 8] = [
+        let cases: [(Fault, &str); 11] = [
             (|s| s.configmap_listed = false, CONFIGMAP),
             (|s| s.configmap_watch_failing = true, CONFIGMAP),
             (|s| s.config_builds = false, CONFIGMAP),
@@ -165,6 +184,9 @@ mod tests {
             (|s| s.nad_watch_failing = true, NAD_WATCH),
             (|s| s.foreign_nads = 2, FOREIGN_NADS),
             (|s| s.shared_namespace_missing = true, SHARED_NAMESPACE),
+            (|s| s.shared_namespace_refused = true, SHARED_NAMESPACE),
+            (|s| s.node_multus_listed = false, NODE_MULTUS),
+            (|s| s.node_multus_watch_failing = true, NODE_MULTUS),
         ];
         for (fault, input) in cases {
             let mut s = all_good();

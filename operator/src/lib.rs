@@ -15,6 +15,7 @@ pub mod listed;
 pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;
+pub mod placement;
 pub mod reconcile;
 pub mod repair;
 
@@ -107,6 +108,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     .await?;
     let controller = build_controller_tasks(client, config.controller, registry, &shutdown).await?;
     webhook.share_namespaces(controller.namespaces);
+    webhook.share_placement(controller.placement);
     let mut tasks = controller.tasks;
     let token = shutdown.clone();
     tasks.push((
@@ -146,6 +148,8 @@ struct ControllerTasks {
     admin_addr: SocketAddr,
     /// The controller's namespace store, which the webhook shares.
     namespaces: Store<Namespace>,
+    /// Where pods are attached from, which the webhook shares.
+    placement: tokio::sync::watch::Receiver<rules::multus_node::Placement>,
 }
 
 async fn build_controller_tasks(
@@ -176,18 +180,22 @@ async fn build_controller_tasks(
         &mut registry,
     );
     let namespaces = controller.namespace_store();
+    let placement = controller.placement();
     let repairer = match config.repair {
-        Some(settings) => Some(Repairer::new(
-            repair_client,
-            repair::evict::eviction_client()
-                .await
-                .map_err(RunError::Client)?,
-            settings,
-            namespaces.clone(),
-            leadership.subscribe(),
-            config.identity,
-            &mut registry,
-        )),
+        Some(settings) => Some(
+            Repairer::new(
+                repair_client,
+                repair::evict::eviction_client()
+                    .await
+                    .map_err(RunError::Client)?,
+                settings,
+                namespaces.clone(),
+                leadership.subscribe(),
+                config.identity,
+                &mut registry,
+            )
+            .with_placement(placement.clone()),
+        ),
         None => None,
     };
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
@@ -231,6 +239,7 @@ async fn build_controller_tasks(
         tasks,
         admin_addr,
         namespaces,
+        placement,
     })
 }
 

@@ -60,6 +60,7 @@ async fn webhook_order(kube: &Client, linkerd_namespace: &str) -> Verdict {
             ..DecisionConfig::default()
         },
         adopt_unowned: false,
+        node_multus_group: None,
     };
     check::check(kube, &settings, Duration::from_secs(1))
         .await

@@ -189,6 +189,7 @@ async fn check_items(h: &Harness, verdict: &str) -> Vec<String> {
             ..DecisionConfig::default()
         },
         adopt_unowned: false,
+        node_multus_group: None,
     };
     check::check(&h.client, &settings, Duration::from_secs(1))
         .await

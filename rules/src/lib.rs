@@ -13,11 +13,13 @@
 //! - [`decision`]: the webhook's whole pod patch.
 //! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
+//! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
 
 pub mod attachment;
 pub mod cni_template;
 pub mod containers;
 pub mod decision;
+pub mod multus_node;
 pub mod namespaces;
 pub mod networks;
 pub mod ownership;

@@ -97,6 +97,7 @@ impl Webhook {
         let state = AppState {
             namespaces,
             decision: settings.decision,
+            placement: None,
             metrics: metrics.clone(),
         };
         Ok(Self {
@@ -113,6 +114,15 @@ impl Webhook {
     pub fn share_namespaces(&mut self, store: kube::runtime::reflector::Store<Namespace>) {
         self.state.namespaces = self.state.namespaces.sharing(store);
         self.namespace_feed = Box::pin(futures::future::pending());
+    }
+
+    /// Attaches pods where `placement` says (the operator's decision from every node's Multus)
+    /// rather than where `--nad-namespace` alone would.
+    pub fn share_placement(
+        &mut self,
+        placement: tokio::sync::watch::Receiver<rules::multus_node::Placement>,
+    ) {
+        self.state.placement = Some(placement);
     }
 
     /// The address actually bound (useful with port 0).

@@ -1,6 +1,7 @@
 //! The HTTPS server: one route, the body read with a size limit, the answer built by [`crate::review`];
 //! served by [`TlsListener`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::namespaces::NamespaceCache;
 use crate::review::{self, Parsed, Reply};
 use crate::{tls, Error, WebhookArgs};
 use rules::decision::DecisionConfig;
+use rules::multus_node::Placement;
 
 /// Largest admission request accepted. Pods are limited by etcd's 1.5 MiB object size; a review holds
 /// one object (oldObject is null on CREATE), so 4 MiB leaves room without letting anyone exhaust memory.
@@ -39,7 +41,23 @@ static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
 pub(crate) struct AppState {
     pub namespaces: NamespaceCache,
     pub decision: DecisionConfig,
+    /// Where the operator decided pods are attached from (every node's Multus considered); without
+    /// it, `decision` as the flags say.
+    pub placement: Option<tokio::sync::watch::Receiver<Placement>>,
     pub metrics: Metrics,
+}
+
+impl AppState {
+    /// The decision's config as of now: the flags, with the operator's placement of the NAD.
+    fn decision(&self) -> Cow<'_, DecisionConfig> {
+        match &self.placement {
+            Some(placement) => match placement.borrow().decision(&self.decision) {
+                Cow::Borrowed(_) => Cow::Borrowed(&self.decision),
+                Cow::Owned(placed) => Cow::Owned(placed),
+            },
+            None => Cow::Borrowed(&self.decision),
+        }
+    }
 }
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
@@ -83,7 +101,7 @@ async fn admit(
                         Err(e.as_str())
                     }
                 };
-                pod.answer(annotations, &state.decision)
+                pod.answer(annotations, &state.decision())
             }
         },
     };

@@ -38,6 +38,11 @@ const INSTALLER_ENV: &[&str] = &[
     "RUST_LOG",
     "KUBERNETES_SERVICE_HOST",
     "KUBERNETES_SERVICE_PORT",
+    // An environment naming a node would publish to whatever apiserver it points at.
+    "NODE_NAME",
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "NODE_MULTUS_API_GROUP",
 ];
 
 pub fn fixture(name: &str) -> Vec<u8> {

@@ -30,7 +30,13 @@ pub(super) fn install(
         .install(netns_path(env), settings)
         .map_err(|e| e.to_cni())?;
     if let Some(how) = applied.summary() {
-        tracing::info!(container = %env.container_id, netns = %env.netns, "{how}");
+        // The pod by name: what a person reading the node's log looks for.
+        let pod = format!(
+            "{}/{}",
+            env.args.get("K8S_POD_NAMESPACE").unwrap_or("?"),
+            env.args.get("K8S_POD_NAME").unwrap_or("?")
+        );
+        tracing::info!(%pod, container = %env.container_id, netns = %env.netns, "{how}");
     }
     Ok(())
 }

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::{add, del};
-use crate::backend;
+use crate::backend::{self, Backend};
 use crate::cni::{codes, CniEnv};
 use crate::config::PluginConfig;
-use crate::plan::{plan, tests::base, Family};
+use crate::plan::{plan, tests::base, Family, RuleSettings};
 
 fn config(linkerd: Value) -> PluginConfig {
     let cfg = json!({"cniVersion": "1.0.0", "name": "linkerd-cni", "linkerd": linkerd});
@@ -81,6 +81,52 @@ fn add_in_simulate_logs_every_familys_rules_and_writes_none() {
         }
         assert!(!logs.contains("rules installed"), "{mode}: {logs}");
     }
+}
+
+/// A backend that installs nothing and says it created the rules: the log line of ADD's shell.
+#[derive(Debug)]
+struct SaysCreated;
+
+impl Backend for SaysCreated {
+    fn render(&self, _: &RuleSettings) -> Vec<backend::Rendered> {
+        Vec::new()
+    }
+    fn install(
+        &self,
+        _: &std::path::Path,
+        _: &RuleSettings,
+    ) -> Result<backend::Applied, backend::BackendError> {
+        Ok(backend::Applied::Created)
+    }
+    fn check(&self, _: &std::path::Path, _: &RuleSettings) -> Result<(), backend::BackendError> {
+        Ok(())
+    }
+    fn remove(&self, _: &std::path::Path) -> Result<(), backend::BackendError> {
+        Ok(())
+    }
+}
+
+/// The node's log names the pod whose rules were installed (from CNI_ARGS), beside its container
+/// and netns.
+#[test]
+fn add_logs_the_pod_it_installed_rules_for() {
+    let env = CniEnv::from_vars([
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "c1"),
+        ("CNI_NETNS", "/var/run/netns/p1"),
+        ("CNI_IFNAME", "net1"),
+        (
+            "CNI_ARGS",
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-1",
+        ),
+    ])
+    .unwrap();
+    let (out, logs) = logged(|| add::install(&env, &base(), &SaysCreated));
+    out.expect("install");
+    assert!(logs.contains("rules installed"), "{logs}");
+    assert!(logs.contains("pod=shop/web-1"), "{logs}");
+    assert!(logs.contains("container=c1"), "{logs}");
+    assert!(logs.contains("netns=/var/run/netns/p1"), "{logs}");
 }
 
 /// A real backend's ADD on a path that is no netns fails as an I/O failure naming it, and logs

@@ -1,30 +1,30 @@
-//! Writes the NetworkAttachmentDefinition CRD YAML to `crds/network-attachment-definition.yaml`
-//! (or prints it with `--stdout`).
+//! Writes the CRD YAML files (`crds/network-attachment-definition.yaml`, `crds/node-multus.yaml`), or
+//! prints them with `--stdout`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let yaml = match linkerd_multus_crds::crd_yaml() {
-        Ok(yaml) => yaml,
+    let files = match linkerd_multus_crds::generated() {
+        Ok(files) => files,
         Err(e) => {
-            eprintln!("crdgen: cannot render the CRD: {e}");
+            eprintln!("crdgen: cannot render the CRDs: {e}");
             return ExitCode::FAILURE;
         }
     };
     if std::env::args().any(|a| a == "--stdout") {
-        print!("{yaml}");
+        for (_, yaml) in &files {
+            print!("---\n{yaml}");
+        }
         return ExitCode::SUCCESS;
     }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(linkerd_multus_crds::CRD_FILE);
-    match std::fs::write(&path, yaml) {
-        Ok(()) => {
-            println!("wrote {}", path.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
+    for (file, yaml) in files {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file);
+        if let Err(e) = std::fs::write(&path, yaml) {
             eprintln!("crdgen: cannot write {}: {e}", path.display());
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
+        println!("wrote {}", path.display());
     }
+    ExitCode::SUCCESS
 }

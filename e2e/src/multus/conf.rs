@@ -62,18 +62,23 @@ impl StandInConf {
     }
 
     /// Whether a pod of `pod_namespace` may use a NAD of `nad_namespace`, as Multus decides it
-    /// (`Err`: its reason).
+    /// (`Err`: its reason, worded as Multus' `GetNetworkDelegates`).
     pub fn may_use(&self, pod_namespace: &str, nad_namespace: &str) -> Result<(), String> {
         if !self.namespace_isolation || pod_namespace == nad_namespace {
             return Ok(());
         }
-        let global = self.global_namespaces.as_deref().unwrap_or("default");
+        // Multus reads an empty globalNamespaces as unset.
+        let global = self
+            .global_namespaces
+            .as_deref()
+            .filter(|g| !g.is_empty())
+            .unwrap_or("default");
         if global.split(',').any(|ns| ns.trim() == nad_namespace) {
             return Ok(());
         }
         Err(format!(
-            "namespace isolation enabled, annotation violates permission, pod is in namespace \
-             {pod_namespace} but refers to target namespace {nad_namespace}"
+            "GetNetworkDelegates: namespace isolation enabled, annotation violates permission, pod \
+             is in namespace {pod_namespace} but refers to target namespace {nad_namespace}"
         ))
     }
 
@@ -266,7 +271,15 @@ mod tests {
             assert_eq!(got.is_ok(), allowed, "{pod_ns} → {nad_ns}: {got:?}");
         }
         let why = isolated.may_use("app", "shared").unwrap_err();
-        assert!(why.contains("namespace isolation enabled"), "{why}");
+        assert_eq!(
+            why,
+            "GetNetworkDelegates: namespace isolation enabled, annotation violates permission, pod \
+             is in namespace app but refers to target namespace shared"
+        );
+        // An empty globalNamespaces is unset to Multus: `default` alone.
+        let empty = conf(json!({"namespaceIsolation": true, "globalNamespaces": ""}));
+        assert!(empty.may_use("app", "default").is_ok());
+        assert!(empty.may_use("app", "shared").is_err());
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //!   cluster network. CHECK: the cluster network's. VERSION: answered.
 //!
 //! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. A cross-namespace NAD is
-//! refused under `namespaceIsolation` unless its namespace is one of `globalNamespaces` (as Multus).
+//! refused under `namespaceIsolation` unless its namespace is one of `globalNamespaces` (as Multus),
+//! before anything runs, with the thin plugin's own message and code (999), so the sandbox fails as
+//! it does under Multus.
 //! Left out: default networks, network-status annotations, device info, the thick plugin.
 //!
 //! Its config (Multus' keys): `{"cniVersion", "name", "type", "kubeconfig", "delegates": [<cluster
@@ -66,6 +68,8 @@ pub enum Error {
         name: String,
         why: String,
     },
+    /// Refused by namespace isolation: Multus' whole message, which the kubelet's
+    /// FailedCreatePodSandBox Event carries.
     #[error("{0}")]
     Isolation(String),
     #[error("the cluster network failed: {0}")]
@@ -87,10 +91,7 @@ impl Error {
     /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
     pub fn code(&self) -> u32 {
         match self {
-            Error::Conf(_)
-            | Error::NadConfig { .. }
-            | Error::Annotation(_)
-            | Error::Isolation(_) => 7,
+            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
             Error::Env(_) => 4,
             Error::Pod { .. } | Error::NadMissing { .. } => 11,
             _ => 999,
@@ -335,7 +336,7 @@ fn resolve(
             .enumerate()
         {
             conf.may_use(namespace, &selection.namespace)
-                .map_err(Error::Isolation)?;
+                .map_err(|why| Error::Isolation(isolation_message(env, namespace, name, &why)))?;
             let api = Api::<DynamicObject>::namespaced_with(
                 client.clone(),
                 &selection.namespace,
@@ -370,6 +371,17 @@ fn resolve(
         }
         Ok(delegates)
     })
+}
+
+/// The refusal as the thin plugin (v4) returns it: `cmdErr`'s prefix with the pod from `CNI_ARGS`,
+/// then the wrapping of `TryLoadPodDelegates`. A plain Go error, so the CNI skeleton reports it with
+/// code 999.
+fn isolation_message(env: &Env, namespace: &str, name: &str, why: &str) -> String {
+    let uid = conf::cni_arg(&env.args, "K8S_POD_UID").unwrap_or_default();
+    format!(
+        "Multus: [{namespace}/{name}/{uid}]: error loading k8s delegates k8s args: \
+         TryLoadPodDelegates: error in getting k8s network for pod: {why}"
+    )
 }
 
 async fn client(kubeconfig: &Path) -> Result<Client, Error> {

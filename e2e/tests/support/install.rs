@@ -75,6 +75,7 @@ impl Installed {
         values: &str,
         extra: &[&str],
     ) -> (Self, String) {
+        linkerd_multus_e2e::ensure_node_multus_crd(&linkerd_multus_e2e::kubeconfig_path());
         let values = temp_file("helm-values", values);
         let mut args = vec![
             "install",

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::decision::DecisionConfig;
+use rules::multus_node::{self, Isolation, NodeIsolation, Placement};
 use rules::pod::PodView;
 use rules::uid_range::UidRange;
 use serde::Serialize;
@@ -32,6 +33,9 @@ pub struct Verdict {
     /// The objects the message is about (namespaces, pods), one per line in the human output.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<String>,
+    /// Passed, but with something to look at (`‼` in the human output); never fails `check`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub warning: bool,
 }
 
 impl Verdict {
@@ -42,6 +46,18 @@ impl Verdict {
             message: message.into(),
             hint: None,
             items: Vec::new(),
+            warning: false,
+        }
+    }
+
+    fn warn(check: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self {
+            check,
+            ok: true,
+            message: message.into(),
+            hint: Some(hint.into()),
+            items: Vec::new(),
+            warning: true,
         }
     }
 
@@ -52,6 +68,7 @@ impl Verdict {
             message: message.into(),
             hint: Some(hint.into()),
             items: Vec::new(),
+            warning: false,
         }
     }
 
@@ -123,6 +140,8 @@ pub struct Observed {
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
     pub containers: BTreeMap<String, PodView>,
+    /// Every node's Multus as published (NodeMultus); Err: why they could not be listed.
+    pub node_multus: Result<Vec<NodeIsolation>, String>,
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
@@ -158,11 +177,22 @@ pub struct CheckSettings {
     pub decision: DecisionConfig,
     /// `--adopt-unowned-nads`.
     pub adopt_unowned: bool,
+    /// `--node-multus-api-group`: the NodeMultus kind's group, when not its own.
+    pub node_multus_group: Option<String>,
 }
 
-/// All verdicts, in the order a person fixes things: CRD, ConfigMap, NADs, webhook (and its order), pods.
+/// All verdicts, in the order a person fixes things: CRD, ConfigMap, the nodes' Multus, NADs, webhook
+/// (and its order), pods. From the nodes' Multus on, pods are expected where the operator attaches
+/// them: the shared NAD unless some node's Multus refuses it (`rules::multus_node::placement`).
 pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
     let config = build_config(seen.configmap.as_ref(), &s.source);
+    let nodes = seen.node_multus.as_deref().unwrap_or_default();
+    let placement = multus_node::placement(s.decision.nad.shared(), nodes);
+    let placed = CheckSettings {
+        decision: placement.decision(&s.decision).into_owned(),
+        ..s.clone()
+    };
+    let s = &placed;
     vec![
         crd_verdict(&seen.crd),
         match &config {
@@ -179,6 +209,8 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
                  linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
             ),
         },
+        node_multus_verdict(&seen.node_multus, &placement),
+        shared_nad_verdict(&seen.node_multus, &placement),
         nads_verdict(seen, s, config.ok().as_deref()),
         foreign_verdict(seen, s),
         webhook_verdict(&seen.webhooks),
@@ -298,6 +330,112 @@ fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
          then recreate the pods so the webhook sets the proxy's and the validator's uids again",
     )
     .with_items(wrong)
+}
+
+/// Nodes whose Multus could not be read (a warning: the shared NAD is not held back for them).
+fn node_multus_verdict(nodes: &Result<Vec<NodeIsolation>, String>, p: &Placement) -> Verdict {
+    const CHECK: &str = "node-multus";
+    let nodes = match nodes {
+        Ok(nodes) => nodes,
+        Err(why) => {
+            return Verdict::warn(
+                CHECK,
+                format!("the nodes' Multus (NodeMultus objects) cannot be listed: {why}"),
+                "the chart installs the NodeMultus CRD (kubectl get crd nodemultuses.linkerd-multus.io) \
+                 and lets the operator read it; without it the operator goes by --nad-namespace alone",
+            )
+        }
+    };
+    if !p.unknown.is_empty() {
+        return Verdict::warn(
+            CHECK,
+            format!(
+                "the Multus of {} of {} published node(s) could not be read",
+                p.unknown.len(),
+                nodes.len()
+            ),
+            "kubectl get nodemultus <node> -o yaml (spec.reason says why); fix the node's CNI config \
+             or the installer's access to it. Until then these nodes are not known to refuse the \
+             shared NAD",
+        )
+        .with_items(
+            p.unknown
+                .iter()
+                .map(|(node, why)| format!("{node}: {why}"))
+                .collect(),
+        );
+    }
+    let isolating = nodes
+        .iter()
+        .filter(|n| matches!(n.isolation, Isolation::On { .. }))
+        .count();
+    Verdict::pass(
+        CHECK,
+        format!(
+            "{} node(s) published their Multus, {isolating} with namespace isolation",
+            nodes.len()
+        ),
+    )
+}
+
+/// The configured shared NAD's namespace against every node's Multus: a node that refuses it to pods
+/// of other namespaces fails this, with the fix.
+fn shared_nad_verdict(nodes: &Result<Vec<NodeIsolation>, String>, p: &Placement) -> Verdict {
+    const CHECK: &str = "shared-nad";
+    let Some(configured) = p.configured.as_deref() else {
+        return Verdict::pass(
+            CHECK,
+            "one NAD per namespace (no --nad-namespace): every pod uses its own namespace's NAD, \
+             which Multus' namespace isolation allows",
+        );
+    };
+    if let Some(why) = p.refusal() {
+        let items = nodes
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .filter(|n| p.refused_by.contains(&n.node))
+            .map(|n| match &n.isolation {
+                Isolation::On { global_namespaces } => format!(
+                    "{}: namespaceIsolation on, globalNamespaces {}",
+                    n.node,
+                    global_namespaces.join(",")
+                ),
+                _ => n.node.clone(),
+            })
+            .collect();
+        return Verdict::fail(CHECK, why, p.fix()).with_items(items);
+    }
+    match nodes.as_deref() {
+        Ok([]) => Verdict::warn(
+            CHECK,
+            format!(
+                "no node published its Multus (NodeMultus), so whether every node's Multus shares \
+                 NADs of {configured} with other namespaces cannot be checked"
+            ),
+            format!(
+                "the chart's CNI installer (cni.enabled=true) publishes each node's Multus; by hand: \
+                 with namespaceIsolation on, {configured} must be in Multus' globalNamespaces \
+                 (`default` when unset)"
+            ),
+        ),
+        Ok(nodes) => Verdict::pass(
+            CHECK,
+            format!(
+                "every node that published its Multus ({}) lets pods of any namespace use the \
+                 shared NAD in {configured}",
+                nodes.len()
+            ),
+        ),
+        Err(_) => Verdict::warn(
+            CHECK,
+            format!(
+                "the nodes' Multus cannot be listed, so whether it shares NADs of {configured} \
+                 with other namespaces cannot be checked"
+            ),
+            "see the node-multus line",
+        ),
+    }
 }
 
 fn crd_verdict(crd: &Result<bool, String>) -> Verdict {

@@ -25,7 +25,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, Resource};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::pod::PodView;
@@ -201,6 +201,18 @@ async fn observe(
         }
     }
     let webhook_configurations = configs.items.iter().map(WebhookConfiguration::of).collect();
+    // Not served, or not readable: said by the node-multus line rather than stopping `check`.
+    let resource = linkerd_multus_crds::node_multus::api_resource(s.node_multus_group.as_deref());
+    let node_multus = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list(&ListParams::default())
+        .await
+        .map(|list| {
+            list.items
+                .iter()
+                .map(crate::placement::node_isolation)
+                .collect()
+        })
+        .map_err(|e| e.to_string());
     // Discovery: every authenticated user may read it, so `check` needs no extra RBAC for this.
     let serves_scc = client
         .list_api_groups()
@@ -246,6 +258,7 @@ async fn observe(
         serves_scc,
         pods,
         containers,
+        node_multus,
         sandbox_failures,
         repair_events,
     })

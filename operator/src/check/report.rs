@@ -15,7 +15,11 @@ pub enum OutputFormat {
 pub fn render_human(verdicts: &[Verdict]) -> String {
     let mut out = String::from("linkerd-multus\n--------------\n");
     for v in verdicts {
-        let mark = if v.ok { "✓" } else { "×" };
+        let mark = match (v.ok, v.warning) {
+            (true, false) => "✓",
+            (true, true) => "‼",
+            (false, _) => "×",
+        };
         let _ = writeln!(out, "{mark} {}: {}", v.check, v.message);
         for item in &v.items {
             let _ = writeln!(out, "    * {item}");
@@ -66,6 +70,7 @@ mod tests {
                 message: "installed".into(),
                 hint: None,
                 items: vec![],
+                warning: false,
             },
             Verdict {
                 check: "pods",
@@ -73,6 +78,7 @@ mod tests {
                 message: "1 pod(s) need a restart".into(),
                 hint: Some("restart them".into()),
                 items: vec!["app/web: not attached".into()],
+                warning: false,
             },
         ]
     }

@@ -14,13 +14,15 @@ use rules::namespaces::OurNad;
 use tokio::sync::watch;
 
 use super::recent::RecentWrites;
-use super::report::InUseReported;
+use super::report::{InUseReported, PlacementReported};
 use super::Health;
 use crate::events::Events;
 use crate::listed::Listed;
 use crate::metrics::Metrics;
 use crate::nad_cache::NadView;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
+use crate::placement::{PlacementWatch, WatchHealth};
+use rules::multus_node::{self, Placement};
 
 /// What every reconcile was told by the flags.
 #[derive(Clone, Debug)]
@@ -36,6 +38,8 @@ pub struct ReconcileSettings {
     pub concurrency: u16,
     /// `--adopt-unowned-nads`: take over unlabelled NADs of the linkerd-cni type.
     pub adopt_unowned: bool,
+    /// The NodeMultus kind as served (ours, or a test copy's; see `--node-multus-api-group`).
+    pub node_multus_resource: ApiResource,
 }
 
 /// The NAD kind's `ApiResource`, in `group` (`None`: Multus' own).
@@ -46,6 +50,20 @@ pub fn nad_resource(group: Option<&str>) -> ApiResource {
         resource.group = group.to_string();
     }
     resource
+}
+
+/// The placement of a controller without a NodeMultus watch: the flag alone.
+fn fixed_placement(configured: Option<String>) -> watch::Receiver<Placement> {
+    let (tx, rx) = watch::channel(multus_node::placement(configured.as_deref(), &[]));
+    // The sender may go: receivers keep the last value.
+    drop(tx);
+    rx
+}
+
+fn already_listed() -> Listed {
+    let (mark, listed) = crate::listed::listed();
+    mark.mark();
+    listed
 }
 
 /// Consecutive failures per namespace (for the backoff), cleared by a success.
@@ -83,6 +101,12 @@ pub struct Context {
     pub(super) in_use_reported: InUseReported,
     /// Our writes the NAD watch has not shown yet (fed its events by `controller::nad_trigger`).
     pub recent_writes: RecentWrites,
+    /// Where pods are attached from, kept current from every node's NodeMultus (`placement.rs`).
+    pub placement: watch::Receiver<Placement>,
+    /// The NodeMultus watch has listed (or failed, then the flag alone decides).
+    pub node_multus_listed: Listed,
+    pub node_multus_health: WatchHealth,
+    pub(super) placement_reported: PlacementReported,
 }
 
 impl Context {
@@ -95,6 +119,7 @@ impl Context {
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
     ) -> Self {
+        let settings_shared = settings.nad.shared().map(str::to_string);
         Self {
             client,
             settings,
@@ -109,7 +134,25 @@ impl Context {
             failures: Failures::default(),
             in_use_reported: InUseReported::default(),
             recent_writes: RecentWrites::default(),
+            placement: fixed_placement(settings_shared),
+            node_multus_listed: already_listed(),
+            node_multus_health: WatchHealth::default(),
+            placement_reported: PlacementReported::default(),
         }
+    }
+
+    /// Where pods are attached from follows the NodeMultus watch's placement, once it has listed.
+    pub fn with_placement(mut self, watch: &PlacementWatch) -> Self {
+        self.placement = watch.placement.clone();
+        self.node_multus_listed = watch.listed.clone();
+        self.node_multus_health = watch.health.clone();
+        self
+    }
+
+    /// The namespace of the shared NAD pods are attached to now; None: each namespace's own. The
+    /// configured `--nad-namespace` unless a node's Multus refuses it.
+    pub fn shared(&self) -> Option<String> {
+        self.placement.borrow().shared.clone()
     }
 
     /// The CNI ConfigMap as last seen by its watch.

@@ -225,6 +225,7 @@ pub fn settings() -> ReconcileSettings {
         resync: Duration::from_secs(300),
         concurrency: 1,
         adopt_unowned: false,
+        node_multus_resource: linkerd_multus_crds::node_multus::api_resource(None),
     }
 }
 

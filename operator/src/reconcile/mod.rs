@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
 use crate::desired::{self, Desired, Existing, Plan, Users};
@@ -52,11 +53,20 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
     result
 }
 
+/// Reports where pods are attached from (see `report::placement`).
+pub async fn report_placement(ctx: &Context, namespaces: &Store<Namespace>) {
+    report::placement(ctx, namespaces).await
+}
+
 async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Error> {
     let name = ns.metadata.name.as_deref().ok_or(Error::UnnamedNamespace)?;
     // The periodic re-check is one stream for all namespaces (`controller::resync_ticks`).
     let resync = Action::await_change();
-    let want = ctx.settings.nad.want(ns);
+    // Where pods are attached from is known once every node's Multus is (or cannot be) listed.
+    ctx.node_multus_listed.wait().await;
+    let shared = ctx.shared();
+    let want =
+        rules::namespaces::want_nad(ns, &ctx.settings.nad.linkerd_namespace, shared.as_deref());
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
     }
@@ -131,7 +141,7 @@ async fn plan_and_carry_out(
     existing: Option<Existing>,
 ) -> Result<Step, Error> {
     let adopt = ctx.settings.adopt_unowned;
-    let shared_here = ctx.settings.nad.shared() == Some(name);
+    let shared_here = ctx.shared().as_deref() == Some(name);
     let desired = config.map(|c| Desired::new(c, shared_here, existing.as_ref()));
     let decide = |users: &Users| desired::plan(desired, existing.as_ref(), adopt, users);
     let mut plan = decide(&Users::NotLooked);

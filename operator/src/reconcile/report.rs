@@ -6,6 +6,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::api::ObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use rules::multus_node::Placement;
 use vocab::report::Chain;
 
 use super::Context;
@@ -120,4 +123,67 @@ pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) 
         ann = vocab::NETWORKS_ANNOTATION,
     );
     ctx.events.warn(ns, events::REASON_IN_USE, note).await;
+}
+
+/// The refusal last published as an Event (the refusing nodes; empty: none), so the placement is
+/// reported once per change, and again by a replica that becomes the leader.
+#[derive(Debug, Default)]
+pub struct PlacementReported(Mutex<Option<Vec<String>>>);
+
+impl PlacementReported {
+    /// Records `refused_by`; the previous value when it differs from it.
+    fn changed(&self, refused_by: &[String]) -> Option<Option<Vec<String>>> {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.as_deref() == Some(refused_by) {
+            return None;
+        }
+        Some(seen.replace(refused_by.to_vec()))
+    }
+}
+
+/// Where pods are attached from, as it changes: logged by every replica (`placement.rs`), and by the
+/// leader as an Event on the `--nad-namespace` namespace: a Warning naming the refusing nodes and
+/// the fix, a Normal one once every node shares it again.
+pub async fn placement(ctx: &Context, namespaces: &Store<Namespace>) {
+    if !ctx.is_leader() {
+        return;
+    }
+    let p: Placement = ctx.placement.borrow().clone();
+    let Some(configured) = p.configured.as_deref() else {
+        return;
+    };
+    let Some(previous) = ctx.placement_reported.changed(&p.refused_by) else {
+        return;
+    };
+    let ns = namespaces
+        .get(&ObjectRef::new(configured))
+        .map(|ns| (*ns).clone())
+        .unwrap_or_else(|| Namespace {
+            metadata: ObjectMeta {
+                name: Some(configured.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    match p.refusal() {
+        Some(why) => {
+            let note = format!("{why}. Fix: {}.", p.fix());
+            ctx.events
+                .warn(&ns, events::REASON_SHARED_NAD_REFUSED, note)
+                .await
+        }
+        // Healed: said only after a refusal was (nothing to say at start-up).
+        None if previous.is_some_and(|nodes| !nodes.is_empty()) => {
+            let note = format!(
+                "Every node's Multus now shares NADs of {configured} with other namespaces: the \
+                 webhook attaches new pods to {configured}/{nad}; the per-namespace NADs are kept \
+                 while pods still list them.",
+                nad = ctx.settings.nad.name
+            );
+            ctx.events
+                .normal(&ns, events::REASON_SHARED_NAD_ALLOWED, note)
+                .await
+        }
+        None => {}
+    }
 }

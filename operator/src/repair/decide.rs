@@ -81,11 +81,7 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
         match listed_nad_of_ours(meta, &cfg.nad.name, ns_name, |_| true) {
             Some(other) => Why::OnAnotherNad {
                 listed: format!("{other}/{}", cfg.nad.name),
-                wanted: format!(
-                    "{}/{}",
-                    cfg.nad.shared().unwrap_or(ns_name),
-                    cfg.nad.name
-                ),
+                wanted: format!("{}/{}", cfg.nad.shared().unwrap_or(ns_name), cfg.nad.name),
             },
             None => Why::Unattached,
         }

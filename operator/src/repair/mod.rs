@@ -28,6 +28,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use rules::decision::DecisionConfig;
+use rules::multus_node::Placement;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -69,6 +70,9 @@ pub struct Repairer {
     is_leader: watch::Receiver<bool>,
     events: Events,
     metrics: RepairMetrics,
+    /// Where pods are attached from (the controller's, every node's Multus considered); without
+    /// it, `settings.decision` as the flags say.
+    placement: Option<watch::Receiver<Placement>>,
 }
 
 enum Scan {
@@ -94,7 +98,14 @@ impl Repairer {
             namespaces,
             is_leader,
             metrics: RepairMetrics::register(registry),
+            placement: None,
         }
+    }
+
+    /// Judges pods as the webhook attaches them now: to where `placement` says.
+    pub fn with_placement(mut self, placement: watch::Receiver<Placement>) -> Self {
+        self.placement = Some(placement);
+        self
     }
 
     /// Watches pods until `shutdown`; acts only while this replica leads.
@@ -229,7 +240,18 @@ impl Repairer {
             return;
         };
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
-        let (why, owner) = match decide(pod, ns.as_deref(), &self.settings.decision) {
+        let verdict = match &self.placement {
+            Some(placement) => {
+                let placement = placement.borrow();
+                decide(
+                    pod,
+                    ns.as_deref(),
+                    &placement.decision(&self.settings.decision),
+                )
+            }
+            None => decide(pod, ns.as_deref(), &self.settings.decision),
+        };
+        let (why, owner) = match verdict {
             Verdict::Repair { why, owner } => (why, owner),
             Verdict::Skip(skip) => {
                 tracing::trace!(namespace, pod = name, ?skip, "no repair");

@@ -1,0 +1,188 @@
+//! Publishing the node's Multus as the node's NodeMultus object (server-side apply), beside the
+//! install loop: a pass never waits for the apiserver, and a failure to publish is logged and
+//! retried, never an install error (the node's install does not depend on it).
+//!
+//! The object is written at start and whenever the observation changes; `observedAt` is when it did.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use linkerd_multus_crds::node_multus::{self, NodeMultusSpec};
+use rules::multus_node::Observation;
+use tokio::sync::watch;
+
+use crate::args::Publish;
+
+/// The installer's field manager on the NodeMultus it applies.
+pub const FIELD_MANAGER: &str = "linkerd-cni-install";
+/// Retries of a failed publish back off up to this.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What the loop hands the publisher after a pass.
+#[derive(Clone, Debug)]
+struct Offer {
+    observation: Observation,
+    observed_at: Time,
+    /// The installer's own kubeconfig (this pod's service account, its token file), or why there is
+    /// none.
+    kubeconfig: Result<String, String>,
+}
+
+/// The loop's handle on the publisher task.
+pub struct Publisher {
+    tx: watch::Sender<Option<Offer>>,
+}
+
+impl Publisher {
+    /// Starts the publisher task on the current runtime.
+    pub fn spawn(publish: Publish, net_dir_on_node: String) -> Self {
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(run(rx, publish, net_dir_on_node));
+        Self { tx }
+    }
+
+    /// Hands over what a pass observed; wakes the publisher only when the observation or the
+    /// credentials changed.
+    pub fn offer(&self, observation: Observation, kubeconfig: Result<String, String>) {
+        self.tx.send_if_modified(|current| {
+            let (same_observation, same_kubeconfig) = match current {
+                Some(c) => (c.observation == observation, c.kubeconfig == kubeconfig),
+                None => (false, false),
+            };
+            if same_observation && same_kubeconfig {
+                return false;
+            }
+            let observed_at = match current {
+                Some(c) if same_observation => c.observed_at.clone(),
+                _ => Time(k8s_openapi::jiff::Timestamp::now()),
+            };
+            *current = Some(Offer {
+                observation,
+                observed_at,
+                kubeconfig,
+            });
+            true
+        });
+    }
+}
+
+async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: String) {
+    let mut client: Option<(String, Client)> = None;
+    let mut published: Option<Observation> = None;
+    let mut last_error: Option<String> = None;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let offer = rx.borrow_and_update().clone();
+        if let Some(offer) = offer.filter(|o| published.as_ref() != Some(&o.observation)) {
+            match apply(&mut client, &publish, &net_dir, &offer).await {
+                Ok(()) => {
+                    tracing::info!(
+                        node = %publish.node_name,
+                        observed = %describe(&offer.observation),
+                        "published the node's Multus (kubectl get nodemultus {})",
+                        publish.node_name
+                    );
+                    if let Some(previous) = last_error.take() {
+                        tracing::info!(previous = %previous, "publishing resolved");
+                    }
+                    published = Some(offer.observation);
+                    backoff = Duration::from_secs(1);
+                }
+                Err(e) => {
+                    if last_error.as_ref() != Some(&e) {
+                        tracing::warn!(node = %publish.node_name, error = %e, "cannot publish the node's Multus (NodeMultus); retrying");
+                    }
+                    last_error = Some(e);
+                    tokio::select! {
+                        changed = rx.changed() => if changed.is_err() { return },
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            }
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One server-side apply of the node's NodeMultus; Err is the log line's reason.
+async fn apply(
+    client: &mut Option<(String, Client)>,
+    publish: &Publish,
+    net_dir: &str,
+    offer: &Offer,
+) -> Result<(), String> {
+    let kubeconfig = offer.kubeconfig.as_ref().map_err(Clone::clone)?;
+    if client.as_ref().map(|(text, _)| text) != Some(kubeconfig) {
+        *client = Some((kubeconfig.clone(), build_client(kubeconfig).await?));
+    }
+    let Some((_, client)) = client.as_ref() else {
+        return Err("no client".into());
+    };
+    let spec = NodeMultusSpec::observed(
+        &publish.node_name,
+        publish.installer_pod.clone(),
+        net_dir,
+        &offer.observation,
+        offer.observed_at.clone(),
+    );
+    let resource = node_multus::api_resource(publish.api_group.as_deref());
+    let mut object = DynamicObject::new(&publish.node_name, &resource);
+    object.data = serde_json::json!({ "spec": spec });
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api
+        .patch(&publish.node_name, &params, &Patch::Apply(&object))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
+            "the NodeMultus kind ({}) is not served: {} (the chart installs its CRD)",
+            resource.api_version, status.message
+        )),
+        Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
+            "{} (the installer's service account needs get, create and patch on nodemultuses)",
+            status.message
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A client from the installer's own kubeconfig (never the plugin's: that account may only read
+/// pods), with timeouts so a dead apiserver never holds a publish for long.
+async fn build_client(kubeconfig: &str) -> Result<Client, String> {
+    let parsed = Kubeconfig::from_yaml(kubeconfig)
+        .map_err(|e| format!("cannot read the kubeconfig: {e}"))?;
+    let mut config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("cannot use the kubeconfig: {e}"))?;
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(Duration::from_secs(15));
+    Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The observation in one line, for the log.
+pub fn describe(observation: &Observation) -> String {
+    match observation {
+        Observation::NoMultus { primary: Some(p) } => {
+            format!("no Multus (the primary config is {p})")
+        }
+        Observation::NoMultus { primary: None } => "no Multus (no network config yet)".into(),
+        Observation::Multus { file, config } => format!(
+            "{} Multus in {file}, namespaceIsolation={}, globalNamespaces={}",
+            config.flavour.map_or("?", |f| f.as_str()),
+            config.namespace_isolation,
+            config
+                .global_namespaces
+                .as_deref()
+                .unwrap_or("(unset: default)"),
+        ),
+        Observation::Unreadable { reason, .. } => format!("unreadable: {reason}"),
+    }
+}

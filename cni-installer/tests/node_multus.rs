@@ -1,0 +1,120 @@
+//! The installer publishes its node's Multus as a NodeMultus (the real binary, the testbed's apiserver
+//! through the kubeconfig it writes): at start, and again whenever Multus' config changes, malformed
+//! included. Its NodeMultus kind lives in an API group of this test's own (hidden
+//! `--node-multus-api-group`), so no other test's operator sees what it publishes.
+
+mod support;
+
+use kube::api::DynamicObject;
+use linkerd_multus_e2e::{client, eventually, node_multus};
+use serde_json::{json, Value};
+use std::fs;
+use support::*;
+
+fn spec(obj: &DynamicObject) -> &Value {
+    &obj.data["spec"]
+}
+
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
+async fn publishes_the_nodes_multus_and_its_changes() {
+    let client = client().await;
+    let group = node_multus::test_group("nm-inst");
+    let _crd = node_multus::install_crd_in(&client, &group).await;
+    let objects = node_multus::api(&client, &group);
+    let node_name = linkerd_multus_e2e::unique_name("node");
+
+    let mut node = Node::with(&["00-multus.conf"]);
+    node.use_testbed_service_account();
+    node.env.extend([
+        ("NODE_NAME".to_string(), node_name.clone()),
+        ("POD_NAME".to_string(), "cni-abc".to_string()),
+        ("POD_NAMESPACE".to_string(), "linkerd-cni".to_string()),
+        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
+    ]);
+    let running = node.spawn(&["--chain-mode", "none", "--resync-seconds", "1"]);
+
+    let net_dir = node.net.display().to_string();
+    let first = eventually("the installer publishes its node's Multus", || async {
+        objects.get_opt(&node_name).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        spec(&first)["multus"],
+        "thin",
+        "{}\n{}",
+        spec(&first),
+        running.log()
+    );
+    assert_eq!(spec(&first)["nodeName"], json!(node_name));
+    assert_eq!(spec(&first)["installerPod"], "linkerd-cni/cni-abc");
+    assert_eq!(spec(&first)["readable"], true);
+    assert_eq!(spec(&first)["namespaceIsolation"], false);
+    assert_eq!(spec(&first)["netDir"], json!(net_dir));
+    assert_eq!(
+        spec(&first)["configFile"],
+        json!(format!("{net_dir}/00-multus.conf"))
+    );
+    let managers: Vec<_> = first
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["linkerd-cni-install"], "server-side apply");
+
+    // Multus' config changes (isolation on): published again, with a later observedAt.
+    let mut conf: Value = serde_json::from_slice(&fixture("00-multus.conf")).expect("fixture JSON");
+    conf["namespaceIsolation"] = json!(true);
+    conf["globalNamespaces"] = json!("default,openshift-multus");
+    fs::write(node.net.join("00-multus.conf"), conf.to_string()).expect("write conf");
+    let isolating = eventually("the change is published", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        (spec(&obj)["namespaceIsolation"] == true).then_some(obj)
+    })
+    .await;
+    assert_eq!(
+        spec(&isolating)["globalNamespaces"],
+        "default,openshift-multus"
+    );
+    let time = |o: &DynamicObject| {
+        spec(o)["observedAt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(time(&isolating) >= time(&first), "observedAt moves forward");
+
+    // A config Multus cannot load either: published as unreadable, with the reason.
+    fs::write(node.net.join("00-multus.conf"), "{\"type\": \"multus\",").expect("write conf");
+    let broken = eventually("the unreadable config is published", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        (spec(&obj)["readable"] == false).then_some(obj)
+    })
+    .await;
+    assert_eq!(spec(&broken)["multus"], "unknown");
+    let reason = spec(&broken)["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("00-multus.conf: it is not valid JSON"),
+        "{reason}"
+    );
+
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("published the node's Multus"), "{log}");
+}
+
+/// Without NODE_NAME nothing is published, and the install does not depend on the apiserver.
+#[test]
+fn without_a_node_name_nothing_is_published() {
+    let node = Node::with(&["00-multus.conf"]);
+    let running = node.spawn(&["--chain-mode", "none"]);
+    wait_for("binary and kubeconfig installed", || {
+        (node.binary().exists() && node.kubeconfig().is_some()).then_some(())
+    });
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("the node's Multus is not published"), "{log}");
+    assert!(!log.contains("cannot publish"), "{log}");
+}

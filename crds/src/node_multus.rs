@@ -1,0 +1,293 @@
+//! `NodeMultus` (`linkerd-multus.io/v1alpha1`): what one node's Multus allows, published by that
+//! node's linkerd-cni installer and read by the operator (its webhook and `check`).
+//!
+//! Cluster-scoped, one object per node, named after the node. Like node-feature-discovery's
+//! NodeFeature, the observation is the object's `spec`: the installer is its only writer (server-side
+//! apply), so no status subresource is needed and the installer's RBAC stays get/create/patch on this
+//! one resource.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ApiResource;
+use kube::CustomResource;
+use rules::multus_node::{self, Isolation, Observation};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Where `crdgen` writes the NodeMultus CRD, relative to the crate's directory.
+pub const CRD_FILE: &str = "node-multus.yaml";
+
+/// The NodeMultus kind's `ApiResource`, in `group` (`None`: its own). Tests move it to a group of
+/// their own, so what they publish is seen by no other test.
+pub fn api_resource(group: Option<&str>) -> ApiResource {
+    let mut resource = ApiResource::erase::<NodeMultus>(&());
+    if let Some(group) = group {
+        resource.api_version = format!("{group}/{}", resource.version);
+        resource.group = group.to_string();
+    }
+    resource
+}
+
+/// What one node's Multus allows, as its linkerd-cni installer read it from the node's CNI config.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "linkerd-multus.io",
+    version = "v1alpha1",
+    kind = "NodeMultus",
+    plural = "nodemultuses",
+    singular = "nodemultus",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Multus","type":"string","jsonPath":".spec.multus"}"#,
+    printcolumn = r#"{"name":"Isolation","type":"boolean","jsonPath":".spec.namespaceIsolation"}"#,
+    printcolumn = r#"{"name":"Global","type":"string","jsonPath":".spec.globalNamespaces"}"#,
+    printcolumn = r#"{"name":"Readable","type":"boolean","jsonPath":".spec.readable"}"#,
+    printcolumn = r#"{"name":"Observed","type":"date","jsonPath":".spec.observedAt"}"#,
+    doc = "NodeMultus is what one node's Multus allows (thin or thick, namespace isolation, global \
+           namespaces), published by that node's linkerd-cni installer."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMultusSpec {
+    /// The node (also the object's name).
+    pub node_name: String,
+    /// The installer pod that read it, `<namespace>/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer_pod: Option<String>,
+    /// When the installer read what this says (it writes only when that changes, and at its start).
+    pub observed_at: Time,
+    /// The node's CNI config directory that was read.
+    pub net_dir: String,
+    /// `thin`, `thick`, `none` (the runtime's network config is not Multus') or `unknown`.
+    pub multus: MultusKind,
+    /// False when the installer could not read the node's Multus (`reason` says why).
+    pub readable: bool,
+    /// Why it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The config file the runtime uses (Multus' own, or the primary network's when there is no Multus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
+    /// Multus' `namespaceIsolation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_isolation: Option<bool>,
+    /// Multus' `globalNamespaces` as written (absent: Multus allows `default` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_namespaces: Option<String>,
+    /// Multus' `auxiliaryCNIChainName` (OpenShift 4.18+).
+    #[serde(
+        default,
+        rename = "auxiliaryCNIChainName",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub auxiliary_cni_chain_name: Option<String>,
+    /// Multus' `binDir`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin_dir: Option<String>,
+    /// Thick Multus: where its daemon config is, and why it was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_config: Option<String>,
+}
+
+/// Which Multus the node runs.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MultusKind {
+    Thin,
+    Thick,
+    None,
+    Unknown,
+}
+
+impl NodeMultusSpec {
+    /// The object an installer publishes for what it observed. `net_dir` and `config_file` are
+    /// paths as the node sees them.
+    pub fn observed(
+        node_name: &str,
+        installer_pod: Option<String>,
+        net_dir: &str,
+        observation: &Observation,
+        observed_at: Time,
+    ) -> Self {
+        let in_dir = |file: &str| format!("{}/{file}", net_dir.trim_end_matches('/'));
+        let mut spec = Self {
+            node_name: node_name.to_string(),
+            installer_pod,
+            observed_at,
+            net_dir: net_dir.to_string(),
+            multus: MultusKind::Unknown,
+            readable: true,
+            reason: None,
+            config_file: None,
+            namespace_isolation: None,
+            global_namespaces: None,
+            auxiliary_cni_chain_name: None,
+            bin_dir: None,
+            daemon_config: None,
+        };
+        match observation {
+            Observation::NoMultus { primary } => {
+                spec.multus = MultusKind::None;
+                spec.config_file = primary.as_deref().map(in_dir);
+            }
+            Observation::Multus { file, config } => {
+                let thick = config.flavour == Some(multus_node::Flavour::Thick);
+                spec.multus = if thick {
+                    MultusKind::Thick
+                } else {
+                    MultusKind::Thin
+                };
+                spec.config_file = Some(in_dir(file));
+                spec.namespace_isolation = Some(config.namespace_isolation);
+                spec.global_namespaces = config.global_namespaces.clone();
+                spec.auxiliary_cni_chain_name = config.auxiliary_cni_chain_name.clone();
+                spec.bin_dir = config.bin_dir.clone();
+                spec.daemon_config = thick.then(|| multus_node::DAEMON_CONFIG_NOTE.to_string());
+            }
+            Observation::Unreadable { file, reason } => {
+                spec.readable = false;
+                spec.reason = Some(reason.clone());
+                spec.config_file = file.as_deref().map(in_dir);
+            }
+        }
+        spec
+    }
+
+    /// What this node's Multus does with cross-namespace references.
+    pub fn isolation(&self) -> Isolation {
+        match self.multus {
+            _ if !self.readable => Isolation::Unknown {
+                reason: self.reason.clone().unwrap_or_else(|| "not readable".into()),
+            },
+            MultusKind::Unknown => Isolation::Unknown {
+                reason: "the installer could not tell which Multus runs".into(),
+            },
+            MultusKind::None => Isolation::Off,
+            MultusKind::Thin | MultusKind::Thick => multus_node::isolation(
+                self.namespace_isolation.unwrap_or(false),
+                self.global_namespaces.as_deref(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+    use rules::multus_node::{Flavour, MultusConfig};
+    use serde_json::json;
+
+    fn at() -> Time {
+        Time("2025-01-02T03:04:05Z".parse().expect("timestamp"))
+    }
+
+    /// The CRD is cluster-scoped, in our group, with the columns `kubectl get nodemultuses` shows.
+    #[test]
+    fn crd_shape() {
+        let crd = serde_json::to_value(NodeMultus::crd()).expect("crd json");
+        assert_eq!(crd["metadata"]["name"], "nodemultuses.linkerd-multus.io");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(crd["spec"]["names"]["kind"], "NodeMultus");
+        let version = &crd["spec"]["versions"][0];
+        assert_eq!(version["name"], "v1alpha1");
+        let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(
+            spec["properties"]["multus"]["enum"],
+            json!(["thin", "thick", "none", "unknown"])
+        );
+        assert_eq!(spec["properties"]["observedAt"]["format"], "date-time");
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(
+            columns,
+            ["Multus", "Isolation", "Global", "Readable", "Observed"]
+        );
+    }
+
+    /// Each observation becomes the published fields, and reads back as the same isolation.
+    #[test]
+    fn observations_round_trip_to_isolation() {
+        let thick = Observation::Multus {
+            file: "00-multus.conf".into(),
+            config: MultusConfig {
+                flavour: Some(Flavour::Thick),
+                namespace_isolation: true,
+                global_namespaces: Some("default,openshift-multus".into()),
+                auxiliary_cni_chain_name: Some("vendor-cni-chain".into()),
+                bin_dir: None,
+            },
+        };
+        let spec = NodeMultusSpec::observed(
+            "node-1",
+            Some("linkerd-cni/linkerd-cni-abc".into()),
+            "/etc/cni/net.d/",
+            &thick,
+            at(),
+        );
+        let wire = serde_json::to_value(&spec).expect("json");
+        assert_eq!(
+            wire,
+            json!({
+                "nodeName": "node-1",
+                "installerPod": "linkerd-cni/linkerd-cni-abc",
+                "observedAt": "2025-01-02T03:04:05Z",
+                "netDir": "/etc/cni/net.d/",
+                "multus": "thick",
+                "readable": true,
+                "configFile": "/etc/cni/net.d/00-multus.conf",
+                "namespaceIsolation": true,
+                "globalNamespaces": "default,openshift-multus",
+                "auxiliaryCNIChainName": "vendor-cni-chain",
+                "daemonConfig": multus_node::DAEMON_CONFIG_NOTE,
+            })
+        );
+        assert!(spec.isolation().refuses("app", "nad-home"));
+        assert!(!spec.isolation().refuses("app", "openshift-multus"));
+
+        let none = NodeMultusSpec::observed(
+            "n",
+            None,
+            "/etc/cni/net.d",
+            &Observation::NoMultus { primary: None },
+            at(),
+        );
+        assert_eq!(none.multus, MultusKind::None);
+        assert_eq!(none.isolation(), Isolation::Off);
+
+        let broken = NodeMultusSpec::observed(
+            "n",
+            None,
+            "/etc/cni/net.d",
+            &Observation::Unreadable {
+                file: Some("00-multus.conf".into()),
+                reason: "it is not valid JSON".into(),
+            },
+            at(),
+        );
+        assert!(!broken.readable);
+        assert_eq!(
+            broken.config_file.as_deref(),
+            Some("/etc/cni/net.d/00-multus.conf")
+        );
+        assert_eq!(
+            broken.isolation(),
+            Isolation::Unknown {
+                reason: "it is not valid JSON".into()
+            }
+        );
+        // What a person writes by hand (the operator's test does) reads too.
+        let by_hand: NodeMultusSpec = serde_json::from_value(json!({
+            "nodeName": "n", "observedAt": "2025-01-02T03:04:05Z", "netDir": "/etc/cni/net.d",
+            "multus": "thin", "readable": true, "namespaceIsolation": true
+        }))
+        .expect("parses");
+        assert_eq!(
+            by_hand.isolation(),
+            Isolation::On {
+                global_namespaces: vec!["default".into()]
+            }
+        );
+    }
+}
