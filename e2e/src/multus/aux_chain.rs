@@ -1,28 +1,39 @@
 //! Multus' **auxiliary CNI chain** (`auxiliaryCNIChainName`, Multus v4.2.1 and later), run by the
-//! stand-in as Multus runs it (pkg/multus/multus.go `CmdAdd`; the directory read the way libcni 1.3
-//! reads plugin drop-ins, `NetworkPluginConfsFromFiles`):
+//! stand-in as Multus runs it.
 //!
-//! - **Built at every ADD**, after the pod is read and before anything runs: a conflist named after
-//!   the chain, in Multus' own cniVersion, of `passthru` followed by one plugin per `*.conf` file of
-//!   `<directory of clusterNetwork>/<chain name>/`, in file-name order (`.conflist`, other files and
-//!   subdirectories are not read). Nothing is cached between ADDs: a file written or removed counts
-//!   from the next ADD on.
-//! - **No plugin config there** (the directory missing or empty): no chain at all, not even passthru.
-//!   A file that cannot be read or is not a plugin config (a JSON object with a `type`), or a chain
-//!   name that is not a valid network name: the chain is skipped for that ADD (Multus logs it; its
-//!   loader returns no error to `CmdAdd`).
-//! - **`clusterNetwork` not a path** (a NAD or config name, or only `delegates`): every ADD fails.
-//! - **Run as the last delegate**: after the cluster network and the pod's NADs, on `net<N>` (its
-//!   position, as any delegate without an interface request), with the delegates' `CNI_ARGS`. Its
-//!   plugins are chained: each gets the list's name and cniVersion, and the previous plugin's result as
-//!   `prevResult` (passthru, first, gets none). Its result is not the pod's.
-//! - **A failure fails the sandbox**: every delegate added so far is DELeted (the chain too), then
+//! Read in Multus' `pkg/multus/multus.go` (`CmdAdd`, `DelegateAdd`, `delPlugins`, `CmdDel`):
+//!
+//! - **Built at every ADD**, after the pod is read and before any delegate runs: a conflist named
+//!   after the chain in Multus' own cniVersion, `{"type": "passthru", "name": "passthru-cni"}` first,
+//!   loaded from the directory of `clusterNetwork` (`filepath.Dir`) by `LoadChainedDelegatesFromBytes`.
+//!   Appended as the last delegate only when it holds more than passthru; saved with the delegates in
+//!   Multus' cache for DEL.
+//! - **`clusterNetwork` not a path** (no `/`: a NAD or config name, or only `delegates`): every ADD
+//!   fails.
+//! - **Run as the last delegate**: on `getIfname`'s `net<N>` (its index among the delegates; the
+//!   interface must not exist yet), with the delegates' `CNI_ARGS`, through libcni's `AddNetworkList`:
+//!   each plugin gets the list's name and cniVersion and the previous plugin's result as `prevResult`
+//!   (passthru, first, gets none). Its result is not the pod's (the cluster network's is).
+//! - **A failure fails the sandbox**: `delPlugins` DELs every delegate up to it (the chain too), then
 //!   the ADD errors.
-//! - **DEL**: from Multus' own cache of the ADD (the chain as it was then, not re-read), first of all
-//!   delegates; its plugins in reverse; `prevResult` the chain's ADD result from cniVersion 0.4.0 on
-//!   (libcni's result cache), none before; the first failing plugin ends the chain's DEL. Without that
-//!   cache (the ADD never finished) Multus rebuilds the delegates from the pod, which has no chain.
-//!   CHECK does not run it.
+//! - **DEL**: from the cache (the chain as it was at ADD, not re-read), delegates last to first, so
+//!   the chain first; libcni's `DelNetworkList` runs its plugins in reverse with the cached ADD result
+//!   as `prevResult` from cniVersion 0.4.0 on (none before), and stops at the first failure. Without
+//!   the cache (the ADD never finished) Multus rebuilds the delegates from the pod: no chain. CHECK
+//!   does not run it.
+//!
+//! Read in libcni 1.3 (`libcni/conf.go`, which Multus 4.2.1 uses for plugin drop-ins):
+//! `NetworkPluginConfsFromFiles(dir, name)` reads `<dir>/<name>/*.conf` (`ConfFiles`: not
+//! directories, exactly the `.conf` extension; `os.ReadDir`'s order, by name), each a plugin config
+//! (a JSON object with a `type`); a missing directory has none, and any unreadable or invalid file is
+//! an error.
+//!
+//! Inferred, because the body of `LoadChainedDelegatesFromBytes` (pkg/k8sclient) was not available:
+//! that it loads the directory with that libcni function after checking the chain's name against the
+//! CNI spec (its stub comments say so), and that it returns no chain when that fails (its signature
+//! returns no error; `CmdAdd` then goes on without a chain). Also not verifiable: Multus' DEL runs a
+//! cached conflist delegate from its raw bytes, and whether those hold the directory's plugins or
+//! only passthru depends on that body; the stand-in DELs the whole chain of the ADD.
 //!
 //! `passthru` is Multus' `cmd/passthru-cni`: ADD prints an empty result of the config's version
 //! (`{"cniVersion": V, "dns": {}}`), DEL prints nothing, for cniVersion 0.3.0 to 1.1.0. Debian ships
