@@ -7,13 +7,19 @@
 //!
 //! Run: `e2e/testbed up && cargo bench -p linkerd-cni --bench add_latency` (as root). The ADD
 //! includes the pod lookup against the local apiserver (TLS), as on a node.
+//!
+//! A last line measures the plugin where Multus' auxiliary CNI chain runs it for every pod: ADD for
+//! a pod that is not meshed (process start, kubeconfig, TLS, the reads, skip, prevResult printed
+//! back), alternating round by round with its floor, curl's GET of that pod.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linkerd_cni::plan::{self, Family, NatTable, RuleSettings};
 use linkerd_cni::ports::PortRange;
-use linkerd_multus_e2e::cni::{exec_plugin, Runtime};
+use linkerd_multus_e2e::cni::{exec_plugin, Network, Runtime};
+use linkerd_multus_e2e::multus::aux_chain;
+use linkerd_multus_e2e::multus::conf::{delegate_cni_args, PodRef};
 use linkerd_multus_e2e::netns::NetNs;
 use linkerd_multus_e2e::{client, TestNamespace};
 use serde_json::json;
@@ -163,6 +169,74 @@ const MODES: &[(&str, Option<&str>)] = &[
     ("nftables", None),
 ];
 
+/// ADD of a pod that is not meshed, as the auxiliary chain calls it (behind passthru, the chain's
+/// name, `net1`, Multus' delegate args), and the GET of that pod in curl, alternating per round.
+/// Prints `aux-chain | ADD (not meshed) | TLS GET | ADD minus GET (paired)`.
+async fn not_meshed_in_the_aux_chain(client: &kube::Client, namespace: &str) {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bare", "namespace": namespace},
+        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "app", "image": "a"}]}
+    }))
+    .expect("pod");
+    let created =
+        kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace)
+            .create(&Default::default(), &pod)
+            .await
+            .expect("create pod");
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
+    let dirs = vec![bin.parent().expect("bin dir").to_path_buf()];
+    let entry = json!({
+        "type": "linkerd-cni", "log_level": "warn",
+        "kubernetes": {"kubeconfig": linkerd_multus_e2e::kubeconfig_path()},
+        "linkerd": {"iptables-mode": "legacy"}
+    });
+    let chain = aux_chain::Chain {
+        name: "vendor-cni-chain".into(),
+        cni_version: "1.0.0".into(),
+        plugins: vec![aux_chain::passthru_entry(), entry.clone()],
+        files: vec![],
+    };
+    let prev = json!({"cniVersion": "1.0.0", "dns": {}});
+    let config = Network::new(chain.conflist(), vec![]).plugin_config(&entry, Some(&prev));
+    let ns = NetNs::create("lcni-bench");
+    let mut rt = Runtime::new(&ns.path());
+    rt.ifname = "net1".into();
+    rt.args = delegate_cni_args(&PodRef {
+        namespace: namespace.into(),
+        name: "bare".into(),
+        uid: created.metadata.uid.unwrap_or_default(),
+        infra_container_id: rt.container_id.clone(),
+    });
+    let get = TlsGet::new(&linkerd_multus_e2e::kubeconfig_path(), namespace, "bare");
+    let add = || {
+        let start = Instant::now();
+        let out = exec_plugin(&dirs, "ADD", &config, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+        let took = start.elapsed();
+        assert_eq!(out.as_ref(), Some(&prev), "the prevResult, unchanged");
+        took
+    };
+    let (mut adds, mut gets, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS * 2 {
+        let (a, g) = if round % 2 == 0 {
+            let a = add();
+            (a, get.once())
+        } else {
+            let g = get.once();
+            (add(), g)
+        };
+        diffs.push(a.as_secs_f64() - g.as_secs_f64());
+        adds.push(a);
+        gets.push(g);
+    }
+    diffs.sort_by(f64::total_cmp);
+    println!(
+        "aux-chain | {} | {} | {:.1} ms",
+        ms(median(adds)),
+        ms(median(gets)),
+        diffs[diffs.len() / 2] * 1000.0
+    );
+}
+
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; any other argument (a filter) is ignored.
@@ -308,4 +382,5 @@ async fn main() {
             beyond_lookup * 1000.0,
         );
     }
+    not_meshed_in_the_aux_chain(&client, &tns.name).await;
 }

@@ -71,6 +71,13 @@ impl Runtime {
 #[derive(Debug, Clone)]
 pub struct PluginFailure(Box<Failure>);
 
+impl PluginFailure {
+    /// A failure a caller determined itself (e.g. a plugin answered in-process).
+    pub fn new(failure: Failure) -> Self {
+        Self(Box::new(failure))
+    }
+}
+
 impl std::ops::Deref for PluginFailure {
     type Target = Failure;
     fn deref(&self) -> &Failure {

@@ -14,6 +14,9 @@
 //! [`pod_network`]: a bridge + host-local pod network in a fresh netns with the built `linkerd-cni`
 //! chained after it, with [`traffic::ask_as`] to send real traffic from it as a given uid.
 //!
+//! [`multus`]: the Multus stand-in the node testbed runs in Multus' place (its auxiliary CNI chain in
+//! [`multus::aux_chain`]); [`recorder`]: `cni-recorder`, a CNI plugin that records the calls it gets.
+//!
 //! [`stand_ins`]: other products' admission webhooks (Linkerd's injector, OpenShift's SCC uid check)
 //! as real HTTPS webhooks, for tests of this project's webhook beside them.
 //!
@@ -49,6 +52,7 @@ pub mod not_run;
 pub mod operator_process;
 pub mod pod_network;
 mod port;
+pub mod recorder;
 pub mod stand_ins;
 mod testbed;
 pub mod traffic;

@@ -19,8 +19,18 @@ pub struct StandInConf {
     pub name: String,
     /// The kubeconfig used to read pods and NADs.
     pub kubeconfig: PathBuf,
-    /// The cluster network: exactly one conf or conflist, run as the primary (`CNI_IFNAME`).
+    /// The cluster network: exactly one conf or conflist, run as the primary (`CNI_IFNAME`), unless
+    /// `clusterNetwork` names its file.
+    #[serde(default)]
     pub delegates: Vec<Value>,
+    /// Multus' `clusterNetwork`, here only as the path of the cluster network's conf or conflist (read
+    /// at each call; `delegates` is then ignored, as by Multus). Its directory holds the auxiliary chain.
+    #[serde(default)]
+    pub cluster_network: Option<String>,
+    /// Multus' `auxiliaryCNIChainName` (v4.2.1+): the chain run for every pod after its networks
+    /// ([`super::aux_chain`]).
+    #[serde(default, rename = "auxiliaryCNIChainName")]
+    pub auxiliary_cni_chain_name: Option<String>,
     #[serde(default)]
     pub cni_dir: Option<PathBuf>,
     /// Multus' `namespaceIsolation` (off by default): a pod may use the NADs of its own namespace
@@ -43,22 +53,34 @@ pub struct ConfError(pub String);
 impl StandInConf {
     pub fn parse(stdin: &[u8]) -> Result<Self, ConfError> {
         let conf: Self = serde_json::from_slice(stdin).map_err(|e| ConfError(e.to_string()))?;
-        if conf.delegates.len() != 1 {
-            return Err(ConfError(format!(
+        match &conf.cluster_network {
+            Some(path) if !path.contains('/') => Err(ConfError(format!(
+                "clusterNetwork {path:?}: the stand-in reads it only as a file path (Multus also \
+                 takes a NAD or config name)"
+            ))),
+            Some(_) => Ok(conf),
+            None if conf.delegates.len() != 1 => Err(ConfError(format!(
                 "`delegates` must hold exactly one cluster network (a conf or conflist), found {}",
                 conf.delegates.len()
-            )));
+            ))),
+            None => {
+                conf.check_cluster_version(&conf.delegates[0])?;
+                Ok(conf)
+            }
         }
-        // Its result is printed as the stand-in's: the runtime expects the version it asked for.
-        let cluster_version = conf.delegates[0].get("cniVersion").and_then(Value::as_str);
-        if cluster_version != Some(conf.cni_version.as_str()) {
+    }
+
+    /// Its result is printed as the stand-in's: the runtime expects the version it asked for.
+    fn check_cluster_version(&self, cluster: &Value) -> Result<(), ConfError> {
+        let cluster_version = cluster.get("cniVersion").and_then(Value::as_str);
+        if cluster_version != Some(self.cni_version.as_str()) {
             return Err(ConfError(format!(
                 "the cluster network's cniVersion ({}) must be the stand-in's ({})",
                 cluster_version.unwrap_or("none"),
-                conf.cni_version
+                self.cni_version
             )));
         }
-        Ok(conf)
+        Ok(())
     }
 
     /// Whether a pod of `pod_namespace` may use a NAD of `nad_namespace`, as Multus decides it
@@ -82,8 +104,31 @@ impl StandInConf {
         ))
     }
 
-    pub fn cluster_network(&self) -> &Value {
-        &self.delegates[0]
+    /// The cluster network's config: `delegates`' one entry, or the file `clusterNetwork` names, read
+    /// now (Multus: a `.conflist` as a list, anything else as one plugin's config).
+    pub fn cluster_network(&self) -> Result<Value, ConfError> {
+        let Some(path) = &self.cluster_network else {
+            return Ok(self.delegates[0].clone());
+        };
+        let bad = |why: String| ConfError(format!("clusterNetwork {path}: {why}"));
+        let text = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let config: Value = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+        if path.ends_with(".conflist") {
+            let plugins = config.get("plugins").and_then(Value::as_array);
+            if plugins.is_none_or(Vec::is_empty)
+                || !config.get("name").is_some_and(Value::is_string)
+            {
+                return Err(bad("a conflist needs a name and plugins".into()));
+            }
+        } else if config
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(bad("no 'type'; perhaps this is a .conflist?".into()));
+        }
+        self.check_cluster_version(&config)?;
+        Ok(config)
     }
 
     pub fn cache_dir(&self) -> PathBuf {
@@ -170,7 +215,8 @@ mod tests {
         let ok = json!({"cniVersion": "0.3.1", "name": "multus", "type": "multus-stand-in",
             "kubeconfig": "/k", "delegates": [{"cniVersion": "0.3.1", "name": "k8s", "plugins": []}]});
         let conf = StandInConf::parse(ok.to_string().as_bytes()).unwrap();
-        assert_eq!(conf.cluster_network()["name"], "k8s");
+        assert_eq!(conf.cluster_network().unwrap()["name"], "k8s");
+        assert_eq!(conf.auxiliary_cni_chain_name, None);
         assert_eq!(conf.cache_dir(), PathBuf::from(DEFAULT_CACHE_DIR));
         for bad in [
             json!({"cniVersion": "0.3.1", "kubeconfig": "/k", "delegates": []}),
@@ -185,6 +231,59 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// `clusterNetwork` names the cluster network's file, read at each call (Multus ignores
+    /// `delegates` then); only a path is taken, and the file must be a config of the right version.
+    #[test]
+    fn cluster_network_is_read_from_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("10-k8s.conflist");
+        let conf = |path: &std::path::Path| {
+            json!({"cniVersion": "0.4.0", "kubeconfig": "/k", "clusterNetwork": path,
+                "auxiliaryCNIChainName": "vendor-cni-chain", "delegates": [{}, {}]})
+        };
+        let parsed = StandInConf::parse(conf(&list).to_string().as_bytes()).unwrap();
+        assert_eq!(
+            parsed.auxiliary_cni_chain_name.as_deref(),
+            Some("vendor-cni-chain")
+        );
+        let missing = parsed.cluster_network().unwrap_err().to_string();
+        assert!(missing.contains("10-k8s.conflist"), "{missing}");
+        std::fs::write(
+            &list,
+            r#"{"cniVersion": "0.4.0", "name": "k8s", "plugins": [{"type": "bridge"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.cluster_network().unwrap()["name"], "k8s");
+        for (body, why) in [
+            (
+                r#"{"cniVersion": "0.4.0", "name": "k8s", "plugins": []}"#,
+                "needs a name and plugins",
+            ),
+            (
+                r#"{"cniVersion": "0.3.1", "name": "k8s", "plugins": [{"type": "b"}]}"#,
+                "must be the stand-in's",
+            ),
+            ("{", "clusterNetwork"),
+        ] {
+            std::fs::write(&list, body).unwrap();
+            let err = parsed.cluster_network().unwrap_err().to_string();
+            assert!(err.contains(why), "{body}: {err}");
+        }
+        let single = dir.path().join("10-k8s.conf");
+        std::fs::write(
+            &single,
+            r#"{"cniVersion": "0.4.0", "name": "k8s", "plugins": [{"type": "b"}]}"#,
+        )
+        .unwrap();
+        let parsed = StandInConf::parse(conf(&single).to_string().as_bytes()).unwrap();
+        let err = parsed.cluster_network().unwrap_err().to_string();
+        assert!(err.contains("perhaps this is a .conflist"), "{err}");
+
+        let by_name = json!({"cniVersion": "0.4.0", "kubeconfig": "/k", "clusterNetwork": "k8s"});
+        let err = StandInConf::parse(by_name.to_string().as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("only as a file path"), "{err}");
     }
 
     #[test]

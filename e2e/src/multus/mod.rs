@@ -10,15 +10,22 @@
 //! - DEL: the delegates in reverse (from its cache, else from the pod and NADs if still there), then the
 //!   cluster network. CHECK: the cluster network's. VERSION: answered.
 //!
+//! - The **auxiliary CNI chain** (`auxiliaryCNIChainName`, Multus v4.2.1+) for every pod, after its
+//!   networks, and on DEL before them: see [`aux_chain`] for what Multus does and how the stand-in
+//!   plays Multus' `passthru` plugin, which Debian does not ship.
+//!
 //! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. A cross-namespace NAD is
 //! refused under `namespaceIsolation` unless its namespace is one of `globalNamespaces` (as Multus),
 //! before anything runs, with the thin plugin's own message and code (999), so the sandbox fails as
 //! it does under Multus.
-//! Left out: default networks, network-status annotations, device info, the thick plugin.
+//! Left out: default networks, network-status annotations, device info, Multus' check that a
+//! delegate's interface does not exist yet, `clusterNetwork` as a NAD or config name, the thick plugin.
 //!
 //! Its config (Multus' keys): `{"cniVersion", "name", "type", "kubeconfig", "delegates": [<cluster
-//! network conf or conflist>], "cniDir"?, "namespaceIsolation"?, "globalNamespaces"?}`.
+//! network conf or conflist>] | "clusterNetwork": "<its file>", "auxiliaryCNIChainName"?, "cniDir"?,
+//! "namespaceIsolation"?, "globalNamespaces"?}`.
 
+pub mod aux_chain;
 pub mod conf;
 pub mod networks;
 
@@ -34,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::cni::{Network, PluginFailure, Runtime};
+use aux_chain::Chain;
 use conf::{PodRef, StandInConf};
 use networks::Selection;
 
@@ -84,6 +92,14 @@ pub enum Error {
         failure: PluginFailure,
     },
     #[error("{0}")]
+    AuxChainConfig(String),
+    #[error("the auxiliary CNI chain ({name}) on {ifname} failed: {failure}")]
+    AuxChain {
+        name: String,
+        ifname: String,
+        failure: PluginFailure,
+    },
+    #[error("{0}")]
     Io(String),
 }
 
@@ -91,7 +107,10 @@ impl Error {
     /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
     pub fn code(&self) -> u32 {
         match self {
-            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
+            Error::Conf(_)
+            | Error::NadConfig { .. }
+            | Error::Annotation(_)
+            | Error::AuxChainConfig(_) => 7,
             Error::Env(_) => 4,
             Error::Pod { .. } | Error::NadMissing { .. } => 11,
             _ => 999,
@@ -161,6 +180,31 @@ struct Delegate {
     result: Option<Value>,
 }
 
+/// The auxiliary chain of one ADD, kept for DEL as Multus caches it with the delegates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChainRun {
+    chain: Chain,
+    ifname: String,
+    args: Vec<(String, String)>,
+    result: Option<Value>,
+}
+
+/// What ADD leaves for DEL.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Cached {
+    delegates: Vec<Delegate>,
+    #[serde(default)]
+    aux_chain: Option<ChainRun>,
+}
+
+/// A cache file as this or an earlier stand-in (delegates alone) wrote it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CacheFile {
+    Current(Box<Cached>),
+    Delegates(Vec<Delegate>),
+}
+
 /// The binary's whole life: runs the command, prints the result (stdout is only for it) or the CNI
 /// error, and returns the exit code.
 pub fn main() -> i32 {
@@ -193,7 +237,7 @@ pub fn run(env: &Env, stdin: &[u8]) -> Result<Option<Value>, Error> {
         })));
     }
     let conf = StandInConf::parse(stdin)?;
-    let cluster = Network::from_config(conf.cluster_network().clone(), env.path.clone());
+    let cluster = Network::from_config(conf.cluster_network()?, env.path.clone());
     let primary = env.runtime(&env.ifname, env.args.clone());
     match env.command.as_str() {
         "ADD" => add(env, &conf, &cluster, &primary).map(Some),
@@ -218,10 +262,24 @@ fn add(
     cluster: &Network,
     primary: &Runtime,
 ) -> Result<Value, Error> {
-    // Every NAD is resolved before anything runs: a missing one leaves nothing to roll back.
-    let mut delegates = match env.pod() {
-        Some((namespace, name)) => resolve(env, conf, &namespace, &name)?,
-        None => Vec::new(),
+    // Every NAD is resolved, and the auxiliary chain built, before anything runs: a missing NAD or a
+    // clusterNetwork that is not a path leaves nothing to roll back.
+    let (pod, mut delegates) = match env.pod() {
+        Some((namespace, name)) => {
+            let (pod, delegates) = resolve(env, conf, &namespace, &name)?;
+            (Some(pod), delegates)
+        }
+        None => (None, Vec::new()),
+    };
+    let mut chain = match (&conf.auxiliary_cni_chain_name, &pod) {
+        (Some(name), Some(pod)) => aux_chain_for(conf, name)?.map(|chain| ChainRun {
+            chain,
+            // Its position among the delegates, as any delegate that asked for no interface.
+            ifname: conf::delegate_ifname(None, delegates.len()),
+            args: conf::delegate_cni_args(pod),
+            result: None,
+        }),
+        _ => None,
     };
     let result = cluster.add(primary).map_err(|failure| {
         let _ = cluster.del(primary, None);
@@ -246,43 +304,106 @@ fn add(
             }
         }
     }
-    if let Err(e) = save(&cache_file(conf, env), &delegates) {
-        del_delegates(env, &delegates);
+    if let Some(run) = &mut chain {
+        let rt = env.runtime(&run.ifname, run.args.clone());
+        match aux_chain::add(&run.chain, &env.path, &rt) {
+            Ok(r) => run.result = Some(r),
+            Err(failure) => {
+                // The chain is a delegate like the others: it is DELeted too (with no ADD result).
+                let _ = aux_chain::del(&run.chain, &env.path, &rt, None);
+                del_delegates(env, &delegates);
+                let _ = cluster.del(primary, Some(&result));
+                return Err(Error::AuxChain {
+                    name: run.chain.name.clone(),
+                    ifname: run.ifname.clone(),
+                    failure,
+                });
+            }
+        }
+    }
+    let cached = Cached {
+        delegates,
+        aux_chain: chain,
+    };
+    if let Err(e) = save(&cache_file(conf, env), &cached) {
+        del_chain(env, cached.aux_chain.as_ref());
+        del_delegates(env, &cached.delegates);
         let _ = cluster.del(primary, Some(&result));
         return Err(e);
     }
     Ok(result)
 }
 
+/// The auxiliary chain for this ADD, read from disk now. `Err`: the ADD fails (Multus' check of
+/// clusterNetwork); a chain that cannot be loaded is logged and not run, as Multus does.
+fn aux_chain_for(conf: &StandInConf, name: &str) -> Result<Option<Chain>, Error> {
+    let dir =
+        aux_chain::conf_dir(conf.cluster_network.as_deref()).map_err(Error::AuxChainConfig)?;
+    match aux_chain::load(&dir, name, &conf.cni_version) {
+        Ok(chain) => Ok(chain),
+        Err(why) => {
+            eprintln!("multus-stand-in: auxiliary CNI chain {name} not run: {why}");
+            Ok(None)
+        }
+    }
+}
+
 fn del(env: &Env, conf: &StandInConf, cluster: &Network, primary: &Runtime) -> Result<(), Error> {
     let cache = cache_file(conf, env);
-    let delegates = match load(&cache) {
-        Some(delegates) => delegates,
-        // No cache (e.g. ADD never finished): the pod and NADs, if they are still there.
-        None => match env.pod() {
-            Some((namespace, name)) => resolve(env, conf, &namespace, &name).unwrap_or_else(|e| {
-                eprintln!("multus-stand-in: DEL without cache, skipping delegates: {e}");
-                Vec::new()
-            }),
-            None => Vec::new(),
+    let cached = match load(&cache) {
+        Some(cached) => cached,
+        // No cache (e.g. ADD never finished): the pod and NADs, if they are still there. Like Multus,
+        // no auxiliary chain then: only its ADD builds one.
+        None => Cached {
+            delegates: match env.pod() {
+                Some((namespace, name)) => resolve(env, conf, &namespace, &name)
+                    .map(|(_, delegates)| delegates)
+                    .unwrap_or_else(|e| {
+                        eprintln!("multus-stand-in: DEL without cache, skipping delegates: {e}");
+                        Vec::new()
+                    }),
+                None => Vec::new(),
+            },
+            aux_chain: None,
         },
     };
-    let first = del_delegates(env, &delegates);
+    // Multus DELs its delegates last to first: the chain, the NADs, the cluster network.
+    let chain = del_chain(env, cached.aux_chain.as_ref());
+    let delegates = del_delegates(env, &cached.delegates);
     let primary_del = cluster.del(primary, conf.prev_result.as_ref());
     let _ = std::fs::remove_file(&cache);
-    if let Some(e) = first {
+    if let Some(e) = chain.or(delegates) {
         return Err(e);
     }
     primary_del.map_err(Error::ClusterNetwork)
 }
 
-/// DELs `delegates` in reverse; every one is tried, the first failure returned.
+/// DELs the auxiliary chain of an ADD, if it ran one.
+fn del_chain(env: &Env, run: Option<&ChainRun>) -> Option<Error> {
+    let run = run?;
+    let rt = env.runtime(&run.ifname, run.args.clone());
+    aux_chain::del(&run.chain, &env.path, &rt, run.result.as_ref())
+        .err()
+        .map(|failure| Error::AuxChain {
+            name: run.chain.name.clone(),
+            ifname: run.ifname.clone(),
+            failure,
+        })
+}
+
+/// DELs `delegates` in reverse; every one is tried, the first failure returned. Each gets its ADD
+/// result as prevResult where libcni would give it (cniVersion 0.4.0 on).
 fn del_delegates(env: &Env, delegates: &[Delegate]) -> Option<Error> {
     let mut first = None;
     for d in delegates.iter().rev() {
         let network = Network::from_config(d.config.clone(), env.path.clone());
         let rt = env.runtime(&d.ifname, d.args.clone());
-        if let Err(failure) = network.del(&rt, d.result.as_ref()) {
+        let version = d.config["cniVersion"].as_str().unwrap_or_default();
+        let prev = d
+            .result
+            .as_ref()
+            .filter(|_| aux_chain::del_gets_cached_result(version));
+        if let Err(failure) = network.del(&rt, prev) {
             first.get_or_insert(Error::Delegate {
                 namespace: d.selection.namespace.clone(),
                 name: d.selection.name.clone(),
@@ -294,13 +415,14 @@ fn del_delegates(env: &Env, delegates: &[Delegate]) -> Option<Error> {
     first
 }
 
-/// The pod's attachments, each NAD fetched and turned into a delegate.
+/// The pod (as delegates are told of it) and its attachments, each NAD fetched and turned into a
+/// delegate.
 fn resolve(
     env: &Env,
     conf: &StandInConf,
     namespace: &str,
     name: &str,
-) -> Result<Vec<Delegate>, Error> {
+) -> Result<(PodRef, Vec<Delegate>), Error> {
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -369,7 +491,7 @@ fn resolve(
                 result: None,
             });
         }
-        Ok(delegates)
+        Ok((pod_ref, delegates))
     })
 }
 
@@ -401,17 +523,23 @@ fn cache_file(conf: &StandInConf, env: &Env) -> PathBuf {
         .join(format!("{}-{}", env.container_id, env.ifname))
 }
 
-fn save(path: &Path, delegates: &[Delegate]) -> Result<(), Error> {
+fn save(path: &Path, cached: &Cached) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::Io(format!("writing {}: {e}", path.display()));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let body = serde_json::to_vec(delegates).expect("delegates serialise");
+    let body = serde_json::to_vec(cached).expect("the cache serialises");
     std::fs::write(path, body).map_err(io)
 }
 
-fn load(path: &Path) -> Option<Vec<Delegate>> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+fn load(path: &Path) -> Option<Cached> {
+    match serde_json::from_slice(&std::fs::read(path).ok()?).ok()? {
+        CacheFile::Current(cached) => Some(*cached),
+        CacheFile::Delegates(delegates) => Some(Cached {
+            delegates,
+            aux_chain: None,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -427,6 +555,45 @@ mod tests {
             args: Vec::new(),
             path: Vec::new(),
         }
+    }
+
+    /// A cache an earlier stand-in wrote (the delegates alone) still drives DEL; today's keeps the
+    /// auxiliary chain of the ADD beside them.
+    #[test]
+    fn caches_of_both_shapes_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c1-eth0");
+        let delegate = serde_json::json!({
+            "selection": {"namespace": "ns", "name": "linkerd-cni", "interface": null},
+            "ifname": "net1", "config": {"cniVersion": "0.3.1", "type": "linkerd-cni"},
+            "args": [["K8S_POD_NAME", "p"]], "result": null
+        });
+        std::fs::write(&path, serde_json::json!([delegate]).to_string()).unwrap();
+        let old = load(&path).expect("the old shape loads");
+        assert_eq!(old.delegates.len(), 1);
+        assert!(old.aux_chain.is_none());
+
+        let run = ChainRun {
+            chain: Chain {
+                name: "vendor-cni-chain".into(),
+                cni_version: "0.3.1".into(),
+                plugins: vec![aux_chain::passthru_entry()],
+                files: vec![],
+            },
+            ifname: "net2".into(),
+            args: vec![],
+            result: Some(serde_json::json!({"cniVersion": "0.3.1", "dns": {}})),
+        };
+        let cached = Cached {
+            delegates: old.delegates,
+            aux_chain: Some(run),
+        };
+        save(&path, &cached).unwrap();
+        let new = load(&path).expect("the new shape loads");
+        assert_eq!(new.delegates.len(), 1);
+        assert_eq!(new.aux_chain.expect("the chain").ifname, "net2");
+        std::fs::write(&path, "[]").unwrap();
+        assert_eq!(load(&path).expect("empty").delegates.len(), 0);
     }
 
     #[test]
