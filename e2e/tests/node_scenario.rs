@@ -37,6 +37,12 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     step_cni_rollout_while_creating_pods(&node, &meshed);
     step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
     step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);
+    isolation::step_shared_nad_refused_by_isolation(
+        &node,
+        &mut cleanup,
+        &meshed.ns,
+        &meshed.test_image,
+    );
     step_check_in_the_operator_pod(&node);
     step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);
     drop(cleanup);

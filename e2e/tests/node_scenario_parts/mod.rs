@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 
 use crate::support::{helm, path_str, temp_file};
 
+pub mod isolation;
+
 pub const RELEASE: &str = "ld-controller";
 pub const RELEASE_NS: &str = "linkerd-multus";
 pub const CNI_NS: &str = "linkerd-cni";

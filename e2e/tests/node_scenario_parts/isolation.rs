@@ -1,0 +1,308 @@
+//! Step 6 of the node scenario: the node's Multus (the stand-in, in Multus' file and type) turns on
+//! namespace isolation, and the admin points `operator.nadNamespace` at a namespace outside
+//! `globalNamespaces` (issue 24's silent failure). The product sees it: the installer publishes the
+//! node's Multus, the operator keeps the per-namespace NADs (a Warning Event, the input gauge at 0),
+//! `check` fails naming the fix, new meshed pods still start, repair evicts nothing into a failing
+//! sandbox; a pod whose own template names the refused NAD is reported by `check -o json` with the
+//! runtime's message. Adding the namespace to Multus' `globalNamespaces` heals it without a restart
+//! of the operator.
+
+use std::time::{Duration, Instant};
+
+use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::wait_for_explained;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::support::{chart_dir, path_str};
+
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// The node's Multus config, restored when dropped.
+struct MultusConf<'a> {
+    node: &'a Node,
+    original: String,
+}
+
+impl<'a> MultusConf<'a> {
+    fn new(node: &'a Node) -> Self {
+        let original =
+            std::fs::read_to_string(node.multus_conf()).expect("the node's Multus config");
+        Self { node, original }
+    }
+
+    /// Writes the original with `isolation` (namespaceIsolation, globalNamespaces) on top.
+    fn isolate(&self, global_namespaces: &str) {
+        let mut conf: Value = serde_json::from_str(&self.original).expect("Multus config JSON");
+        conf["namespaceIsolation"] = json!(true);
+        conf["globalNamespaces"] = json!(global_namespaces);
+        std::fs::write(self.node.multus_conf(), conf.to_string()).expect("write Multus config");
+    }
+}
+
+impl Drop for MultusConf<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.node.multus_conf(), &self.original);
+    }
+}
+
+fn node_name(node: &Node) -> String {
+    node.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+}
+
+/// Waits until the installer published `globalNamespaces` for the node, isolation on.
+fn wait_published(node: &Node, name: &str, global_namespaces: &str) {
+    wait_for_explained(
+        &format!(
+            "the installer publishes the node's Multus with globalNamespaces {global_namespaces}"
+        ),
+        WITHIN,
+        || {
+            let spec = node.get_json(&["nodemultuses", name])?["spec"].clone();
+            (spec["namespaceIsolation"] == true && spec["globalNamespaces"] == global_namespaces)
+                .then_some(())
+        },
+        || node.kubectl_ok(&["get", "nodemultuses", "-o", "yaml"]),
+    );
+}
+
+/// `linkerd_multus_input_healthy{input="shared_namespace"}` of the operator, read through the
+/// apiserver's pod proxy (the image has no shell).
+fn shared_namespace_gauge(node: &Node) -> Option<String> {
+    let pod = node.kubectl_ok(&[
+        "-n",
+        RELEASE_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/component=operator",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let out = node.kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{RELEASE_NS}/pods/{pod}:8081/proxy/metrics"),
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("linkerd_multus_input_healthy{") && l.contains("shared_namespace"))
+        .and_then(|l| l.rsplit(' ').next().map(str::to_string))
+}
+
+fn check_json(node: &Node) -> Value {
+    let out = node.kubectl(&[
+        "-n",
+        RELEASE_NS,
+        "exec",
+        &format!("deploy/{OPERATOR}"),
+        "--",
+        "linkerd-multus-operator",
+        "check",
+        "-o",
+        "json",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check -o json: {e}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn line<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["check"] == check))
+        .unwrap_or_else(|| panic!("no {check} line in {report}"))
+}
+
+/// The operator's pods that are not on their way out, with their restart counts.
+fn operator_pods(node: &Node) -> Vec<(String, i64)> {
+    let pods = node
+        .get_json(&[
+            "-n",
+            RELEASE_NS,
+            "pods",
+            "-l",
+            "app.kubernetes.io/component=operator",
+        ])
+        .expect("the operator's pods");
+    let mut live: Vec<(String, i64)> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            let name = p["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (name, count(p, "/status/containerStatuses/0/restartCount"))
+        })
+        .collect();
+    live.sort();
+    live
+}
+
+pub fn step_shared_nad_refused_by_isolation(
+    node: &Node,
+    cleanup: &mut Cleanup,
+    meshed_ns: &str,
+    test_image: &str,
+) {
+    let name = node_name(node);
+    let multus = MultusConf::new(node);
+    let nad_home = create_namespace(node, cleanup, "nad-home");
+    multus.isolate("default");
+    wait_published(node, &name, "default");
+    let evictions_before = events(node, meshed_ns, "PodEvictedForRepair", &["name"]);
+
+    let chart = chart_dir();
+    let set = format!("operator.nadNamespace={nad_home}");
+    let upgrade = |set: &str| {
+        node.helm_ok(&[
+            "upgrade",
+            RELEASE,
+            path_str(&chart),
+            "-n",
+            RELEASE_NS,
+            "--reuse-values",
+            "--set",
+            set,
+            "--wait",
+        ])
+    };
+    upgrade(&set);
+    // From the operator's start with the new flag (the upgrade waits for its rollout).
+    let switched = Instant::now();
+    let refused = wait_for_explained(
+        "a Warning SharedNadRefusedByMultus on the NAD namespace",
+        WITHIN,
+        || {
+            let e = events(
+                node,
+                &nad_home,
+                "SharedNadRefusedByMultus",
+                &["jsonpath={.items[*].message}"],
+            );
+            (!e.trim().is_empty()).then_some(e)
+        },
+        || node.kubectl_ok(&["get", "events", "-A"]),
+    );
+    assert!(
+        refused.contains(&name) && refused.contains("default"),
+        "{refused}"
+    );
+    wait_for_explained(
+        "linkerd_multus_input_healthy{input=\"shared_namespace\"} at 0",
+        WITHIN,
+        || (shared_namespace_gauge(node).as_deref() == Some("0")).then_some(()),
+        || format!("gauge: {:?}", shared_namespace_gauge(node)),
+    );
+    eprintln!(
+        "nadNamespace refused by the node's Multus: reported in {:?}",
+        switched.elapsed()
+    );
+    let operators = operator_pods(node);
+    let report = check_json(node);
+    let shared = line(&report, "shared-nad");
+    assert_eq!(shared["ok"], false, "{shared}");
+    assert!(
+        shared["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`default`"),
+        "{shared}"
+    );
+
+    // New meshed pods still start (attached to their namespace's own NAD).
+    let replicas = node.kubectl_ok(&[
+        "-n",
+        meshed_ns,
+        "get",
+        "deploy/meshed",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    let more = format!(
+        "--replicas={}",
+        replicas.trim().parse::<u32>().unwrap_or(1) + 1
+    );
+    node.kubectl_ok(&["-n", meshed_ns, "scale", "deployment/meshed", &more]);
+    wait_deployment_ready(node, meshed_ns, "meshed");
+
+    // A pod whose template names the refused NAD itself: its sandbox fails, and check says why.
+    let bad = "names-nad-home";
+    apply(
+        node,
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": bad, "namespace": meshed_ns, "annotations": {
+                "linkerd.io/inject": "disabled",
+                "k8s.v1.cni.cncf.io/networks": format!("{nad_home}/linkerd-cni")}},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]}]},
+        }),
+    );
+    let sandboxes = wait_for_explained(
+        "check -o json reports the pod whose sandbox Multus refuses",
+        WITHIN,
+        || {
+            let report = check_json(node);
+            let l = line(&report, "sandboxes").clone();
+            (l["ok"] == false).then_some(l)
+        },
+        || node.describe(meshed_ns, &format!("pod/{bad}")),
+    );
+    let item = sandboxes["items"][0].as_str().unwrap_or_default();
+    assert!(
+        item.starts_with(&format!("{meshed_ns}/{bad}: never started"))
+            && item.contains("namespace isolation enabled, annotation violates permission"),
+        "{sandboxes}"
+    );
+    node.kubectl_ok(&["-n", meshed_ns, "delete", "pod", bad, "--wait=true"]);
+
+    // Repair evicted nothing into a failing sandbox.
+    let failed = events(
+        node,
+        meshed_ns,
+        "FailedCreatePodSandBox",
+        &["jsonpath={.items[*].involvedObject.name}"],
+    );
+    assert!(
+        failed.split_whitespace().all(|p| p == bad),
+        "only the pod naming the refused NAD failed its sandbox: {failed}"
+    );
+    assert_eq!(
+        events(node, meshed_ns, "PodEvictedForRepair", &["name"]),
+        evictions_before,
+        "repair evicted pods while the shared NAD was refused"
+    );
+
+    // Fixed on the node's side: the operator switches to the shared NAD, no restart.
+    multus.isolate(&format!("default,{nad_home}"));
+    wait_published(node, &name, &format!("default,{nad_home}"));
+    wait_for_explained(
+        "the shared NAD exists and the gauge is back at 1",
+        WITHIN,
+        || {
+            let nad = node.get_json(&[
+                "-n",
+                &nad_home,
+                "network-attachment-definitions",
+                "linkerd-cni",
+            ]);
+            (nad.is_some() && shared_namespace_gauge(node).as_deref() == Some("1")).then_some(())
+        },
+        || format!("gauge: {:?}", shared_namespace_gauge(node)),
+    );
+    assert_eq!(
+        operator_pods(node),
+        operators,
+        "the operator pods restarted"
+    );
+    drop(multus);
+    upgrade("operator.nadNamespace=");
+}
