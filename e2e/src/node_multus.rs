@@ -29,8 +29,14 @@ pub async fn install_crd_in(
         .await
         .unwrap_or_else(|e| panic!("creating CRD {name}: {e}"));
     let guard = DeleteOnDrop::new(api.clone(), name.clone());
+    wait_established(&api, &name).await;
+    guard
+}
+
+/// Waits until the CRD `name` is Established (its kind served).
+pub async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) {
     eventually(&format!("CRD {name} is Established"), || async {
-        let crd = api.get(&name).await.ok()?;
+        let crd = api.get(name).await.ok()?;
         crd.status?
             .conditions?
             .iter()
@@ -38,7 +44,6 @@ pub async fn install_crd_in(
             .then_some(())
     })
     .await;
-    guard
 }
 
 /// The NodeMultus objects of `group`.

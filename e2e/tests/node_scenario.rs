@@ -576,15 +576,7 @@ fn step_configmap_edit_reaches_new_pods(node: &Node, meshed: &Meshed, plain: &st
 /// Step 6: `check` in the operator's pod, with exactly its settings, passes on the healthy node. The node
 /// has no cluster DNS: `check` dials the webhook Service's ClusterIP, as the API server does.
 fn step_check_in_the_operator_pod(node: &Node) {
-    let out = node.kubectl(&[
-        "-n",
-        RELEASE_NS,
-        "exec",
-        &format!("deploy/{OPERATOR}"),
-        "--",
-        "linkerd-multus-operator",
-        "check",
-    ]);
+    let out = operator_check(node, &[]);
     assert!(
         out.status.success(),
         "check in the operator pod failed:\n{}{}",

@@ -361,8 +361,8 @@ fn nad_trigger(
     })
 }
 
-/// The watch failed because the NAD kind is not served (CRD absent).
-fn watch_api_missing(e: &watcher::Error) -> bool {
+/// The watch failed because its kind is not served (CRD absent).
+pub(crate) fn watch_api_missing(e: &watcher::Error) -> bool {
     match e {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)

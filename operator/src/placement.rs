@@ -20,7 +20,7 @@ use linkerd_multus_crds::NodeMultusSpec;
 use rules::multus_node::{self, Isolation, NodeIsolation, Placement};
 use tokio::sync::watch;
 
-use crate::error::is_api_missing;
+use crate::controller::watch_api_missing;
 use crate::listed::{listed, Listed};
 
 /// The NodeMultus watch's health, for the `input_healthy` gauge.
@@ -156,15 +156,6 @@ fn log_change(before: &Placement, after: &Placement) {
             .map(|(node, why)| format!("{node}: {why}"))
             .collect();
         tracing::warn!(nodes = ?nodes, "the Multus of some nodes could not be read (see kubectl get nodemultuses)");
-    }
-}
-
-fn watch_api_missing(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => is_api_missing(e),
-        _ => false,
     }
 }
 

@@ -91,17 +91,7 @@ fn shared_namespace_gauge(node: &Node) -> Option<String> {
 }
 
 fn check_json(node: &Node) -> Value {
-    let out = node.kubectl(&[
-        "-n",
-        RELEASE_NS,
-        "exec",
-        &format!("deploy/{OPERATOR}"),
-        "--",
-        "linkerd-multus-operator",
-        "check",
-        "-o",
-        "json",
-    ]);
+    let out = operator_check(node, &["-o", "json"]);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "check -o json: {e}\n{}{}",

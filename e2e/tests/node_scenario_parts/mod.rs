@@ -293,6 +293,22 @@ pub fn ask_from(node: &Node, ns: &str, pod: &str, container: &str, addr: &str) -
     .to_string()
 }
 
+/// `linkerd-multus-operator check` (with `extra` flags) run in the operator's pod, as the README says.
+pub fn operator_check(node: &Node, extra: &[&str]) -> std::process::Output {
+    let target = format!("deploy/{OPERATOR}");
+    let mut args = vec![
+        "-n",
+        RELEASE_NS,
+        "exec",
+        &target,
+        "--",
+        "linkerd-multus-operator",
+        "check",
+    ];
+    args.extend_from_slice(extra);
+    node.kubectl(&args)
+}
+
 pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> String {
     let ns = unique_name(prefix);
     node.kubectl_ok(&["create", "namespace", &ns]);

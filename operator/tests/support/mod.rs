@@ -396,15 +396,7 @@ pub async fn ensure_crd(client: &Client, crd: &CustomResourceDefinition) {
         Err(kube::Error::Api(s)) if s.is_already_exists() => {}
         Err(e) => panic!("creating CRD {name}: {e}"),
     }
-    eventually(&format!("CRD {name} is Established"), || async {
-        let crd = api.get(&name).await.ok()?;
-        crd.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    linkerd_multus_e2e::node_multus::wait_established(&api, &name).await;
 }
 
 /// The Multus CRD moved to `group` (same schema): a NAD kind this test alone uses.
