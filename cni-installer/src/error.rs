@@ -1,4 +1,5 @@
-//! Everything that can stop one installer step, each with what to do about it.
+//! Everything that can stop one installer step, each with what to do about it. Each text says what
+//! failed and leaves the cause to its `source()`: printed with [`vocab::report::chain`].
 
 use crate::chain::ChainError;
 use rules::cni_template::TemplateError;
@@ -7,37 +8,39 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("cannot read the plugin binary {path}: {source} (set --plugin-binary to the linkerd-cni binary)")]
+    #[error(
+        "cannot read the plugin binary {path} (set --plugin-binary to the linkerd-cni binary)"
+    )]
     ReadPluginBinary {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot write {path}: {source}{}", writable_hint(source))]
+    #[error("cannot write {path}{}", writable_hint(source))]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot remove {path}: {source}{}", writable_hint(source))]
+    #[error("cannot remove {path}{}", writable_hint(source))]
     Remove {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot list {path}: {source} (is the host directory mounted into this container?)")]
+    #[error("cannot list {path} (is the host directory mounted into this container?)")]
     ReadDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     ReadFile {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot read the service-account file {path}: {source}; the kubeconfig needs the pod's token and CA (see --service-account-dir)")]
+    #[error("cannot read the service-account file {path} (the kubeconfig needs the pod's token and CA; see --service-account-dir)")]
     ServiceAccount {
         path: PathBuf,
         #[source]
@@ -47,7 +50,7 @@ pub enum InstallError {
     EmptyToken { path: PathBuf },
     #[error("{name} is not set; Kubernetes sets it in every pod, and the kubeconfig's server address comes from it")]
     MissingEnv { name: &'static str },
-    #[error("cannot read the CNI network config template {path}: {source}")]
+    #[error("cannot read the CNI network config template {path}")]
     ReadTemplate {
         path: PathBuf,
         #[source]
@@ -55,9 +58,7 @@ pub enum InstallError {
     },
     #[error(transparent)]
     Template(#[from] TemplateError),
-    #[error(
-        "primary network config {path}: {source}; linkerd-cni is not chained until it is fixed"
-    )]
+    #[error("linkerd-cni is not chained into the primary network config {path} until it parses")]
     Unparseable {
         path: PathBuf,
         #[source]
@@ -87,7 +88,7 @@ pub enum InstallError {
     NoPluginToken { service_account: String },
     #[error("cannot build the installer's own API client (from --service-account-dir)")]
     ApiClient(#[source] Box<dyn std::error::Error + Send + Sync>),
-    #[error("cannot start the runtime: {0}")]
+    #[error("cannot start the runtime")]
     Runtime(#[source] io::Error),
 }
 
@@ -100,5 +101,23 @@ fn writable_hint(e: &io::Error) -> &'static str {
             " (permission denied: the installer must run as root with the host directory mounted read-write)"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text says what failed, the chain adds the cause once.
+    #[test]
+    fn the_cause_is_printed_once_by_the_chain() {
+        let e = InstallError::ReadDir {
+            path: "/host/etc/cni/net.d".into(),
+            source: io::Error::new(io::ErrorKind::NotFound, "No such file or directory"),
+        };
+        assert!(!e.to_string().contains("No such file"), "{e}");
+        let told = vocab::report::chain(&e);
+        assert_eq!(told.matches("No such file or directory").count(), 1, "{told}");
+        assert!(told.starts_with("cannot list /host/etc/cni/net.d (is the host"), "{told}");
     }
 }

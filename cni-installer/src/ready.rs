@@ -33,7 +33,11 @@ impl Status {
     /// Ready when every step succeeded and nothing is still waiting (in `append` mode: for a primary
     /// network config to chain onto).
     pub fn of(report: &Report) -> Status {
-        let mut why: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+        let mut why: Vec<String> = report
+            .errors
+            .iter()
+            .map(|e| vocab::report::chain(e))
+            .collect();
         why.extend(report.waiting.iter().cloned());
         if why.is_empty() {
             Status::Ready

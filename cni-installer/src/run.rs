@@ -34,14 +34,14 @@ pub fn main(args: Args) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!(error = %InstallError::Runtime(e), "exiting");
+            tracing::error!(error = %vocab::report::Chain(&InstallError::Runtime(e)), "exiting");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "exiting");
+            tracing::error!(error = %vocab::report::Chain(&e), "exiting");
             ExitCode::FAILURE
         }
     }
@@ -153,7 +153,11 @@ fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
     for change in &report.changes {
         tracing::info!("{change}");
     }
-    let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    let errors: Vec<String> = report
+        .errors
+        .iter()
+        .map(|e| vocab::report::chain(e))
+        .collect();
     for error in &errors {
         if last_errors.contains(error) {
             tracing::debug!(error = %error, "still failing; retrying");
