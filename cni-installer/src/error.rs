@@ -117,7 +117,14 @@ mod tests {
         };
         assert!(!e.to_string().contains("No such file"), "{e}");
         let told = vocab::report::chain(&e);
-        assert_eq!(told.matches("No such file or directory").count(), 1, "{told}");
-        assert!(told.starts_with("cannot list /host/etc/cni/net.d (is the host"), "{told}");
+        assert_eq!(
+            told.matches("No such file or directory").count(),
+            1,
+            "{told}"
+        );
+        assert!(
+            told.starts_with("cannot list /host/etc/cni/net.d (is the host"),
+            "{told}"
+        );
     }
 }

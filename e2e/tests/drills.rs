@@ -422,151 +422,13 @@ fn watch_readiness(op: &Replica) -> (Arc<AtomicBool>, Arc<AtomicUsize>, Arc<Atom
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the testbed (kube-apiserver, a dedicated one) and built binaries: run by e2e/test-all"]
 async fn drill_1_broken_inputs_never_stop_admission() {
-    let d = Drill::up("drill-inputs").await;
-    let app = "drill-app";
-    d.create_namespace(
-        app,
-        [(
-            vocab::MULTUS_ANNOTATION.to_string(),
-            vocab::MULTUS_ENABLED.to_string(),
-        )]
-        .into(),
-    )
-    .await;
-    // The webhook as the apiserver calls it, for the app namespace only, failurePolicy Fail.
-    let op = d.operator("drill-a", &[]);
-    let webhook_port = op.webhook.clone();
-    let mwc: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": WEBHOOK_CONFIG},
-        "webhooks": [{
-            "name": "attach.multus.linkerd.io",
-            "clientConfig": {"url": format!("https://{webhook_port}/annotate-multus-v1-pod")},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
-            "namespaceSelector": {"matchLabels": {"drill": app}},
-            "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
-            "timeoutSeconds": 10
-        }]
-    }))
-    .expect("webhook configuration");
-    let mwcs = Api::<MutatingWebhookConfiguration>::all(d.client.clone());
-    mwcs.create(&PostParams::default(), &mwc)
-        .await
-        .expect("register the webhook");
-    op.wait_ready().await;
-    eventually("the operator filled in the caBundle", || async {
-        let mwc = mwcs.get(WEBHOOK_CONFIG).await.ok()?;
-        mwc.webhooks?[0]
-            .client_config
-            .ca_bundle
-            .as_ref()
-            .map(|_| ())
-    })
-    .await;
-    let nad_before = eventually("the app NAD", || async {
-        d.nads(app).get_opt(vocab::NAD_NAME).await.ok()?
-    })
-    .await;
-    let nad_before = serde_json::to_value(&nad_before).expect("json");
-    op.wait_metric(INPUT_CONFIGMAP, 1.0).await;
-    let (stop, bad, polls) = watch_readiness(&op);
-
-    let pods = Api::<Pod>::namespaced(d.client.clone(), app);
-    let mut n = 0;
-    let mut admitted = || {
-        n += 1;
-        let pods = pods.clone();
-        async move {
-            let pod: Pod = serde_json::from_value(json!({
-                "metadata": {"name": format!("web-{n}")},
-                "spec": {"containers": [{"name": "app", "image": "example.com/app:1"}]}
-            }))
-            .expect("pod");
-            let started = Instant::now();
-            let created = pods
-                .create(&PostParams::default(), &pod)
-                .await
-                .expect("pod admitted");
-            let networks = created
-                .metadata
-                .annotations
-                .unwrap_or_default()
-                .get("k8s.v1.cni.cncf.io/networks")
-                .cloned();
-            assert_eq!(
-                networks.as_deref(),
-                Some(vocab::NAD_NAME),
-                "pod {n} not patched"
-            );
-            started.elapsed()
-        }
-    };
-    let warned = |reason: &'static str| {
-        let client = d.client.clone();
-        async move {
-            wait_for_warning(
-                &client,
-                app,
-                reason,
-                &format!("a {reason} Warning Event"),
-                |_| true,
-            )
-            .await
-        }
-    };
-    let same_nad = || async {
-        let now = d.nads(app).get(vocab::NAD_NAME).await.expect("NAD kept");
-        assert_eq!(
-            serde_json::to_value(&now).expect("json"),
-            nad_before,
-            "the NAD changed"
-        );
-    };
-    let mut admission = vec![admitted().await];
-
-    // 1a. The ConfigMap deleted.
-    Api::<ConfigMap>::namespaced(d.client.clone(), CNI_NS)
-        .delete(CM, &DeleteParams::default())
-        .await
-        .expect("delete ConfigMap");
-    op.wait_metric(INPUT_CONFIGMAP, 0.0).await;
-    warned("CniConfigMapMissing").await;
-    admission.push(admitted().await);
-    same_nad().await;
-
-    // 1b. Broken JSON.
-    d.put_config("{\"name\": ").await;
-    warned("CniConfigInvalidJson").await;
-    assert_eq!(op.metric(INPUT_CONFIGMAP).await, Some(0.0));
-    admission.push(admitted().await);
-    same_nad().await;
-
-    // Good again, with the same content: nothing to write, the NAD stays byte-identical.
-    d.put_config(&cni_config("info")).await;
-    op.wait_metric(INPUT_CONFIGMAP, 1.0).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    same_nad().await;
-
-    // 1c. The NAD CRD deleted (with it every NAD: nothing is left to keep).
-    Api::<CustomResourceDefinition>::all(d.client.clone())
-        .delete(
-            "network-attachment-definitions.k8s.cni.cncf.io",
-            &DeleteParams::default(),
-        )
-        .await
-        .expect("delete CRD");
-    op.wait_metric(INPUT_NAD_WATCH, 0.0).await;
-    op.wait_metric(INPUT_NAD_CRD, 0.0).await;
-    // Any change of the namespace reconciles it, which finds the kind gone and says so there.
-    Api::<Namespace>::all(d.client.clone())
-        .patch(
-            app,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"drill/touch": "1"}}})),
-        )
-        .await
-        .expect("touch namespace");
-    warned("NetworkAttachmentDefinitionCrdMissing").await;
-    admission.push(admitted().await);
+    let mut drill = Drill1::up().await;
+    let (stop, bad, polls) = watch_readiness(&drill.op);
+    let mut admission = vec![drill.admitted().await];
+    admission.push(drill.step_configmap_deleted().await);
+    admission.push(drill.step_broken_json().await);
+    drill.step_configmap_good_again().await;
+    admission.push(drill.step_crd_deleted().await);
 
     stop.store(true, Ordering::Relaxed);
     let (bad, polls) = (bad.load(Ordering::Relaxed), polls.load(Ordering::Relaxed));
@@ -577,6 +439,174 @@ async fn drill_1_broken_inputs_never_stop_admission() {
     );
     assert!(polls > 10, "readiness was polled ({polls})");
     assert_eq!(bad, 0, "/ready answered other than 200 {bad} times");
+}
+
+/// Drill 1's world: one operator whose webhook the apiserver calls (failurePolicy Fail) for the
+/// enabled namespace `APP`, and that namespace's NAD as first written.
+struct Drill1 {
+    d: Drill,
+    op: Replica,
+    nad_before: Value,
+    pods: Api<Pod>,
+    created: usize,
+}
+
+impl Drill1 {
+    const APP: &'static str = "drill-app";
+
+    async fn up() -> Self {
+        let d = Drill::up("drill-inputs").await;
+        let app = Self::APP;
+        let enabled = [(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )];
+        d.create_namespace(app, enabled.into()).await;
+        let op = d.operator("drill-a", &[]);
+        let mwc: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": WEBHOOK_CONFIG},
+            "webhooks": [{
+                "name": "attach.multus.linkerd.io",
+                "clientConfig": {"url": format!("https://{}/annotate-multus-v1-pod", op.webhook)},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+                "namespaceSelector": {"matchLabels": {"drill": app}},
+                "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
+                "timeoutSeconds": 10
+            }]
+        }))
+        .expect("webhook configuration");
+        let mwcs = Api::<MutatingWebhookConfiguration>::all(d.client.clone());
+        mwcs.create(&PostParams::default(), &mwc)
+            .await
+            .expect("register the webhook");
+        op.wait_ready().await;
+        eventually("the operator filled in the caBundle", || async {
+            let mwc = mwcs.get(WEBHOOK_CONFIG).await.ok()?;
+            mwc.webhooks?[0]
+                .client_config
+                .ca_bundle
+                .as_ref()
+                .map(|_| ())
+        })
+        .await;
+        let nad_before = eventually("the app NAD", || async {
+            d.nads(app).get_opt(vocab::NAD_NAME).await.ok()?
+        })
+        .await;
+        let nad_before = serde_json::to_value(&nad_before).expect("json");
+        op.wait_metric(INPUT_CONFIGMAP, 1.0).await;
+        let pods = Api::<Pod>::namespaced(d.client.clone(), app);
+        Self {
+            d,
+            op,
+            nad_before,
+            pods,
+            created: 0,
+        }
+    }
+
+    /// Creates a pod through the apiserver: admitted and patched by the webhook; how long it took.
+    async fn admitted(&mut self) -> Duration {
+        self.created += 1;
+        let n = self.created;
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("web-{n}")},
+            "spec": {"containers": [{"name": "app", "image": "example.com/app:1"}]}
+        }))
+        .expect("pod");
+        let started = Instant::now();
+        let created = self
+            .pods
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("pod admitted");
+        let networks = created
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(vocab::NETWORKS_ANNOTATION)
+            .cloned();
+        assert_eq!(
+            networks.as_deref(),
+            Some(vocab::NAD_NAME),
+            "pod {n} not patched"
+        );
+        started.elapsed()
+    }
+
+    async fn warned(&self, reason: &'static str) {
+        let what = format!("a {reason} Warning Event");
+        wait_for_warning(&self.d.client, Self::APP, reason, &what, |_| true).await;
+    }
+
+    async fn same_nad(&self) {
+        let now = self
+            .d
+            .nads(Self::APP)
+            .get(vocab::NAD_NAME)
+            .await
+            .expect("NAD kept");
+        assert_eq!(
+            serde_json::to_value(&now).expect("json"),
+            self.nad_before,
+            "the NAD changed"
+        );
+    }
+
+    /// 1a. The ConfigMap deleted.
+    async fn step_configmap_deleted(&mut self) -> Duration {
+        Api::<ConfigMap>::namespaced(self.d.client.clone(), CNI_NS)
+            .delete(CM, &DeleteParams::default())
+            .await
+            .expect("delete ConfigMap");
+        self.op.wait_metric(INPUT_CONFIGMAP, 0.0).await;
+        self.warned("CniConfigMapMissing").await;
+        let took = self.admitted().await;
+        self.same_nad().await;
+        took
+    }
+
+    /// 1b. Broken JSON.
+    async fn step_broken_json(&mut self) -> Duration {
+        self.d.put_config("{\"name\": ").await;
+        self.warned("CniConfigInvalidJson").await;
+        assert_eq!(self.op.metric(INPUT_CONFIGMAP).await, Some(0.0));
+        let took = self.admitted().await;
+        self.same_nad().await;
+        took
+    }
+
+    /// Good again, with the same content: nothing to write, the NAD stays byte-identical.
+    async fn step_configmap_good_again(&self) {
+        self.d.put_config(&cni_config("info")).await;
+        self.op.wait_metric(INPUT_CONFIGMAP, 1.0).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.same_nad().await;
+    }
+
+    /// 1c. The NAD CRD deleted (with it every NAD: nothing is left to keep).
+    async fn step_crd_deleted(&mut self) -> Duration {
+        Api::<CustomResourceDefinition>::all(self.d.client.clone())
+            .delete(
+                "network-attachment-definitions.k8s.cni.cncf.io",
+                &DeleteParams::default(),
+            )
+            .await
+            .expect("delete CRD");
+        self.op.wait_metric(INPUT_NAD_WATCH, 0.0).await;
+        self.op.wait_metric(INPUT_NAD_CRD, 0.0).await;
+        // Any change of the namespace reconciles it, which finds the kind gone and says so there.
+        Api::<Namespace>::all(self.d.client.clone())
+            .patch(
+                Self::APP,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"drill/touch": "1"}}})),
+            )
+            .await
+            .expect("touch namespace");
+        self.warned("NetworkAttachmentDefinitionCrdMissing").await;
+        self.admitted().await
+    }
 }
 
 const INPUT_CONFIGMAP: &str = "linkerd_multus_input_healthy{input=\"configmap\"}";
