@@ -5,7 +5,7 @@
 //! `check` fails naming the fix, new meshed pods still start, repair evicts nothing into a failing
 //! sandbox; a pod whose own template names the refused NAD is reported by `check -o json` with the
 //! runtime's message. Adding the namespace to Multus' `globalNamespaces` heals it without a restart
-//! of the operator.
+//! of the operator; switching back, repair moves the pods to their own namespace's NAD again.
 
 use std::time::{Duration, Instant};
 
@@ -295,4 +295,15 @@ pub fn step_shared_nad_refused_by_isolation(
     );
     drop(multus);
     upgrade("operator.nadNamespace=");
+    // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
+    // their namespace's own, within its rate limit; check's pods row says when they all are.
+    wait_for_explained(
+        "every pod back on its namespace's NAD (check's pods row passes)",
+        Duration::from_secs(240),
+        || {
+            let report = check_json(node);
+            (line(&report, "pods")["ok"] == true).then_some(())
+        },
+        || line(&check_json(node), "pods").to_string(),
+    );
 }
