@@ -116,8 +116,7 @@ async fn a_pod_that_is_not_meshed_costs_the_lookup_and_touches_no_netns() {
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
     });
     std::fs::write(&kubeconfig, doc.to_string()).expect("kubeconfig");
-    let mut entry = PluginSettings::new("1.0.0", "legacy").plugin_entry();
-    entry["kubernetes"]["kubeconfig"] = json!(kubeconfig);
+    let entry = PluginSettings::with_kubeconfig("1.0.0", "legacy", kubeconfig).plugin_entry();
 
     for prev in [passthru_result("1.0.0"), rich_result("1.0.0")] {
         seen.0.lock().expect("seen").clear();

@@ -148,12 +148,22 @@ pub struct PluginSettings {
 }
 
 impl PluginSettings {
+    /// For the testbed's apiserver (which must be up).
     pub fn new(cni_version: &'static str, mode: &'static str) -> Self {
+        Self::with_kubeconfig(cni_version, mode, crate::kubeconfig_path())
+    }
+
+    /// For the apiserver of `kubeconfig` (a test's own server; no testbed needed).
+    pub fn with_kubeconfig(
+        cni_version: &'static str,
+        mode: &'static str,
+        kubeconfig: PathBuf,
+    ) -> Self {
         Self {
             cni_version,
             mode,
             ipv6: false,
-            kubeconfig: crate::kubeconfig_path(),
+            kubeconfig,
             hide_binaries: mode == "nftables",
             linkerd: json!({}),
         }
