@@ -296,14 +296,12 @@ pub fn step_shared_nad_refused_by_isolation(
     drop(multus);
     upgrade("operator.nadNamespace=");
     // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
-    // their namespace's own, within its rate limit; check's pods row says when they all are.
+    // their namespace's own, within its rate limit, and the operator then deletes the unused shared
+    // NAD: `check` passes once both happened.
     wait_for_explained(
-        "every pod back on its namespace's NAD (check's pods row passes)",
+        "every pod back on its namespace's NAD and the shared one gone (check passes)",
         Duration::from_secs(240),
-        || {
-            let report = check_json(node);
-            (line(&report, "pods")["ok"] == true).then_some(())
-        },
-        || line(&check_json(node), "pods").to_string(),
+        || (check_json(node)["success"] == true).then_some(()),
+        || check_json(node).to_string(),
     );
 }
