@@ -92,7 +92,11 @@ pub fn installer_kubeconfig(settings: &Settings) -> Result<String, InstallError>
     ))
 }
 
-fn read_service_account(settings: &Settings, name: &str) -> Result<Vec<u8>, InstallError> {
+/// A file of `--service-account-dir`.
+pub(crate) fn read_service_account(
+    settings: &Settings,
+    name: &str,
+) -> Result<Vec<u8>, InstallError> {
     let path = settings.service_account_dir.join(name);
     std::fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
 }

@@ -6,7 +6,7 @@ use crate::chain::{self, ConfigKind, Outcome};
 use crate::error::InstallError;
 use crate::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
 use crate::revert::{self, Applied, Revert};
-use crate::{kubeconfig, primary};
+use crate::{credential, kubeconfig, primary};
 use rules::cni_template;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -181,12 +181,9 @@ impl Installer {
         )))
     }
 
-    fn ensure_kubeconfig(&mut self) -> Result<Option<String>, InstallError> {
+    fn ensure_kubeconfig(&self) -> Result<Option<String>, InstallError> {
         let s = &self.settings;
-        let read_sa = |name: &str| {
-            let path = s.service_account_dir.join(name);
-            fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
-        };
+        let read_sa = |name: &str| credential::read_service_account(s, name);
         let token = match &self.plugin_token {
             PluginToken::Issued(token) => token.clone(),
             PluginToken::Missing { service_account } => {
@@ -208,7 +205,6 @@ impl Installer {
         let ca = read_sa("ca.crt")?;
         let (host, port) = s.service_address()?;
         let text = kubeconfig::render(&kubeconfig::server_url(host, port), &token, &ca);
-        let s = &self.settings;
         let path = s.net_dir.join(&s.kubeconfig_name);
         let reason = match files::read_optional(&path) {
             Ok(Some(current)) if current == text.as_bytes() => {
