@@ -84,6 +84,25 @@ pub struct NodeMultusSpec {
     /// Thick Multus: where its daemon config is, and why it was not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_config: Option<String>,
+    /// linkerd-cni's file in Multus' auxiliary chain: only from an installer in `--chain-mode
+    /// aux-chain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aux_chain: Option<AuxChainFile>,
+}
+
+/// An installer's file in Multus' auxiliary CNI chain, and whether the node's Multus runs it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuxChainFile {
+    /// The chain the installer was told to join (`--aux-chain-name`).
+    pub name: String,
+    /// linkerd-cni's config in the chain's directory, as the node sees it.
+    pub file: String,
+    /// True when the file is in place and the node's Multus runs this chain for every pod.
+    pub installed: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Which Multus the node runs.
@@ -121,6 +140,7 @@ impl NodeMultusSpec {
             auxiliary_cni_chain_name: None,
             bin_dir: None,
             daemon_config: None,
+            aux_chain: None,
         };
         match observation {
             Observation::NoMultus { primary } => {

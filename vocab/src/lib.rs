@@ -64,6 +64,11 @@ pub const DEFAULT_KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
 pub const DEFAULT_CNI_KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 pub const DEFAULT_CNI_NET_DIR: &str = "/etc/cni/net.d";
 pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
+/// Multus' auxiliary CNI chain OpenShift 4.18+ configures (`auxiliaryCNIChainName`).
+pub const DEFAULT_AUX_CHAIN_NAME: &str = "vendor-cni-chain";
+/// linkerd-cni's plugin config in the auxiliary chain's directory. libcni reads `*.conf` there in
+/// byte order, so this name runs after numbered vendor files.
+pub const AUX_CHAIN_FILE_NAME: &str = "linkerd-cni.conf";
 
 /// Containers the CNI plugin looks for in a pod.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";
