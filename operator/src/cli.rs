@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
+use rules::attach::Attach;
 use rules::namespaces::NadPlacement;
 
 use crate::check::OutputFormat;
@@ -86,6 +87,15 @@ pub struct RunArgs {
     #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
           value_parser = NadPlacement::parse)]
     pub nad_namespace: NadPlacement,
+
+    /// How linkerd-cni reaches pods. `nad`: through a NetworkAttachmentDefinition the operator writes
+    /// and the webhook names in each pod's networks annotation. `aux-chain`: through Multus' auxiliary
+    /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
+    /// (`--chain-mode aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
+    /// mode are deleted once no pod lists them) and no networks annotation is added.
+    #[arg(long, global = true, env = "ATTACH", default_value = "nad",
+          value_parser = Attach::parse)]
+    pub attach: Attach,
 
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.

@@ -63,6 +63,7 @@ impl Config {
             name: run.nad_name.clone(),
             linkerd_namespace: run.linkerd_namespace.clone(),
             placement: run.nad_namespace.clone(),
+            attach: run.attach,
         };
         let decision = webhook.decision_config(nad.clone());
         match command {
@@ -221,5 +222,26 @@ mod tests {
             panic!("not run")
         };
         assert!(r.controller.lease.is_none());
+    }
+
+    /// `--attach` reaches the controller, the webhook and `check` as one value; a bad one is refused.
+    #[test]
+    fn attach_mode_is_one_value_for_every_part() {
+        use rules::attach::Attach;
+        let Config::Run(r) = config(&["x", "--attach=aux-chain"]) else {
+            panic!("not run")
+        };
+        assert_eq!(r.controller.settings.nad.attach, Attach::AuxChain);
+        assert_eq!(r.webhook_settings.decision.nad.attach, Attach::AuxChain);
+        let Config::Check(c) = config(&["x", "check", "--attach=aux-chain"]) else {
+            panic!("not check")
+        };
+        assert_eq!(c.settings.decision.nad.attach, Attach::AuxChain);
+        let Config::Run(r) = config(&["x"]) else {
+            panic!("not run")
+        };
+        assert_eq!(r.controller.settings.nad.attach, Attach::Nad);
+        let err = Cli::try_parse_from(["x", "--attach=auxChain"]).expect_err("helm spelling");
+        assert!(err.to_string().contains("nad or aux-chain"), "{err}");
     }
 }

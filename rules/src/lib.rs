@@ -3,6 +3,7 @@
 //! kube client, no async runtime, no I/O (k8s-openapi's plain data types where a rule reads an object),
 //! so the static plugin can depend on it and every rule is table-tested.
 //!
+//! - [`attach`]: how linkerd-cni reaches pods: NADs, or Multus' auxiliary chain.
 //! - [`namespaces`]: which namespaces want a NAD of ours (one per namespace, or the shared one).
 //! - [`networks`]: Multus' networks annotation (both formats): reading, naming a NAD, adding ours.
 //! - [`attachment`]: is a pod attached as the webhook would attach it; does it use a NAD.
@@ -15,6 +16,7 @@
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
 //! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
 
+pub mod attach;
 pub mod attachment;
 pub mod cni_template;
 pub mod containers;

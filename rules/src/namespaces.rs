@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
 
+use crate::attach::Attach;
+
 /// What a namespace needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Want {
@@ -103,6 +105,8 @@ pub struct OurNad {
     /// always attached.
     pub linkerd_namespace: String,
     pub placement: NadPlacement,
+    /// `--attach`: with Multus' auxiliary chain no namespace wants a NAD.
+    pub attach: Attach,
 }
 
 impl OurNad {
@@ -116,9 +120,12 @@ impl OurNad {
         crate::networks::reference(&self.name, self.shared())
     }
 
-    /// Whether `ns` needs a NAD of its own ([`want_nad`]).
+    /// Whether `ns` needs a NAD of its own ([`want_nad`]); none does in aux-chain mode.
     pub fn want(&self, ns: &Namespace) -> Want {
-        want_nad(ns, &self.linkerd_namespace, self.shared())
+        match want_nad(ns, &self.linkerd_namespace, self.shared()) {
+            Want::Nad if !self.attach.uses_nads() => Want::NoNad,
+            want => want,
+        }
     }
 }
 
@@ -129,6 +136,7 @@ impl Default for OurNad {
             name: vocab::NAD_NAME.to_string(),
             linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
             placement: NadPlacement::PerNamespace,
+            attach: Attach::Nad,
         }
     }
 }
@@ -242,5 +250,21 @@ mod tests {
         assert_eq!(OurNad::default().reference(), "linkerd-cni");
         assert_eq!(nad.want(&ns("s", None)), Want::Nad);
         assert_eq!(nad.want(&ns("a", Some("enabled"))), Want::NoNad);
+    }
+
+    /// Aux-chain mode: no namespace wants a NAD, the control plane's and the shared one included, so
+    /// every NAD of ours goes the way of a disabled namespace's.
+    #[test]
+    fn aux_chain_wants_no_nad() {
+        for placement in [NadPlacement::PerNamespace, NadPlacement::Shared("s".into())] {
+            let nad = OurNad {
+                placement,
+                attach: Attach::AuxChain,
+                ..OurNad::default()
+            };
+            for name in ["linkerd", "s", "app"] {
+                assert_eq!(nad.want(&ns(name, Some("enabled"))), Want::NoNad, "{name}");
+            }
+        }
     }
 }

@@ -176,6 +176,7 @@ mod tests {
             name: "n".into(),
             linkerd_namespace: "l".into(),
             placement: NadPlacement::Shared("s".into()),
+            ..OurNad::default()
         });
         assert_eq!(d.nad.shared(), Some("s"));
         assert_eq!(d.nad.reference(), "s/n");
