@@ -149,6 +149,25 @@ impl Node {
         }
     }
 
+    /// Stops the node's containerd and starts it again (`e2e/testbed restart-containerd --node`): the
+    /// pods' containers keep running, as when a real node's containerd restarts.
+    pub fn restart_containerd(&self) {
+        let out = self.script("restart-containerd");
+        assert!(
+            out.status.success(),
+            "e2e/testbed restart-containerd --node failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `path` as the node's processes (kubelet, containerd, the CNI plugins) see it: their mount
+    /// namespace has a tmpfs of its own on /run, as a real node's /run is, emptied by a reboot.
+    pub fn in_node_mounts(&self, path: &str) -> PathBuf {
+        let pid = std::fs::read_to_string(self.dir.join("holder.pid"))
+            .unwrap_or_else(|e| panic!("the node's holder.pid in {}: {e}", self.dir.display()));
+        PathBuf::from(format!("/proc/{}/root", pid.trim())).join(path.trim_start_matches('/'))
+    }
+
     /// Runs `e2e/testbed down --node` now and returns its output.
     pub fn down(&mut self) -> Output {
         self.down_done = true;

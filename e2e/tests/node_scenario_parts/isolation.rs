@@ -11,44 +11,12 @@ use std::time::{Duration, Instant};
 
 use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::wait_for_explained;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
 use crate::support::{chart_dir, path_str};
 
 const WITHIN: Duration = Duration::from_secs(60);
-
-/// The node's Multus config, restored when dropped.
-struct MultusConf<'a> {
-    node: &'a Node,
-    original: String,
-}
-
-impl<'a> MultusConf<'a> {
-    fn new(node: &'a Node) -> Self {
-        let original =
-            std::fs::read_to_string(node.multus_conf()).expect("the node's Multus config");
-        Self { node, original }
-    }
-
-    /// Writes the original with `isolation` (namespaceIsolation, globalNamespaces) on top.
-    fn isolate(&self, global_namespaces: &str) {
-        let mut conf: Value = serde_json::from_str(&self.original).expect("Multus config JSON");
-        conf["namespaceIsolation"] = json!(true);
-        conf["globalNamespaces"] = json!(global_namespaces);
-        std::fs::write(self.node.multus_conf(), conf.to_string()).expect("write Multus config");
-    }
-}
-
-impl Drop for MultusConf<'_> {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.node.multus_conf(), &self.original);
-    }
-}
-
-fn node_name(node: &Node) -> String {
-    node.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
-}
 
 /// Waits until the installer published `globalNamespaces` for the node, isolation on.
 fn wait_published(node: &Node, name: &str, global_namespaces: &str) {
@@ -88,24 +56,6 @@ fn shared_namespace_gauge(node: &Node) -> Option<String> {
         .lines()
         .find(|l| l.starts_with("linkerd_multus_input_healthy{") && l.contains("shared_namespace"))
         .and_then(|l| l.rsplit(' ').next().map(str::to_string))
-}
-
-fn check_json(node: &Node) -> Value {
-    let out = operator_check(node, &["-o", "json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "check -o json: {e}\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn line<'a>(report: &'a Value, check: &str) -> &'a Value {
-    report["checks"]
-        .as_array()
-        .and_then(|l| l.iter().find(|c| c["check"] == check))
-        .unwrap_or_else(|| panic!("no {check} line in {report}"))
 }
 
 /// The operator's pods that are not on their way out, with their restart counts.

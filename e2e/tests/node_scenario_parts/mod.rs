@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::support::{helm, path_str, temp_file};
 
+pub mod aux_chain;
 pub mod isolation;
 
 pub const RELEASE: &str = "ld-controller";
@@ -323,4 +324,66 @@ pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> Str
         || node.describe(&ns, "serviceaccounts"),
     );
     ns
+}
+
+/// The node's Multus config, restored when dropped.
+pub struct MultusConf<'a> {
+    node: &'a Node,
+    original: String,
+}
+
+impl<'a> MultusConf<'a> {
+    pub fn new(node: &'a Node) -> Self {
+        let original =
+            std::fs::read_to_string(node.multus_conf()).expect("the node's Multus config");
+        Self { node, original }
+    }
+
+    /// The original config, parsed.
+    pub fn original(&self) -> Value {
+        serde_json::from_str(&self.original).expect("Multus config JSON")
+    }
+
+    /// Writes `conf` as the node's Multus config.
+    pub fn write(&self, conf: &Value) {
+        std::fs::write(self.node.multus_conf(), conf.to_string()).expect("write Multus config");
+    }
+
+    /// Writes the original with `isolation` (namespaceIsolation, globalNamespaces) on top.
+    pub fn isolate(&self, global_namespaces: &str) {
+        let mut conf = self.original();
+        conf["namespaceIsolation"] = json!(true);
+        conf["globalNamespaces"] = json!(global_namespaces);
+        self.write(&conf);
+    }
+}
+
+impl Drop for MultusConf<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.node.multus_conf(), &self.original);
+    }
+}
+
+pub fn node_name(node: &Node) -> String {
+    node.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+}
+
+/// `check -o json` in the operator's pod, parsed.
+pub fn check_json(node: &Node) -> Value {
+    let out = operator_check(node, &["-o", "json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check -o json: {e}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The line of `check` in a `check -o json` report.
+pub fn line<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["check"] == check))
+        .unwrap_or_else(|| panic!("no {check} line in {report}"))
 }
