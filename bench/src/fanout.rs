@@ -464,7 +464,7 @@ impl Operator {
     }
 
     /// Resident set size from /proc, in MB.
-    fn rss_mb(&self) -> anyhow::Result<f64> {
+    pub(crate) fn rss_mb(&self) -> anyhow::Result<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
         let kb: f64 = status
             .lines()

@@ -1,10 +1,12 @@
-//! One shared NAD (`--nad-namespace`) against one per namespace, on a dedicated apiserver: the NAD
-//! writes the operator sends (its `nad_writes` counter) and the NAD objects left, for `n` enabled
-//! namespaces. Counts, not times: the operator may be a debug build.
+//! The attach modes against each other, on a dedicated apiserver: one shared NAD (`--nad-namespace`),
+//! one per namespace, and none (`--attach aux-chain`). For `n` enabled namespaces: the NAD writes the
+//! operator sends (its `nad_writes` counter), the NAD objects left, and the operator's RSS once
+//! settled. Counts, not times: the operator may be a debug build.
 //!
 //! 1. Shared mode from scratch: start (every namespace already enabled), then a ConfigMap edit.
 //! 2. Switched to one NAD per namespace: start, then a ConfigMap edit.
 //! 3. Switched back to shared: the per-namespace NADs go (no pod uses them).
+//! 4. Switched to the auxiliary chain: the shared NAD goes; a ConfigMap edit writes nothing.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -84,6 +86,14 @@ pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
     let mut op = start(&shared_flags)?;
     let switch = settle(&client, &mut op, |nads| nads.len() == 1 && shared(nads)).await?;
     op.stop();
+
+    // 4. The auxiliary chain: no NAD at all; an edit of the ConfigMap has nothing to write.
+    let mut op = start(&["--attach", "aux-chain"])?;
+    let aux_start = settle(&client, &mut op, BTreeMap::is_empty).await?;
+    fanout::put_config(&client, "debug").await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let aux_edit = settle(&client, &mut op, BTreeMap::is_empty).await?;
+    op.stop();
     let _ = std::fs::remove_dir_all(&dir);
 
     let what = |s: &str| format!("NAD writes, {n} enabled namespaces: {s}");
@@ -105,6 +115,29 @@ pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
         &both(&switch),
         "",
     );
+    row::single(
+        &what("shared -> aux-chain (unused NAD), operator start"),
+        &both(&aux_start),
+        "",
+    );
+    row::single(
+        &what("ConfigMap edit, aux-chain"),
+        &both(&aux_edit),
+        "target: as at start",
+    );
+    let rss = format!("operator RSS, {n} enabled namespaces, settled after its start");
+    row::compare(
+        &format!("{rss}: aux-chain vs one NAD per namespace"),
+        aux_start.rss_mb,
+        per_ns_start.rss_mb,
+        "MB",
+    );
+    row::compare(
+        &format!("{rss}: shared NAD vs one NAD per namespace"),
+        shared_start.rss_mb,
+        per_ns_start.rss_mb,
+        "MB",
+    );
     Ok(())
 }
 
@@ -112,6 +145,7 @@ pub async fn run(args: SharedArgs) -> anyhow::Result<()> {
 struct Settled {
     writes: f64,
     objects: usize,
+    rss_mb: f64,
 }
 
 /// Waits until the bench's NADs (by namespace: generation) satisfy `done`, then 3 s more (writes in
@@ -138,6 +172,7 @@ async fn settle(
     Ok(Settled {
         writes: op.writes().await?,
         objects: nads(client).await?.len(),
+        rss_mb: op.rss_mb()?,
     })
 }
 

@@ -28,7 +28,8 @@ enum Part {
     Fanout(linkerd_multus_bench::fanout::FanoutArgs),
     /// Opt-in latency: annotate -> NAD visible, disable -> NAD gone, against a minimal client.
     Optin(linkerd_multus_bench::optin::OptinArgs),
-    /// NAD writes and objects: one shared NAD (--nad-namespace) against one per namespace.
+    /// NAD writes, objects and operator RSS of the attach modes: one shared NAD (--nad-namespace), one
+    /// per namespace, none (--attach aux-chain).
     Shared(linkerd_multus_bench::shared::SharedArgs),
     /// Pod admission through the apiserver: real webhook, floor webhook, none.
     Admission(linkerd_multus_bench::admission::AdmissionArgs),
