@@ -72,7 +72,7 @@ pub enum IptablesError {
         mode: &'static str,
         tried: String,
     },
-    #[error("cannot run {bin}: {source}")]
+    #[error("cannot run {bin}")]
     Spawn {
         bin: String,
         #[source]

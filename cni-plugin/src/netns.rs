@@ -16,13 +16,13 @@ use nix::sched::{setns, CloneFlags};
 pub enum NetnsError {
     #[error("network namespace {0} does not exist")]
     Gone(String),
-    #[error("cannot open network namespace {path}: {source}")]
+    #[error("cannot open network namespace {path}")]
     Open {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot enter network namespace {path}: {source}")]
+    #[error("cannot enter network namespace {path}")]
     Enter {
         path: String,
         #[source]

@@ -82,7 +82,7 @@ impl PodFacts {
 /// Why the pod could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
-    #[error("cannot read kubeconfig {path}: {source}")]
+    #[error("cannot read kubeconfig {path}")]
     Kubeconfig {
         path: String,
         #[source]
@@ -96,7 +96,7 @@ pub enum PodError {
         path: String,
         message: String,
     },
-    #[error("reading {what} failed: {source}")]
+    #[error("reading {what} failed")]
     Api {
         what: String,
         #[source]
@@ -131,7 +131,7 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
         .await
         .map_err(|e| PodError::Client {
             path: path.clone(),
-            message: e.to_string(),
+            message: vocab::report::chain(&e),
         })?;
     let url = config.cluster_url.to_string();
     let client =
@@ -143,7 +143,8 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
     let unreachable = |e: kube::Error| PodError::Unreachable {
         url: url.clone(),
         path: path.clone(),
-        message: error_chain(&e),
+        // With its sources, so "connection refused" is not hidden behind "client error".
+        message: vocab::report::chain(&e),
     };
     // Both reads go out at once: over HTTP/2 they share the connection's one handshake.
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
@@ -168,7 +169,7 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
         Ok(ns) => Some(ns),
         Err(e) if retryable(&e) => return Err(unreachable(e)),
         Err(e) => {
-            tracing::warn!(namespace, error = %e, "cannot read the pod's namespace; using the pod's annotations only");
+            tracing::warn!(namespace, error = %vocab::report::Chain(&e), "cannot read the pod's namespace; using the pod's annotations only");
             None
         }
     };
@@ -178,7 +179,7 @@ pub async fn fetch(kubeconfig: &Path, namespace: &str, name: &str) -> Result<Pod
         match with_retries(|| services.get("kubernetes")).await {
             Ok(svc) => facts = PodFacts::from_objects(&pod, ns.as_ref(), Some(&svc)),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read default/kubernetes; skipping ports 443 and 6443 outbound")
+                tracing::warn!(error = %vocab::report::Chain(&e), "cannot read default/kubernetes; skipping ports 443 and 6443 outbound")
             }
         }
     }
@@ -202,28 +203,13 @@ where
             });
         match answer {
             Err(e) if attempt < ATTEMPTS && retryable(&e) => {
-                tracing::debug!(attempt, error = %e, "Kubernetes API call failed; retrying");
+                tracing::debug!(attempt, error = %vocab::report::Chain(&e), "Kubernetes API call failed; retrying");
                 attempt += 1;
                 tokio::time::sleep(RETRY_DELAY).await;
             }
             other => return other,
         }
     }
-}
-
-/// The error with its sources, so "connection refused" is not hidden behind "client error".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(src) = cur {
-        let msg = src.to_string();
-        if !s.contains(&msg) {
-            s.push_str(": ");
-            s.push_str(&msg);
-        }
-        cur = src.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub const PLACEHOLDER_SERVICEACCOUNT_TOKEN: &str = "__SERVICEACCOUNT_TOKEN__";
 /// The template is not one JSON object.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
-    #[error("is not valid JSON: {0}")]
+    #[error("is not valid JSON")]
     InvalidJson(#[source] serde_json::Error),
     #[error("must be a JSON object (a single plugin config), found {found}")]
     NotAnObject { found: &'static str },
@@ -39,7 +39,7 @@ pub enum ParseError {
 /// Why the installer cannot chain a template.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("the CNI network config template (placeholders filled) {0}")]
+    #[error("the CNI network config template (placeholders filled)")]
     Parse(#[from] ParseError),
     #[error("the CNI network config template's \"type\" is {found:?}; it must be \"linkerd-cni\", the binary the installer puts on the node")]
     WrongType { found: Option<String> },

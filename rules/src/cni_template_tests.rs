@@ -145,7 +145,14 @@ fn bad_templates_are_named() {
         matches!(e, TemplateError::Parse(ParseError::InvalidJson(_))),
         "{e:?}"
     );
-    assert!(e.to_string().contains("not valid JSON"), "{e}");
+    // Told through the chain: each cause once, the parser's position included.
+    let told = vocab::report::chain(&e);
+    assert!(
+        told.starts_with(
+            "the CNI network config template (placeholders filled): is not valid JSON: "
+        ) && told.matches("EOF while parsing").count() == 1,
+        "{told}"
+    );
     let e = render("[]", &values(), None).expect_err("list");
     assert!(
         matches!(

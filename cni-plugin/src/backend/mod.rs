@@ -100,10 +100,12 @@ impl BackendError {
     /// The CNI error: a mismatch is CHECK's own code naming what read the rules, the rest I/O.
     pub fn to_cni(&self) -> CniError {
         match self {
-            BackendError::Differs { read_with, .. } => {
-                CniError::new(codes::RULES_MISMATCH, self.to_string(), read_with.clone())
-            }
-            _ => CniError::new(codes::IO_FAILURE, self.to_string(), ""),
+            BackendError::Differs { read_with, .. } => CniError::new(
+                codes::RULES_MISMATCH,
+                vocab::report::chain(self),
+                read_with.clone(),
+            ),
+            _ => CniError::new(codes::IO_FAILURE, vocab::report::chain(self), ""),
         }
     }
 }
@@ -191,6 +193,17 @@ mod tests {
                 "the pod's iptables rules differ from the plan: ipv4: chain PROXY_INIT_OUTPUT does not exist in the nat table",
                 "/usr/sbin/iptables-legacy-save"
             )
+        );
+        // The cause is told once, after the error's own text (the CNI result is all a runtime logs).
+        let open = BackendError::from(NetnsError::Open {
+            path: "/run/netns/y".into(),
+            source: std::io::Error::from_raw_os_error(13),
+        });
+        let msg = open.to_cni().msg;
+        assert!(
+            msg.starts_with("cannot open network namespace /run/netns/y: Permission denied")
+                && msg.matches("Permission denied").count() == 1,
+            "{msg}"
         );
         let gone = BackendError::from(NetnsError::Gone("/run/netns/x".into()));
         assert_eq!(

@@ -168,7 +168,7 @@ fn pod_error(e: &PodError) -> CniError {
     } else {
         codes::POD_LOOKUP_FAILED
     };
-    CniError::new(code, e.to_string(), "")
+    CniError::new(code, vocab::report::chain(e), "")
 }
 
 fn netns_path(env: &CniEnv) -> &Path {
