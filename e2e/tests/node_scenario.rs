@@ -320,16 +320,9 @@ fn assert_redirected(node: &Node, ns: &str, pod: &str, pod_ip: &str, plain: &str
 fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
     const NEW_PODS: usize = 10;
     let ns = &meshed.ns;
-    let old_installer = node.kubectl_ok(&[
-        "-n",
-        CNI_NS,
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/component=cni",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
+    let old_installer = installer_pods(node)
+        .pop()
+        .expect("the installer pod before the rollout");
     let before: std::collections::BTreeSet<String> = pod_names(node, ns).into_iter().collect();
     let sandbox_failures = || {
         events(

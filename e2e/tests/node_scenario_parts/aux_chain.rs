@@ -268,34 +268,12 @@ fn validator_exit(pod: &Value) -> Option<i64> {
 /// repair restarts it and the replacement is redirected.
 fn reboot_window(node: &Node, meshed: &Meshed) {
     let ns = &meshed.ns;
-    let installers = || {
-        node.kubectl_ok(&[
-            "-n",
-            CNI_NS,
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/component=cni",
-            "-o",
-            "name",
-        ])
-    };
     let off = json!({"spec": {"template": {"spec": {"nodeSelector": {(NO_INSTALLER): "true"}}}}});
-    node.kubectl_ok(&[
-        "-n",
-        CNI_NS,
-        "patch",
-        "daemonset",
-        CNI_DAEMONSET,
-        "--type",
-        "merge",
-        "-p",
-        &off.to_string(),
-    ]);
+    patch_installer(node, "merge", &off);
     wait_for_explained(
         "the installer pod is gone",
         READY_WITHIN,
-        || installers().trim().is_empty().then_some(()),
+        || installer_pods(node).is_empty().then_some(()),
         || node.describe(CNI_NS, "pods"),
     );
     assert!(
@@ -338,17 +316,7 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
     let back = Instant::now();
     let on = json!([{"op": "remove",
         "path": format!("/spec/template/spec/nodeSelector/{}", NO_INSTALLER.replace('/', "~1"))}]);
-    node.kubectl_ok(&[
-        "-n",
-        CNI_NS,
-        "patch",
-        "daemonset",
-        CNI_DAEMONSET,
-        "--type",
-        "json",
-        "-p",
-        &on.to_string(),
-    ]);
+    patch_installer(node, "json", &on);
     wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
     assert!(
         chain_file(node).is_file(),
@@ -369,15 +337,10 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
         "installer back -> the window's pod caught by repair and replaced, Ready in {:?}",
         back.elapsed()
     );
-    let evicted = events(
-        node,
-        ns,
-        "PodEvictedForRepair",
-        &["jsonpath={.items[*].involvedObject.name}"],
-    );
+    let evicted = event_pods(node, ns, "PodEvictedForRepair");
     assert!(
-        evicted.split_whitespace().any(|p| p == window_name),
-        "repair evicted the pod started in the window: {evicted}"
+        evicted.contains(&window_name),
+        "repair evicted the pod started in the window: {evicted:?}"
     );
     for pod in pod_names(node, ns) {
         assert!(
@@ -385,6 +348,21 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
             "after the reboot every meshed pod runs redirected: {pod}"
         );
     }
+}
+
+/// `kubectl patch --type kind` of the installer's DaemonSet.
+fn patch_installer(node: &Node, kind: &str, patch: &Value) {
+    node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "patch",
+        "daemonset",
+        CNI_DAEMONSET,
+        "--type",
+        kind,
+        "-p",
+        &patch.to_string(),
+    ]);
 }
 
 /// `check` passes in aux-chain mode, and fails naming the node once its Multus loses the chain.

@@ -205,15 +205,10 @@ pub fn step_shared_nad_refused_by_isolation(
     node.kubectl_ok(&["-n", meshed_ns, "delete", "pod", bad, "--wait=true"]);
 
     // Repair evicted nothing into a failing sandbox.
-    let failed = events(
-        node,
-        meshed_ns,
-        "FailedCreatePodSandBox",
-        &["jsonpath={.items[*].involvedObject.name}"],
-    );
+    let failed = event_pods(node, meshed_ns, "FailedCreatePodSandBox");
     assert!(
-        failed.split_whitespace().all(|p| p == bad),
-        "only the pod naming the refused NAD failed its sandbox: {failed}"
+        failed.iter().all(|p| p == bad),
+        "only the pod naming the refused NAD failed its sandbox: {failed:?}"
     );
     assert_eq!(
         events(node, meshed_ns, "PodEvictedForRepair", &["name"]),

@@ -279,6 +279,36 @@ pub fn events(node: &Node, ns: &str, reason: &str, output: &[&str]) -> String {
     node.kubectl_ok(&args)
 }
 
+/// The pods the Events of `ns` with `reason` are about.
+pub fn event_pods(node: &Node, ns: &str, reason: &str) -> Vec<String> {
+    events(
+        node,
+        ns,
+        reason,
+        &["jsonpath={.items[*].involvedObject.name}"],
+    )
+    .split_whitespace()
+    .map(str::to_string)
+    .collect()
+}
+
+/// The names of the CNI installer's pods.
+pub fn installer_pods(node: &Node) -> Vec<String> {
+    node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/component=cni",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ])
+    .split_whitespace()
+    .map(str::to_string)
+    .collect()
+}
+
 pub fn apply(node: &Node, manifest: &Value) {
     let file = temp_file("node-scenario", &manifest.to_string());
     node.kubectl_ok(&["apply", "-f", path_str(&file)]);
