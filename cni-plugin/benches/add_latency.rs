@@ -29,14 +29,9 @@ const ROUNDS: usize = 15;
 /// The settings the plugin computes for the benchmark pod with the config below.
 fn settings() -> RuleSettings {
     RuleSettings {
-        incoming_proxy_port: 4143,
-        outgoing_proxy_port: 4140,
-        proxy_uid: Some(2102),
-        proxy_gid: None,
-        ports_to_redirect: vec![],
         inbound_ports_to_ignore: PortRange::parse_list("4190,4191").unwrap_or_default(),
         outbound_ports_to_ignore: PortRange::parse_list("443,6443").unwrap_or_default(),
-        subnets_to_ignore: vec![],
+        ..RuleSettings::default()
     }
 }
 

@@ -12,6 +12,7 @@ use tracing::Level;
 
 use crate::cni::{codes, CniError, CniVersion};
 use crate::iptables::IptablesMode;
+use crate::plan::RuleSettings;
 use crate::ports::PortRange;
 
 /// The whole network config handed to the plugin.
@@ -30,44 +31,17 @@ pub struct PluginConfig {
     pub linkerd: LinkerdConfig,
 }
 
-/// The `linkerd` block: defaults for every pod, which annotations may override.
-#[derive(Debug, Clone, PartialEq)]
+/// The `linkerd` block: the rules for every pod (which annotations may override), and how to write
+/// them.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LinkerdConfig {
-    pub incoming_proxy_port: u16,
-    pub outgoing_proxy_port: u16,
-    /// `None` when negative: no uid is exempt from the outbound redirect.
-    pub proxy_uid: Option<vocab::Uid>,
-    /// `None` when negative (the default, -1).
-    pub proxy_gid: Option<u32>,
-    /// Empty: redirect all inbound TCP.
-    pub ports_to_redirect: Vec<u16>,
-    pub inbound_ports_to_ignore: Vec<PortRange>,
-    pub outbound_ports_to_ignore: Vec<PortRange>,
-    pub subnets_to_ignore: Vec<IpNet>,
+    /// The rules of a pod without overriding annotations (`RuleSettings::default()`: Linkerd's).
+    pub rules: RuleSettings,
     /// Log the plan, change nothing.
     pub simulate: bool,
     pub use_wait_flag: bool,
     pub iptables_mode: IptablesMode,
     pub ipv6: bool,
-}
-
-impl Default for LinkerdConfig {
-    fn default() -> Self {
-        Self {
-            incoming_proxy_port: vocab::DEFAULT_INBOUND_PROXY_PORT,
-            outgoing_proxy_port: vocab::DEFAULT_OUTBOUND_PROXY_PORT,
-            proxy_uid: Some(vocab::DEFAULT_PROXY_UID),
-            proxy_gid: None,
-            ports_to_redirect: Vec::new(),
-            inbound_ports_to_ignore: Vec::new(),
-            outbound_ports_to_ignore: Vec::new(),
-            subnets_to_ignore: Vec::new(),
-            simulate: false,
-            use_wait_flag: false,
-            iptables_mode: IptablesMode::Legacy,
-            ipv6: false,
-        }
-    }
 }
 
 /// A config problem, naming the key.
@@ -267,15 +241,18 @@ impl LinkerdConfig {
                 ))
             }
         };
+        let r = &d.rules;
         Ok(Self {
-            incoming_proxy_port: port("incoming-proxy-port", d.incoming_proxy_port)?,
-            outgoing_proxy_port: port("outgoing-proxy-port", d.outgoing_proxy_port)?,
-            proxy_uid: id("proxy-uid", d.proxy_uid)?,
-            proxy_gid: id("proxy-gid", d.proxy_gid)?,
-            ports_to_redirect,
-            inbound_ports_to_ignore: ranges("inbound-ports-to-ignore")?,
-            outbound_ports_to_ignore: ranges("outbound-ports-to-ignore")?,
-            subnets_to_ignore,
+            rules: RuleSettings {
+                incoming_proxy_port: port("incoming-proxy-port", r.incoming_proxy_port)?,
+                outgoing_proxy_port: port("outgoing-proxy-port", r.outgoing_proxy_port)?,
+                proxy_uid: id("proxy-uid", r.proxy_uid)?,
+                proxy_gid: id("proxy-gid", r.proxy_gid)?,
+                ports_to_redirect,
+                inbound_ports_to_ignore: ranges("inbound-ports-to-ignore")?,
+                outbound_ports_to_ignore: ranges("outbound-ports-to-ignore")?,
+                subnets_to_ignore,
+            },
             simulate: boolean(l, "simulate", &key("simulate"))?.unwrap_or(d.simulate),
             use_wait_flag: boolean(l, "use-wait-flag", &key("use-wait-flag"))?
                 .unwrap_or(d.use_wait_flag),
@@ -365,7 +342,7 @@ mod tests {
         assert_eq!(cfg.cni_version, CniVersion::V0_3_1);
         assert_eq!(cfg.log_level, Level::DEBUG);
         assert_eq!(cfg.kubeconfig, PathBuf::from(vocab::DEFAULT_CNI_KUBECONFIG));
-        let l = &cfg.linkerd;
+        let l = &cfg.linkerd.rules;
         assert_eq!((l.incoming_proxy_port, l.outgoing_proxy_port), (4143, 4140));
         assert_eq!((l.proxy_uid, l.proxy_gid), (Some(2102), None));
         assert_eq!(l.ports_to_redirect, vec![8080]);
@@ -381,15 +358,16 @@ mod tests {
             vec![PortRange::single(443), PortRange::single(6443)]
         );
         assert_eq!(l.subnets_to_ignore.len(), 2);
-        assert!(l.use_wait_flag && l.ipv6 && !l.simulate);
-        assert_eq!(l.iptables_mode, IptablesMode::Nft);
+        let w = &cfg.linkerd;
+        assert!(w.use_wait_flag && w.ipv6 && !w.simulate);
+        assert_eq!(w.iptables_mode, IptablesMode::Nft);
     }
 
     #[test]
     fn minimal_config_gets_linkerds_defaults() {
         let cfg = PluginConfig::parse(br#"{"cniVersion":"1.0.0"}"#).unwrap();
         assert_eq!(cfg.linkerd, LinkerdConfig::default());
-        assert_eq!(cfg.linkerd.proxy_uid, Some(2102));
+        assert_eq!(cfg.linkerd.rules.proxy_uid, Some(2102));
         assert_eq!(cfg.linkerd.iptables_mode, IptablesMode::Legacy);
         assert_eq!(cfg.prev_result, None);
     }

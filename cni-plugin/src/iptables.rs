@@ -12,9 +12,10 @@ use std::process::{Command, Stdio};
 use crate::plan::{self, Family, NatTable, Plan};
 
 /// `linkerd.iptables-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IptablesMode {
     /// `iptables-legacy-restore` (Linkerd's default).
+    #[default]
     Legacy,
     /// `iptables-nft-restore`.
     Nft,

@@ -5,7 +5,6 @@ use ipnet::IpNet;
 
 use vocab::Uid;
 
-use crate::config::LinkerdConfig;
 use crate::plan::RuleSettings;
 use crate::pod::PodFacts;
 use crate::ports::PortRange;
@@ -76,7 +75,7 @@ fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, Annotati
 
 /// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; None when the winning
 /// annotation is negative (no exemption).
-pub fn proxy_uid(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
+pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
     use vocab::ProxyUidSource::*;
     let key = vocab::PROXY_UID_ANNOTATION;
     for source in vocab::PROXY_UID_PRECEDENCE {
@@ -116,7 +115,7 @@ pub fn proxy_uid_disagreement(pod: &PodFacts) -> Option<String> {
 }
 
 /// The settings for this pod's rules.
-pub fn settings_for(cfg: &LinkerdConfig, pod: &PodFacts) -> Result<RuleSettings, AnnotationError> {
+pub fn settings_for(cfg: &RuleSettings, pod: &PodFacts) -> Result<RuleSettings, AnnotationError> {
     // skip-outbound-ports replaces the configured list; skip-inbound-ports adds to it (Linkerd's
     // own semantics, kept so annotations mean the same with and without this plugin).
     let mut outbound = ranges(pod, vocab::SKIP_OUTBOUND_PORTS_ANNOTATION)?
@@ -190,12 +189,12 @@ mod tests {
         }
     }
 
-    fn cfg() -> LinkerdConfig {
-        LinkerdConfig {
+    fn cfg() -> RuleSettings {
+        RuleSettings {
             inbound_ports_to_ignore: PortRange::parse_list("4190,4191").unwrap(),
             outbound_ports_to_ignore: PortRange::parse_list("25").unwrap(),
             subnets_to_ignore: vec!["10.0.0.0/8".parse().unwrap()],
-            ..LinkerdConfig::default()
+            ..RuleSettings::default()
         }
     }
 

@@ -34,6 +34,22 @@ pub struct RuleSettings {
     pub subnets_to_ignore: Vec<IpNet>,
 }
 
+/// Linkerd's defaults: its proxy's ports and uid, no gid, every port redirected, nothing skipped.
+impl Default for RuleSettings {
+    fn default() -> Self {
+        Self {
+            incoming_proxy_port: vocab::DEFAULT_INBOUND_PROXY_PORT,
+            outgoing_proxy_port: vocab::DEFAULT_OUTBOUND_PROXY_PORT,
+            proxy_uid: Some(vocab::DEFAULT_PROXY_UID),
+            proxy_gid: None,
+            ports_to_redirect: Vec::new(),
+            inbound_ports_to_ignore: Vec::new(),
+            outbound_ports_to_ignore: Vec::new(),
+            subnets_to_ignore: Vec::new(),
+        }
+    }
+}
+
 /// The address family, which picks `iptables` or `ip6tables`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {

@@ -16,6 +16,12 @@ pub(crate) fn base() -> RuleSettings {
     }
 }
 
+/// The plugin's defaults are Linkerd's, spelled out above.
+#[test]
+fn defaults_are_linkerds() {
+    assert_eq!(RuleSettings::default(), base());
+}
+
 pub(crate) fn ports(list: &str) -> Vec<PortRange> {
     PortRange::parse_list(list).unwrap()
 }

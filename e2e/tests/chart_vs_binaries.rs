@@ -69,15 +69,15 @@ fn default_values_give_linkerds_defaults() {
         );
         let ignored: Vec<String> = config
             .linkerd
+            .rules
             .inbound_ports_to_ignore
             .iter()
             .map(|p| p.to_string())
             .collect();
         assert_eq!(ignored, ["4191", "4190"]);
-        let expected = LinkerdConfig {
-            inbound_ports_to_ignore: config.linkerd.inbound_ports_to_ignore.clone(),
-            ..LinkerdConfig::default()
-        };
+        let mut expected = LinkerdConfig::default();
+        expected.rules.inbound_ports_to_ignore =
+            config.linkerd.rules.inbound_ports_to_ignore.clone();
         assert_eq!(config.linkerd, expected);
     }
 }
@@ -114,7 +114,7 @@ fn every_cni_value_reaches_the_plugin() {
         "cni.logFile=/var/log/linkerd-cni.log",
     ]);
     for config in [via_operator(&cm), via_installer(&cm)] {
-        let l = &config.linkerd;
+        let l = &config.linkerd.rules;
         assert_eq!((l.incoming_proxy_port, l.outgoing_proxy_port), (5143, 5140));
         assert_eq!((l.proxy_uid, l.proxy_gid), (Some(3000), Some(3001)));
         assert_eq!(l.ports_to_redirect, [80, 8080]);
@@ -128,8 +128,9 @@ fn every_cni_value_reaches_the_plugin() {
         assert_eq!(shown(&l.outbound_ports_to_ignore), ["25"]);
         let subnets: Vec<String> = l.subnets_to_ignore.iter().map(|n| n.to_string()).collect();
         assert_eq!(subnets, ["10.0.0.0/8", "fd00::/8"]);
-        assert_eq!(l.iptables_mode, IptablesMode::Nft);
-        assert!(l.ipv6 && l.use_wait_flag && !l.simulate);
+        let w = &config.linkerd;
+        assert_eq!(w.iptables_mode, IptablesMode::Nft);
+        assert!(w.ipv6 && w.use_wait_flag && !w.simulate);
         assert_eq!(
             config.log_file.as_deref(),
             Some(std::path::Path::new("/var/log/linkerd-cni.log"))

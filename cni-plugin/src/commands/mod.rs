@@ -151,7 +151,7 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
     if let Some(warning) = overrides::proxy_uid_disagreement(&facts) {
         tracing::warn!(pod = %format!("{namespace}/{name}"), "{warning}");
     }
-    let settings = overrides::settings_for(&cfg.linkerd, &facts).map_err(|e| {
+    let settings = overrides::settings_for(&cfg.linkerd.rules, &facts).map_err(|e| {
         CniError::new(
             codes::INVALID_ANNOTATION,
             format!("pod {namespace}/{name}: {e}"),
