@@ -25,6 +25,17 @@ pub enum ChainMode {
     AuxChain,
 }
 
+impl ChainMode {
+    /// The flag's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Append => "append",
+            Self::None => "none",
+            Self::AuxChain => "aux-chain",
+        }
+    }
+}
+
 /// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which (in
 /// `append` mode) removes what it added; in `none` and `aux-chain` modes SIGTERM leaves the node as
 /// it is (`--uninstall` removes it).
@@ -473,6 +484,10 @@ mod tests {
     fn aux_chain_settings() {
         let s = Settings::resolve(parse(&["--chain-mode", "aux-chain"]), |_| None, None);
         assert_eq!(s.chain_mode, ChainMode::AuxChain);
+        for mode in [ChainMode::Append, ChainMode::None, ChainMode::AuxChain] {
+            let value = clap::ValueEnum::to_possible_value(&mode).expect("a value");
+            assert_eq!(mode.name(), value.get_name());
+        }
         assert_eq!(s.aux_chain.target.name, DEFAULT_AUX_CHAIN_NAME);
         assert_eq!(
             s.aux_chain.target.dir_on_node,

@@ -110,7 +110,11 @@ pub fn decide(
 }
 
 /// Why Multus on this node would not run linkerd-cni from the chain; `None` when it would.
-pub fn refusal(target: &Target, net_dir_on_node: &str, observation: &Observation) -> Option<String> {
+pub fn refusal(
+    target: &Target,
+    net_dir_on_node: &str,
+    observation: &Observation,
+) -> Option<String> {
     let name = &target.name;
     let in_net_dir = |file: &str| format!("{}/{file}", net_dir_on_node.trim_end_matches('/'));
     let fix = format!(
@@ -137,7 +141,8 @@ pub fn refusal(target: &Target, net_dir_on_node: &str, observation: &Observation
             primary: Some(primary),
         } => Some(format!(
             "the node's network config ({}) is not Multus', so nothing would run linkerd-cni from \
-             {subdir}: {fix}, or --chain-mode append without Multus",
+             {subdir}: run Multus v4.2.1+ with \"auxiliaryCNIChainName\": \"{name}\", or use \
+             --chain-mode append (no Multus)",
             in_net_dir(primary)
         )),
         Observation::NoMultus { primary: None } => Some(format!(
@@ -166,7 +171,10 @@ pub fn dir_warning(target: &Target, cluster_network: Option<&str>) -> Option<Str
     }
     let path = Path::new(written);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
-    let unprefixed = dir.strip_prefix("/host").ok().map(|d| Path::new("/").join(d));
+    let unprefixed = dir
+        .strip_prefix("/host")
+        .ok()
+        .map(|d| Path::new("/").join(d));
     if dir == target.dir_on_node || unprefixed.as_deref() == Some(target.dir_on_node.as_path()) {
         return None;
     }

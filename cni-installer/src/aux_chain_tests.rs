@@ -12,11 +12,7 @@ fn target(dir: &str) -> Target {
     }
 }
 
-fn multus(
-    flavour: Flavour,
-    chain: Option<&str>,
-    cluster_network: Option<&str>,
-) -> Observation {
+fn multus(flavour: Flavour, chain: Option<&str>, cluster_network: Option<&str>) -> Observation {
     Observation::Multus {
         file: "00-multus.conf".into(),
         config: MultusConfig {
@@ -51,7 +47,11 @@ fn decide_table() {
     };
     let unreadable = Current::Unreadable("permission denied".into());
     let chain = Some("vendor-cni-chain");
-    let thin_here = multus(Flavour::Thin, chain, Some("/etc/cni/net.d/10-flannel.conflist"));
+    let thin_here = multus(
+        Flavour::Thin,
+        chain,
+        Some("/etc/cni/net.d/10-flannel.conflist"),
+    );
     let thick_host = multus(Flavour::Thick, chain, Some(&format!("/host{ovn}")));
     let install = |write: Option<&'static str>| Plan::Install {
         write,
@@ -59,7 +59,8 @@ fn decide_table() {
     };
     // (case, target, observation, current, want: Ok(plan) or Err(words the refusal holds))
     type Want = Result<Plan, &'static [&'static str]>;
-    let cases: Vec<(&str, &Target, Observation, Current, Want)> = vec![
+    let cases: Vec<(&str, &Target, Observation, Current, Want)> =
+        vec![
         (
             "thin, chain set, file missing",
             &t,
@@ -153,7 +154,10 @@ fn decide_table() {
                 primary: Some("10-flannel.conflist".into()),
             },
             Current::Missing,
-            Err(&["(/etc/cni/net.d/10-flannel.conflist) is not Multus'"]),
+            Err(&[
+                "(/etc/cni/net.d/10-flannel.conflist) is not Multus'",
+                "--chain-mode append (no Multus)",
+            ]),
         ),
         (
             "no network config yet",
@@ -227,7 +231,10 @@ fn dir_warning_cases() {
     let cases: [(Option<&str>, Option<&str>); 7] = [
         (None, None),
         (Some("/run/multus/cni/net.d/10-ovn-kubernetes.conf"), None),
-        (Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"), None),
+        (
+            Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
+            None,
+        ),
         (
             Some("/etc/cni/net.d/10-flannel.conflist"),
             Some("reads the chain from /etc/cni/net.d/vendor-cni-chain/"),

@@ -209,7 +209,9 @@ impl Installer {
                     Err(source) => {
                         // The file stays, naming the plugin: so do the binary and the kubeconfig,
                         // or Multus would fail every pod's ADD on the node.
-                        report.errors.push(InstallError::Remove { path: file, source });
+                        report
+                            .errors
+                            .push(InstallError::Remove { path: file, source });
                         return report;
                     }
                 }
@@ -369,7 +371,11 @@ impl Installer {
                             source,
                         }
                     })?;
-                    let created = if created { ", creating its directory" } else { "" };
+                    let created = if created {
+                        ", creating its directory"
+                    } else {
+                        ""
+                    };
                     step.change = Some(format!(
                         "wrote linkerd-cni's config into Multus' auxiliary chain {} ({reason}{created})",
                         path.display()

@@ -37,10 +37,12 @@ pub use error::InstallError;
 pub use installer::{Installer, Report};
 pub use run::{main, run};
 
-/// Logs to stderr (the container log), `RUST_LOG` filtering, `info` by default.
+/// Logs to stderr (the container log), `RUST_LOG` filtering, `info` by default. `notify` logs its
+/// own bookkeeping when a watched directory is deleted (the kernel already dropped the watch) at
+/// warn level; nothing to act on, so only its errors show by default.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,notify=error"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour codes only on a terminal; container logs stay plain text.

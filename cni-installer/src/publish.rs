@@ -99,7 +99,7 @@ async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: 
                     tracing::info!(
                         node = %publish.node_name,
                         observed = %describe(&offer.observed.observation),
-                        aux_chain = ?offer.observed.aux_chain,
+                        aux_chain = %offer.observed.aux_chain.as_ref().map_or_else(String::new, describe_aux_chain),
                         "published the node's Multus (kubectl get nodemultus {})",
                         publish.node_name
                     );
@@ -184,6 +184,16 @@ async fn build_client(kubeconfig: &str) -> Result<Client, String> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(15));
     Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The chain file's state in one line, for the log.
+pub fn describe_aux_chain(aux: &AuxChainFile) -> String {
+    match (&aux.reason, aux.installed) {
+        (None, true) => format!("{} installed", aux.file),
+        (Some(why), true) => format!("{} installed ({why})", aux.file),
+        (Some(why), false) => format!("{} not installed: {why}", aux.file),
+        (None, false) => format!("{} not installed", aux.file),
+    }
 }
 
 /// The observation in one line, for the log.

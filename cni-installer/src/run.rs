@@ -62,7 +62,10 @@ fn uninstall_main(settings: Settings) -> ExitCode {
         println!("{change}");
     }
     if report.changes.is_empty() && report.errors.is_empty() {
-        println!("nothing to remove for --chain-mode {mode:?} on this node");
+        println!(
+            "nothing to remove for --chain-mode {} on this node",
+            mode.name()
+        );
     }
     for e in &report.errors {
         tracing::error!(error = %vocab::report::Chain(e), "uninstall step failed");
@@ -231,7 +234,11 @@ fn log_report(report: &Report, last: &mut Logged, retrying: bool) {
         }
         last.waiting = report.waiting.clone();
     }
-    for warning in report.warnings.iter().filter(|w| !last.warnings.contains(w)) {
+    for warning in report
+        .warnings
+        .iter()
+        .filter(|w| !last.warnings.contains(w))
+    {
         tracing::warn!("{warning}");
     }
     last.warnings = report.warnings.clone();
@@ -331,10 +338,9 @@ impl DirWatch {
             if inode.is_some() && *watching == inode {
                 continue;
             }
-            if watching.take().is_some() {
-                // Gone or replaced: its watch went with the old inode.
-                let _ = watcher.unwatch(dir);
-            }
+            // Gone or replaced, its watch went with the old inode: watch the path anew (no unwatch,
+            // the kernel dropped the old watch already).
+            *watching = None;
             if inode.is_none() {
                 continue;
             }
