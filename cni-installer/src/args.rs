@@ -1,13 +1,13 @@
 //! The installer's flags (each also an environment variable, as a DaemonSet sets them) and the
 //! settings resolved from them.
 
-use crate::credential;
 use crate::error::InstallError;
+use crate::{aux_chain, credential};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vocab::{
-    DEFAULT_CNI_BIN_DIR, DEFAULT_CNI_NET_DIR, DEFAULT_KUBECONFIG_NAME, DEFAULT_SERVICE_ACCOUNT_DIR,
-    PLUGIN_TYPE,
+    AUX_CHAIN_FILE_NAME, DEFAULT_AUX_CHAIN_NAME, DEFAULT_CNI_BIN_DIR, DEFAULT_CNI_NET_DIR,
+    DEFAULT_KUBECONFIG_NAME, DEFAULT_SERVICE_ACCOUNT_DIR, PLUGIN_TYPE,
 };
 
 /// Where linkerd-cni goes in the node's network config.
@@ -19,15 +19,34 @@ pub enum ChainMode {
     /// (OpenShift, Multus clusters). SIGTERM leaves the binary and the kubeconfig in place: NADs
     /// point at them, and a rolling update must not fail the pods scheduled meanwhile.
     None,
+    /// Put linkerd-cni into Multus' auxiliary CNI chain (Multus v4.2.1+ with
+    /// `auxiliaryCNIChainName`; OpenShift 4.18+), which Multus runs for every pod: no NAD, no pod
+    /// annotation. Written only while the node's Multus runs that chain; SIGTERM leaves it all.
+    AuxChain,
+}
+
+impl ChainMode {
+    /// The flag's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Append => "append",
+            Self::None => "none",
+            Self::AuxChain => "aux-chain",
+        }
+    }
 }
 
 /// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which (in
-/// `append` mode) removes what it added; in `none` mode SIGTERM leaves the node as it is.
+/// `append` mode) removes what it added; in `none` and `aux-chain` modes SIGTERM leaves the node as
+/// it is (`--uninstall` removes it).
 ///
 /// Every pass: copies the plugin binary into the CNI bin dir, writes the plugin's kubeconfig from this
-/// pod's service account, and (in `append` mode) makes linkerd-cni the last plugin of the primary
-/// network config, the first *.conflist/*.conf/*.json in the net dir. Passes run when the net dir or
-/// the service-account dir change, and every few seconds as a safety net.
+/// pod's service account, and then, by --chain-mode: `append` makes linkerd-cni the last plugin of the
+/// primary network config, the first *.conflist/*.conf/*.json in the net dir; `aux-chain` writes
+/// linkerd-cni's plugin config into Multus' auxiliary chain directory
+/// (<aux-chain-dir>/<aux-chain-name>/linkerd-cni.conf) while the node's Multus runs that chain;
+/// `none` writes no network config. Passes run when those directories or the service-account dir
+/// change, and every few seconds as a safety net.
 #[derive(Clone, Debug, clap::Parser)]
 #[command(name = "linkerd-cni-install", version)]
 pub struct Args {
@@ -49,9 +68,24 @@ pub struct Args {
     pub kubeconfig_name: String,
 
     /// `append`: chain linkerd-cni after the primary network; `none`: leave network configs alone
-    /// (Multus/OpenShift attach it with a NetworkAttachmentDefinition).
+    /// (Multus/OpenShift attach it with a NetworkAttachmentDefinition); `aux-chain`: put it into
+    /// Multus' auxiliary CNI chain, which Multus runs for every pod (Multus v4.2.1+ configured with
+    /// "auxiliaryCNIChainName"; OpenShift 4.18+, with --aux-chain-dir /run/multus/cni/net.d).
     #[arg(long, env = "CNI_CHAIN_MODE", value_enum, default_value_t = ChainMode::Append)]
     pub chain_mode: ChainMode,
+
+    /// In `aux-chain` mode, the chain to join: Multus' "auxiliaryCNIChainName" (OpenShift 4.18+:
+    /// vendor-cni-chain). Nothing is written while the node's Multus names another chain or none.
+    #[arg(long, env = "AUX_CHAIN_NAME", default_value = DEFAULT_AUX_CHAIN_NAME,
+          value_parser = aux_chain::parse_name)]
+    pub aux_chain_name: String,
+
+    /// In `aux-chain` mode, the directory holding the chain's subdirectory, as the node sees it
+    /// (written under --host-prefix): the directory of the config file Multus' "clusterNetwork"
+    /// names, where Multus looks for <aux-chain-name>/*.conf. OpenShift 4.18+: /run/multus/cni/net.d
+    /// (a tmpfs: rewritten after a reboot). [default: --dest-cni-net-dir]
+    #[arg(long, env = "AUX_CHAIN_DIR")]
+    pub aux_chain_dir: Option<PathBuf>,
 
     /// Directory holding this pod's service-account `token` and `ca.crt`.
     #[arg(long, env = "SERVICE_ACCOUNT_DIR", default_value = DEFAULT_SERVICE_ACCOUNT_DIR)]
@@ -75,8 +109,9 @@ pub struct Args {
     #[arg(long, env = "CONTAINER_MOUNT_PREFIX")]
     pub host_prefix: Option<PathBuf>,
 
-    /// In `append` mode, on SIGTERM also remove the plugin binary (by default it stays, so pods
-    /// already set up by it can still be torn down by the runtime). `none` mode removes nothing.
+    /// Also remove the plugin binary: on SIGTERM in `append` mode, and with --uninstall (by default
+    /// it stays, so pods already set up by it can still be torn down by the runtime). SIGTERM in
+    /// `none` and `aux-chain` modes removes nothing.
     #[arg(long, env = "UNINSTALL_BINARY")]
     pub uninstall_binary: bool,
 
@@ -101,6 +136,15 @@ pub struct Args {
     /// Install once and exit (non-zero if a step failed) instead of watching.
     #[arg(long)]
     pub once: bool,
+
+    /// Remove what --chain-mode installs on this node, print what was removed and exit (non-zero
+    /// if a removal failed): `aux-chain`, linkerd-cni's file in the chain directory (never the
+    /// directory or another file in it); `append`, its entry in the network configs; every mode, the
+    /// plugin's kubeconfig, and the binary with --uninstall-binary. Give the same --chain-mode and
+    /// directories as the DaemonSet, after deleting it (`none` and `aux-chain` leave everything on
+    /// SIGTERM), e.g. from the installer's image with the node's root mounted at --host-prefix.
+    #[arg(long, conflicts_with_all = ["once", "ready_check"])]
+    pub uninstall: bool,
 
     /// Period of the safety-net pass when no file change is seen: e.g. 5s, 1m (a bare number is
     /// seconds).
@@ -187,6 +231,28 @@ pub struct Settings {
     pub net_dir_on_node: String,
     /// Publishing the node's Multus: None without `--node-name`.
     pub publish: Option<Publish>,
+    /// The auxiliary chain (used in `aux-chain` mode only).
+    pub aux_chain: AuxChain,
+    /// `--uninstall`.
+    pub uninstall: bool,
+}
+
+/// Where `aux-chain` mode puts linkerd-cni's file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuxChain {
+    /// The chain's name and directory as the node sees them.
+    pub target: aux_chain::Target,
+    /// The chain's subdirectory as this process writes it (prefix applied).
+    pub subdir: PathBuf,
+    /// The directory holding it as this process sees it (prefix applied).
+    pub dir: PathBuf,
+}
+
+impl AuxChain {
+    /// linkerd-cni's file as this process writes it.
+    pub fn file(&self) -> PathBuf {
+        self.subdir.join(AUX_CHAIN_FILE_NAME)
+    }
 }
 
 impl Settings {
@@ -243,7 +309,21 @@ impl Settings {
                 installer_pod,
                 api_group: args.node_multus_api_group.clone(),
             });
+        let aux_dir_on_node = args
+            .aux_chain_dir
+            .clone()
+            .unwrap_or_else(|| args.dest_cni_net_dir.clone());
+        let aux_chain = AuxChain {
+            dir: under_prefix(&aux_dir_on_node),
+            subdir: under_prefix(&aux_dir_on_node).join(&args.aux_chain_name),
+            target: aux_chain::Target {
+                name: args.aux_chain_name.clone(),
+                dir_on_node: aux_dir_on_node,
+            },
+        };
         Settings {
+            aux_chain,
+            uninstall: args.uninstall,
             net_dir: under_prefix(&args.dest_cni_net_dir),
             net_dir_on_node: args.dest_cni_net_dir.to_string_lossy().into_owned(),
             publish,
@@ -395,6 +475,76 @@ mod tests {
         assert_eq!(
             s.net_dir_on_node, DEFAULT_CNI_NET_DIR,
             "as the node sees it"
+        );
+    }
+
+    /// `aux-chain` mode: the chain's name and directory, each with its env name (the chart sets
+    /// them), resolved under the prefix; the directory defaults to the net dir.
+    #[test]
+    fn aux_chain_settings() {
+        let s = Settings::resolve(parse(&["--chain-mode", "aux-chain"]), |_| None, None);
+        assert_eq!(s.chain_mode, ChainMode::AuxChain);
+        for mode in [ChainMode::Append, ChainMode::None, ChainMode::AuxChain] {
+            let value = clap::ValueEnum::to_possible_value(&mode).expect("a value");
+            assert_eq!(mode.name(), value.get_name());
+        }
+        assert_eq!(s.aux_chain.target.name, DEFAULT_AUX_CHAIN_NAME);
+        assert_eq!(
+            s.aux_chain.target.dir_on_node,
+            PathBuf::from(DEFAULT_CNI_NET_DIR)
+        );
+        assert_eq!(
+            s.aux_chain.file(),
+            PathBuf::from(format!(
+                "{DEFAULT_CNI_NET_DIR}/{DEFAULT_AUX_CHAIN_NAME}/{AUX_CHAIN_FILE_NAME}"
+            ))
+        );
+        let s = Settings::resolve(
+            parse(&[
+                "--chain-mode=aux-chain",
+                "--aux-chain-name=my-chain",
+                "--aux-chain-dir=/run/multus/cni/net.d",
+                "--host-prefix=/host",
+            ]),
+            |_| None,
+            None,
+        );
+        assert_eq!(s.aux_chain.dir, PathBuf::from("/host/run/multus/cni/net.d"));
+        assert_eq!(
+            s.aux_chain.file(),
+            PathBuf::from("/host/run/multus/cni/net.d/my-chain/linkerd-cni.conf")
+        );
+        assert_eq!(
+            s.aux_chain.target.file_on_node(),
+            PathBuf::from("/run/multus/cni/net.d/my-chain/linkerd-cni.conf"),
+            "as the node sees it"
+        );
+        let err = Args::try_parse_from(["x", "--aux-chain-name", "../etc"]).expect_err("bad name");
+        assert!(
+            err.to_string().contains("is not a CNI network name"),
+            "{err}"
+        );
+
+        use clap::CommandFactory;
+        let cmd = Args::command();
+        let env = |id: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned())
+        };
+        assert_eq!(env("chain_mode").as_deref(), Some("CNI_CHAIN_MODE"));
+        assert_eq!(env("aux_chain_name").as_deref(), Some("AUX_CHAIN_NAME"));
+        assert_eq!(env("aux_chain_dir").as_deref(), Some("AUX_CHAIN_DIR"));
+    }
+
+    #[test]
+    fn uninstall_runs_alone() {
+        assert!(parse(&["--uninstall"]).uninstall);
+        assert!(Settings::resolve(parse(&["--uninstall"]), |_| None, None).uninstall);
+        assert!(Args::try_parse_from(["x", "--uninstall", "--once"]).is_err());
+        assert!(
+            Args::try_parse_from(["x", "--uninstall", "--ready-check", "--ready-file=/r"]).is_err()
         );
     }
 

@@ -28,6 +28,12 @@ pub enum InstallError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot create the directory {path}{}", create_dir_hint(source))]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot list {path} (is the host directory mounted into this container?)")]
     ReadDir {
         path: PathBuf,
@@ -90,6 +96,15 @@ pub enum InstallError {
     ApiClient(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot start the runtime")]
     Runtime(#[source] io::Error),
+}
+
+fn create_dir_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::NotFound => {
+            " (its parent does not exist: --aux-chain-dir must be the directory of the config file Multus' clusterNetwork names, mounted into this container)"
+        }
+        _ => writable_hint(e),
+    }
 }
 
 fn writable_hint(e: &io::Error) -> &'static str {

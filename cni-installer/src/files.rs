@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Mode of the installed plugin binary.
@@ -11,6 +11,8 @@ pub const BINARY_MODE: u32 = 0o755;
 pub const KUBECONFIG_MODE: u32 = 0o600;
 /// Mode of a network config we create when there is no original to copy it from.
 pub const CONFIG_MODE: u32 = 0o644;
+/// Mode of a directory we create (the auxiliary chain's).
+pub const DIR_MODE: u32 = 0o755;
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory (so the rename stays on one
 /// file system), fsync, rename over `path`, fsync the directory. The temp name ends in `.tmp`, an
@@ -79,6 +81,23 @@ pub fn remove_optional(path: &Path) -> io::Result<bool> {
     }
 }
 
+/// Creates the directory `path` with `mode` unless it is one already (its parent must exist: a
+/// missing parent means a wrong path, not one to invent). True when it was created.
+pub fn ensure_dir(path: &Path, mode: u32) -> io::Result<bool> {
+    if fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Ok(false);
+    }
+    match fs::DirBuilder::new().mode(mode).create(path) {
+        Ok(()) => {}
+        // Created meanwhile by someone else: theirs.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    // The umask may have narrowed `mode`.
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+    Ok(true)
+}
+
 /// Names of the regular files in `dir` (not recursive).
 pub fn file_names(dir: &Path) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
@@ -113,5 +132,22 @@ mod tests {
         assert_eq!(fs::read(&path).expect("read"), b"two");
         assert_eq!(mode_of(&path), Some(BINARY_MODE));
         assert_eq!(file_names(dir.path()).expect("list"), vec!["f".to_string()]);
+    }
+
+    #[test]
+    fn ensure_dir_creates_once_and_never_parents() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("chain");
+        assert!(ensure_dir(&sub, DIR_MODE).expect("create"));
+        assert_eq!(mode_of(&sub), Some(DIR_MODE));
+        assert!(!ensure_dir(&sub, DIR_MODE).expect("exists"));
+        let orphan = dir.path().join("missing/chain");
+        assert_eq!(
+            ensure_dir(&orphan, DIR_MODE).expect_err("no parent").kind(),
+            io::ErrorKind::NotFound
+        );
+        assert!(!dir.path().join("missing").exists());
+        fs::write(dir.path().join("file"), "x").expect("write");
+        assert!(ensure_dir(&dir.path().join("file"), DIR_MODE).is_err());
     }
 }

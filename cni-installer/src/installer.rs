@@ -1,13 +1,17 @@
 //! One install pass and the uninstall: the I/O shell around the pure decisions in [`crate::chain`],
-//! [`crate::kubeconfig`], [`rules::cni_template`] and [`crate::revert`]. Every write says why in the log.
+//! [`crate::aux_chain`], [`crate::kubeconfig`], [`rules::cni_template`] and [`crate::revert`]. Every
+//! write says why in the log.
 
 use crate::args::{ChainMode, Settings, TemplateSource};
+use crate::aux_chain::{self, Current, Plan};
 use crate::chain::{self, ConfigKind, Outcome};
 use crate::error::InstallError;
-use crate::files::{self, BINARY_MODE, CONFIG_MODE, KUBECONFIG_MODE};
+use crate::files::{self, BINARY_MODE, CONFIG_MODE, DIR_MODE, KUBECONFIG_MODE};
 use crate::revert::{self, Applied, Revert};
-use crate::{credential, kubeconfig, primary};
+use crate::{credential, kubeconfig, multus, primary};
+use linkerd_multus_crds::node_multus::AuxChainFile;
 use rules::cni_template;
+use rules::multus_node::Observation;
 use std::fs;
 use std::path::{Path, PathBuf};
 use vocab::PLUGIN_TYPE;
@@ -23,6 +27,20 @@ pub struct Report {
     pub errors: Vec<InstallError>,
     /// Why the node is not installed yet although no step failed (readiness reads it).
     pub waiting: Option<String>,
+    /// Doubts that do not stop the install (logged when they change).
+    pub warnings: Vec<String>,
+    /// The node's Multus as this pass read it (`aux-chain` mode), so the publisher need not re-read.
+    pub observed: Option<Observation>,
+    /// `aux-chain` mode: linkerd-cni's file in the chain, as published in the node's NodeMultus.
+    pub aux_chain: Option<AuxChainFile>,
+}
+
+/// What the `aux-chain` step found and did.
+#[derive(Debug, Default)]
+struct AuxStep {
+    change: Option<String>,
+    refusal: Option<String>,
+    warning: Option<String>,
 }
 
 /// The installer's state between passes: what it wrote to the primary config.
@@ -93,27 +111,112 @@ impl Installer {
                 Err(e) => report.errors.push(e),
             }
         }
+        if self.settings.chain_mode == ChainMode::AuxChain {
+            self.aux_chain_pass(ready, &mut report);
+        }
         report
     }
 
-    /// Removes what the installer added in `append` mode: its entry in network configs (the original
-    /// bytes when nobody else changed the file since), the kubeconfig, and the binary if asked to.
+    /// `aux-chain` mode's part of a pass: the chain file once the binary and the kubeconfig are in
+    /// place (Multus runs every file of the chain for every pod, so one naming a plugin that cannot
+    /// run would fail them all), and what to publish about it.
+    fn aux_chain_pass(&self, ready: bool, report: &mut Report) {
+        let aux = &self.settings.aux_chain;
+        let mut status = AuxChainFile {
+            name: aux.target.name.clone(),
+            file: aux.target.file_on_node().to_string_lossy().into_owned(),
+            installed: false,
+            reason: None,
+        };
+        if !ready {
+            status.reason = Some(format!(
+                "the plugin binary or its kubeconfig is not in place: {}",
+                report
+                    .errors
+                    .iter()
+                    .map(|e| vocab::report::chain(e))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+            report.aux_chain = Some(status);
+            return;
+        }
+        let observation = multus::observe(&self.settings.net_dir, &self.settings.kubeconfig_name);
+        match self.ensure_aux_chain(&observation) {
+            Ok(step) => {
+                report.changes.extend(step.change);
+                status.installed = step.refusal.is_none();
+                status.reason = step.refusal.clone().or(step.warning.clone());
+                report.waiting = step.refusal;
+                report.warnings.extend(step.warning);
+            }
+            Err(e) => {
+                status.reason = Some(vocab::report::chain(&e));
+                report.errors.push(e);
+            }
+        }
+        report.observed = Some(observation);
+        report.aux_chain = Some(status);
+    }
+
+    /// SIGTERM: removes what the installer added in `append` mode (see [`Self::remove_installed`]).
     /// In `none` mode it removes nothing: every NAD points at the binary and the kubeconfig, and
     /// SIGTERM comes with every rolling update of the DaemonSet, so removing them would fail the CNI
     /// ADD of each attached pod scheduled on the node before the new installer runs. Without a NAD
-    /// naming them they are never run.
+    /// naming them they are never run. In `aux-chain` mode it removes nothing either: without the
+    /// chain file, pods started during the rollout would run unmeshed; without the binary or the
+    /// kubeconfig the file names, Multus would fail them. `--uninstall` removes it all.
     pub fn uninstall(&mut self) -> Report {
-        let mut report = Report::default();
-        if self.settings.chain_mode == ChainMode::None {
-            tracing::info!(
-                binary = %self.settings.bin_dir.join(PLUGIN_TYPE).display(),
-                kubeconfig = %self.settings.net_dir.join(&self.settings.kubeconfig_name).display(),
+        let s = &self.settings;
+        let binary = s.bin_dir.join(PLUGIN_TYPE);
+        let kubeconfig = s.net_dir.join(&s.kubeconfig_name);
+        match s.chain_mode {
+            ChainMode::None => tracing::info!(
+                binary = %binary.display(),
+                kubeconfig = %kubeconfig.display(),
                 "--chain-mode none: leaving the plugin binary and its kubeconfig in place (NADs point at them; see the README's Uninstall)"
-            );
-            return report;
+            ),
+            ChainMode::AuxChain => tracing::info!(
+                binary = %binary.display(),
+                kubeconfig = %kubeconfig.display(),
+                chain_file = %s.aux_chain.file().display(),
+                "--chain-mode aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place (a rollout must not start pods unmeshed or failing; `linkerd-cni-install --uninstall` removes them, see the README's Uninstall)"
+            ),
+            ChainMode::Append => return self.remove_installed(),
         }
-        if let Err(e) = self.unchain(&mut report.changes) {
-            report.errors.push(e);
+        Report::default()
+    }
+
+    /// Removes what `--chain-mode` installs: in `append` mode its entry in network configs (the
+    /// original bytes when nobody else changed the file since), in `aux-chain` mode linkerd-cni's
+    /// file in the chain directory (nothing else there); then the kubeconfig, and the binary if
+    /// asked to. SIGTERM in `append` mode, and `--uninstall` in any mode.
+    pub fn remove_installed(&mut self) -> Report {
+        let mut report = Report::default();
+        match self.settings.chain_mode {
+            ChainMode::Append => {
+                if let Err(e) = self.unchain(&mut report.changes) {
+                    report.errors.push(e);
+                }
+            }
+            ChainMode::AuxChain => {
+                let file = self.settings.aux_chain.file();
+                match files::remove_optional(&file) {
+                    Ok(true) => report
+                        .changes
+                        .push(format!("removed {} (uninstalling)", file.display())),
+                    Ok(false) => {}
+                    Err(source) => {
+                        // The file stays, naming the plugin: so do the binary and the kubeconfig,
+                        // or Multus would fail every pod's ADD on the node.
+                        report
+                            .errors
+                            .push(InstallError::Remove { path: file, source });
+                        return report;
+                    }
+                }
+            }
+            ChainMode::None => {}
         }
         let kubeconfig = self.settings.net_dir.join(&self.settings.kubeconfig_name);
         match files::remove_optional(&kubeconfig) {
@@ -227,6 +330,60 @@ impl Installer {
             "wrote kubeconfig {} ({reason})",
             path.display()
         )))
+    }
+
+    /// `aux-chain` mode: linkerd-cni's file in the chain directory holds its config while the node's
+    /// Multus runs the chain; otherwise nothing is written and a file already there stays.
+    fn ensure_aux_chain(&self, observation: &Observation) -> Result<AuxStep, InstallError> {
+        let aux = &self.settings.aux_chain;
+        let desired = aux_chain::render(&self.entry()?);
+        let path = aux.file();
+        let current = match files::read_optional(&path) {
+            Ok(None) => Current::Missing,
+            Ok(Some(bytes)) => Current::Present {
+                bytes,
+                mode: files::mode_of(&path),
+            },
+            Err(e) => Current::Unreadable(e.to_string()),
+        };
+        let plan = aux_chain::decide(
+            &aux.target,
+            &self.settings.net_dir_on_node,
+            observation,
+            &current,
+            &desired,
+        );
+        let mut step = AuxStep::default();
+        match plan {
+            Plan::Refuse { reason } => step.refusal = Some(reason),
+            Plan::Install { write, warning } => {
+                step.warning = warning;
+                if let Some(reason) = write {
+                    let created = files::ensure_dir(&aux.subdir, DIR_MODE).map_err(|source| {
+                        InstallError::CreateDir {
+                            path: aux.subdir.clone(),
+                            source,
+                        }
+                    })?;
+                    files::atomic_write(&path, &desired, CONFIG_MODE).map_err(|source| {
+                        InstallError::Write {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?;
+                    let created = if created {
+                        ", creating its directory"
+                    } else {
+                        ""
+                    };
+                    step.change = Some(format!(
+                        "wrote linkerd-cni's config into Multus' auxiliary chain {} ({reason}{created})",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Ok(step)
     }
 
     /// `None` when there is no primary network config to chain onto.
@@ -349,7 +506,7 @@ impl Installer {
     }
 
     /// The plugin entry: the template (re-read when it is a file) with placeholders filled.
-    fn entry(&self) -> Result<serde_json::Value, InstallError> {
+    pub fn entry(&self) -> Result<serde_json::Value, InstallError> {
         let s = &self.settings;
         let text = match &s.template {
             TemplateSource::Text(text) => text.clone(),

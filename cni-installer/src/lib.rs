@@ -1,16 +1,24 @@
 //! The node installer behind `linkerd-cni-install`: puts the linkerd-cni plugin on a node and keeps it
-//! there (binary, kubeconfig, and in `append` mode an entry at the end of the primary network config),
-//! and in `append` mode takes it all back out on SIGTERM (`none` mode leaves the node as it is: NADs
-//! point at the binary and the kubeconfig).
+//! there: the binary, its kubeconfig, and by `--chain-mode`
+//! - `append`: an entry at the end of the primary network config, taken back out on SIGTERM;
+//! - `aux-chain`: a plugin config in Multus' auxiliary CNI chain directory
+//!   (`<--aux-chain-dir>/<--aux-chain-name>/linkerd-cni.conf`, Multus v4.2.1+ with
+//!   `auxiliaryCNIChainName`, OpenShift 4.18+), written only while the node's Multus runs that chain;
+//! - `none`: nothing more (NADs point at the binary and the kubeconfig).
+//!
+//! In `none` and `aux-chain` modes SIGTERM leaves the node as it is (a DaemonSet rollout must not
+//! start pods unmeshed or failing); `--uninstall` removes what the mode installed.
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
-//! remove the entry), [`kubeconfig`], [`revert`], [`ready`] (the readiness probe's verdict), and
-//! Linkerd's config template through [`rules::cni_template`]. The I/O shell: [`files`] (atomic
-//! writes), [`installer`] (one pass), [`multus`] (the node's Multus, read through
-//! [`rules::multus_node`]), [`publish`] (it, as the node's NodeMultus), [`run`] (watch loop and
-//! signals).
+//! remove the entry), [`aux_chain`] (write / refuse the chain file), [`kubeconfig`], [`revert`],
+//! [`ready`] (the readiness probe's verdict), and Linkerd's config template through
+//! [`rules::cni_template`]. The I/O shell: [`files`] (atomic writes), [`installer`] (one pass, the
+//! uninstall), [`multus`] (the node's Multus, read through [`rules::multus_node`]), [`publish`] (it,
+//! and the chain file's state, as the node's NodeMultus), [`run`] (watch loop, signals,
+//! `--uninstall`).
 
 pub mod args;
+pub mod aux_chain;
 pub mod chain;
 pub mod credential;
 pub mod error;
@@ -29,10 +37,12 @@ pub use error::InstallError;
 pub use installer::{Installer, Report};
 pub use run::{main, run};
 
-/// Logs to stderr (the container log), `RUST_LOG` filtering, `info` by default.
+/// Logs to stderr (the container log), `RUST_LOG` filtering, `info` by default. `notify` logs its
+/// own bookkeeping when a watched directory is deleted (the kernel already dropped the watch) at
+/// warn level; nothing to act on, so only its errors show by default.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,notify=error"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour codes only on a terminal; container logs stay plain text.

@@ -2,7 +2,8 @@
 //! install loop: a pass never waits for the apiserver, and a failure to publish is logged and
 //! retried, never an install error (the node's install does not depend on it).
 //!
-//! The object is written at start and whenever the observation changes; `observedAt` is when it did.
+//! The object is written at start and whenever the observation (or, in `aux-chain` mode, the chain
+//! file's state, `spec.auxChain`) changes; `observedAt` is when it did.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
-use linkerd_multus_crds::node_multus::{self, NodeMultusSpec};
+use linkerd_multus_crds::node_multus::{self, AuxChainFile, NodeMultusSpec};
 use rules::multus_node::Observation;
 use tokio::sync::watch;
 
@@ -21,10 +22,17 @@ pub const FIELD_MANAGER: &str = "linkerd-cni-install";
 /// Retries of a failed publish back off up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// What is published; a change of either is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Observed {
+    observation: Observation,
+    aux_chain: Option<AuxChainFile>,
+}
+
 /// What the loop hands the publisher after a pass.
 #[derive(Clone, Debug)]
 struct Offer {
-    observation: Observation,
+    observed: Observed,
     observed_at: Time,
     /// The installer's own kubeconfig (this pod's service account, its token file), or why there is
     /// none.
@@ -44,23 +52,32 @@ impl Publisher {
         Self { tx }
     }
 
-    /// Hands over what a pass observed; wakes the publisher only when the observation or the
-    /// credentials changed.
-    pub fn offer(&self, observation: Observation, kubeconfig: Result<String, String>) {
+    /// Hands over what a pass observed (`aux_chain`: the chain file's state in `aux-chain` mode);
+    /// wakes the publisher only when that or the credentials changed.
+    pub fn offer(
+        &self,
+        observation: Observation,
+        aux_chain: Option<AuxChainFile>,
+        kubeconfig: Result<String, String>,
+    ) {
+        let observed = Observed {
+            observation,
+            aux_chain,
+        };
         self.tx.send_if_modified(|current| {
-            let (same_observation, same_kubeconfig) = match current {
-                Some(c) => (c.observation == observation, c.kubeconfig == kubeconfig),
+            let (same_observed, same_kubeconfig) = match current {
+                Some(c) => (c.observed == observed, c.kubeconfig == kubeconfig),
                 None => (false, false),
             };
-            if same_observation && same_kubeconfig {
+            if same_observed && same_kubeconfig {
                 return false;
             }
             let observed_at = match current {
-                Some(c) if same_observation => c.observed_at.clone(),
+                Some(c) if same_observed => c.observed_at.clone(),
                 _ => Time(k8s_openapi::jiff::Timestamp::now()),
             };
             *current = Some(Offer {
-                observation,
+                observed,
                 observed_at,
                 kubeconfig,
             });
@@ -71,24 +88,25 @@ impl Publisher {
 
 async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: String) {
     let mut client: Option<(String, Client)> = None;
-    let mut published: Option<Observation> = None;
+    let mut published: Option<Observed> = None;
     let mut last_error: Option<String> = None;
     let mut backoff = Duration::from_secs(1);
     loop {
         let offer = rx.borrow_and_update().clone();
-        if let Some(offer) = offer.filter(|o| published.as_ref() != Some(&o.observation)) {
+        if let Some(offer) = offer.filter(|o| published.as_ref() != Some(&o.observed)) {
             match apply(&mut client, &publish, &net_dir, &offer).await {
                 Ok(()) => {
                     tracing::info!(
                         node = %publish.node_name,
-                        observed = %describe(&offer.observation),
+                        observed = %describe(&offer.observed.observation),
+                        aux_chain = %offer.observed.aux_chain.as_ref().map_or_else(String::new, describe_aux_chain),
                         "published the node's Multus (kubectl get nodemultus {})",
                         publish.node_name
                     );
                     if let Some(previous) = last_error.take() {
                         tracing::info!(previous = %previous, "publishing resolved");
                     }
-                    published = Some(offer.observation);
+                    published = Some(offer.observed);
                     backoff = Duration::from_secs(1);
                 }
                 Err(e) => {
@@ -125,13 +143,14 @@ async fn apply(
     let Some((_, client)) = client.as_ref() else {
         return Err("no client".into());
     };
-    let spec = NodeMultusSpec::observed(
+    let mut spec = NodeMultusSpec::observed(
         &publish.node_name,
         publish.installer_pod.clone(),
         net_dir,
-        &offer.observation,
+        &offer.observed.observation,
         offer.observed_at.clone(),
     );
+    spec.aux_chain = offer.observed.aux_chain.clone();
     let resource = node_multus::api_resource(publish.api_group.as_deref());
     let mut object = DynamicObject::new(&publish.node_name, &resource);
     object.data = serde_json::json!({ "spec": spec });
@@ -165,6 +184,16 @@ async fn build_client(kubeconfig: &str) -> Result<Client, String> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(15));
     Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The chain file's state in one line, for the log.
+pub fn describe_aux_chain(aux: &AuxChainFile) -> String {
+    match (&aux.reason, aux.installed) {
+        (None, true) => format!("{} installed", aux.file),
+        (Some(why), true) => format!("{} installed ({why})", aux.file),
+        (Some(why), false) => format!("{} not installed: {why}", aux.file),
+        (None, false) => format!("{} not installed", aux.file),
+    }
 }
 
 /// The observation in one line, for the log.

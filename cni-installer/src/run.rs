@@ -1,15 +1,18 @@
 //! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
-//! change (inotify via `notify`), a pass every `--resync` as a safety net for missed events,
-//! and the uninstall on SIGTERM/SIGINT. After each pass the node's Multus is read again and handed to
-//! the publisher ([`crate::publish`]), which writes it when it changed.
+//! change (in `aux-chain` mode also the chain's directory and its subdirectory; inotify via
+//! `notify`), a pass every `--resync` as a safety net for missed events, and the uninstall on
+//! SIGTERM/SIGINT. After each pass the node's Multus (and in `aux-chain` mode the chain file's state)
+//! is handed to the publisher ([`crate::publish`]), which writes it when it changed. `--uninstall`
+//! runs once, without the loop.
 
-use crate::args::{Args, Settings};
+use crate::args::{Args, ChainMode, Settings};
 use crate::credential;
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
 use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,6 +31,9 @@ pub fn main(args: Args) -> ExitCode {
     }
     let installer = std::env::current_exe().ok();
     let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
+    if settings.uninstall {
+        return uninstall_main(settings);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -47,6 +53,30 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
+/// `--uninstall`: removes what the chain mode installed, prints each removal on stdout, and fails
+/// when a removal did.
+fn uninstall_main(settings: Settings) -> ExitCode {
+    let mode = settings.chain_mode;
+    let report = Installer::new(settings).remove_installed();
+    for change in &report.changes {
+        println!("{change}");
+    }
+    if report.changes.is_empty() && report.errors.is_empty() {
+        println!(
+            "nothing to remove for --chain-mode {} on this node",
+            mode.name()
+        );
+    }
+    for e in &report.errors {
+        tracing::error!(error = %vocab::report::Chain(e), "uninstall step failed");
+    }
+    if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Installs, then (unless `--once`) keeps the node installed until SIGTERM/SIGINT and uninstalls.
 pub async fn run(settings: Settings) -> Result<(), InstallError> {
     tracing::info!(
@@ -58,10 +88,16 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     );
     let once = settings.once;
     let resync = settings.resync;
-    let watched = [
+    let mut watched = vec![
         settings.net_dir.clone(),
         settings.service_account_dir.clone(),
     ];
+    if settings.chain_mode == ChainMode::AuxChain {
+        // The subdirectory may not exist yet (the pass creates it when Multus runs the chain): the
+        // watch on its parent sees it appear, and DirWatch picks it up then.
+        watched.push(settings.aux_chain.dir.clone());
+        watched.push(settings.aux_chain.subdir.clone());
+    }
     let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
     let mut keeper = credential::Keeper::new(&settings.plugin_credential);
     let observe = (settings.net_dir.clone(), settings.kubeconfig_name.clone());
@@ -71,7 +107,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     if once {
         let report = pass(&mut installer, keeper.as_mut()).await;
         let failed = report.errors.len();
-        log_report(&report, &mut Vec::new(), false);
+        log_report(&report, &mut Logged::default(), false);
         return if failed == 0 {
             Ok(())
         } else {
@@ -92,7 +128,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         }
     };
 
-    let mut last_errors = Vec::new();
+    let mut logged = Logged::default();
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut first = true;
@@ -100,13 +136,20 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     status_file.clear();
     loop {
         watch.ensure();
-        let report = pass(&mut installer, keeper.as_mut()).await;
-        log_report(&report, &mut last_errors, true);
+        let mut report = pass(&mut installer, keeper.as_mut()).await;
+        // A directory the pass created is watched before the next change can be missed.
+        watch.ensure();
+        log_report(&report, &mut logged, true);
         status_file.publish(&Status::of(&report));
         // The net dir is re-read on every change and resync: the node's Multus as of now.
         if let Some(publisher) = &publisher {
+            let observation = report
+                .observed
+                .take()
+                .unwrap_or_else(|| crate::multus::observe(&observe.0, &observe.1));
             publisher.offer(
-                crate::multus::observe(&observe.0, &observe.1),
+                observation,
+                report.aux_chain.take(),
                 credential::installer_kubeconfig(installer.settings())
                     .map_err(|e| vocab::report::chain(&e)),
             );
@@ -128,7 +171,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     drop(watch);
     status_file.clear();
     let report = installer.uninstall();
-    log_report(&report, &mut Vec::new(), false);
+    log_report(&report, &mut Logged::default(), false);
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
     // the kubelet retry a pod that is going away.
     Ok(())
@@ -147,9 +190,18 @@ async fn pass(installer: &mut Installer, keeper: Option<&mut credential::Keeper>
     report
 }
 
+/// What the loop last logged of the conditions that persist across passes.
+#[derive(Default)]
+struct Logged {
+    errors: Vec<String>,
+    waiting: Option<String>,
+    warnings: Vec<String>,
+}
+
 /// Logs every change with its reason; logs errors at error level when they are new, and at debug
 /// while they repeat, so a persistent problem is reported without flooding the log every resync.
-fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
+/// Why the node is waiting, and warnings, are logged once each time they change.
+fn log_report(report: &Report, last: &mut Logged, retrying: bool) {
     for change in &report.changes {
         tracing::info!("{change}");
     }
@@ -159,7 +211,7 @@ fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
         .map(|e| vocab::report::chain(e))
         .collect();
     for error in &errors {
-        if last_errors.contains(error) {
+        if last.errors.contains(error) {
             tracing::debug!(error = %error, "still failing; retrying");
         } else if retrying {
             tracing::error!(error = %error, "install step failed; retrying");
@@ -167,10 +219,29 @@ fn log_report(report: &Report, last_errors: &mut Vec<String>, retrying: bool) {
             tracing::error!(error = %error, "install step failed");
         }
     }
-    for gone in last_errors.iter().filter(|e| !errors.contains(e)) {
+    for gone in last.errors.iter().filter(|e| !errors.contains(e)) {
         tracing::info!(previous = %gone, "resolved");
     }
-    *last_errors = errors;
+    last.errors = errors;
+    if report.waiting != last.waiting {
+        match &report.waiting {
+            Some(why) => tracing::warn!(reason = %why, "not installed"),
+            None => {
+                if let Some(previous) = &last.waiting {
+                    tracing::info!(previous = %previous, "no longer waiting");
+                }
+            }
+        }
+        last.waiting = report.waiting.clone();
+    }
+    for warning in report
+        .warnings
+        .iter()
+        .filter(|w| !last.warnings.contains(w))
+    {
+        tracing::warn!("{warning}");
+    }
+    last.warnings = report.warnings.clone();
 }
 
 /// The `--ready-file` side of the loop. Failing to write it is logged once per kind of failure and
@@ -216,18 +287,27 @@ impl StatusFile {
 }
 
 /// inotify watches on the directories, (re)tried every pass: a directory missing at start (the
-/// service-account mount, a net dir not yet created) is picked up once it exists.
+/// service-account mount, a net dir not yet created, the auxiliary chain's subdirectory) is picked up
+/// once it exists, and one deleted and created again (its old watch went with it) is watched anew.
 struct DirWatch {
     tx: mpsc::UnboundedSender<()>,
-    dirs: Vec<(PathBuf, bool)>,
+    /// Each directory with the inode it is watched at, `None` while not watched.
+    dirs: Vec<(PathBuf, Option<u64>)>,
     watcher: Option<RecommendedWatcher>,
 }
 
 impl DirWatch {
-    fn new(tx: mpsc::UnboundedSender<()>, dirs: [PathBuf; 2]) -> Self {
+    fn new(tx: mpsc::UnboundedSender<()>, dirs: Vec<PathBuf>) -> Self {
+        // One watch per directory (the chain's directory is often the net dir).
+        let mut unique: Vec<PathBuf> = Vec::new();
+        for dir in dirs {
+            if !unique.contains(&dir) {
+                unique.push(dir);
+            }
+        }
         DirWatch {
             tx,
-            dirs: dirs.into_iter().map(|d| (d, false)).collect(),
+            dirs: unique.into_iter().map(|d| (d, None)).collect(),
             watcher: None,
         }
     }
@@ -251,12 +331,22 @@ impl DirWatch {
             return;
         };
         for (dir, watching) in &mut self.dirs {
-            if *watching {
+            let inode = std::fs::metadata(&*dir)
+                .ok()
+                .filter(|m| m.is_dir())
+                .map(|m| m.ino());
+            if inode.is_some() && *watching == inode {
+                continue;
+            }
+            // Gone or replaced, its watch went with the old inode: watch the path anew (no unwatch,
+            // the kernel dropped the old watch already).
+            *watching = None;
+            if inode.is_none() {
                 continue;
             }
             match watcher.watch(dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {
-                    *watching = true;
+                    *watching = inode;
                     tracing::debug!(dir = %dir.display(), "watching");
                 }
                 Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "cannot watch yet"),

@@ -49,6 +49,11 @@ async fn publishes_the_nodes_multus_and_its_changes() {
     assert_eq!(spec(&first)["nodeName"], json!(node_name));
     assert_eq!(spec(&first)["installerPod"], "linkerd-cni/cni-abc");
     assert_eq!(spec(&first)["readable"], true);
+    assert_eq!(
+        spec(&first).get("auxChain"),
+        None,
+        "only aux-chain mode has one"
+    );
     assert_eq!(spec(&first)["namespaceIsolation"], false);
     assert_eq!(spec(&first)["netDir"], json!(net_dir));
     assert_eq!(
@@ -103,6 +108,78 @@ async fn publishes_the_nodes_multus_and_its_changes() {
     let (status, log) = running.terminate();
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("published the node's Multus"), "{log}");
+}
+
+/// In `aux-chain` mode the NodeMultus also carries linkerd-cni's file in the chain (`spec.auxChain`):
+/// installed while Multus runs the chain; republished, not installed and with the refusal as the
+/// reason, when Multus' config drops the chain (the file itself stays). Other modes publish none.
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
+async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
+    let client = client().await;
+    let group = node_multus::test_group("nm-aux");
+    let _crd = node_multus::install_crd_in(&client, &group).await;
+    let objects = node_multus::api(&client, &group);
+    let node_name = linkerd_multus_e2e::unique_name("node");
+
+    let mut node = Node::with(&["10-flannel.conflist"]);
+    let cluster = node.net.join("10-flannel.conflist").display().to_string();
+    let multus = |chain: Option<&str>| {
+        let mut conf = json!({"cniVersion": "0.3.1", "name": "multus-cni-network",
+            "type": "multus", "clusterNetwork": cluster});
+        if let Some(chain) = chain {
+            conf["auxiliaryCNIChainName"] = json!(chain);
+        }
+        conf.to_string()
+    };
+    fs::write(
+        node.net.join("00-multus.conf"),
+        multus(Some("vendor-cni-chain")),
+    )
+    .expect("conf");
+    node.use_testbed_service_account();
+    node.env.extend([
+        ("NODE_NAME".to_string(), node_name.clone()),
+        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
+    ]);
+    let running = node.spawn(&["--chain-mode", "aux-chain", "--resync-seconds", "1"]);
+    let file = node
+        .net
+        .join("vendor-cni-chain")
+        .join(vocab::AUX_CHAIN_FILE_NAME);
+
+    let installed = eventually("the chain file is published as installed", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        (spec(&obj)["auxChain"]["installed"] == true).then_some(obj)
+    })
+    .await;
+    assert_eq!(
+        spec(&installed)["auxChain"],
+        json!({"name": "vendor-cni-chain", "file": file.display().to_string(), "installed": true}),
+        "{}",
+        running.log()
+    );
+    assert_eq!(
+        spec(&installed)["auxiliaryCNIChainName"],
+        "vendor-cni-chain"
+    );
+    assert!(file.exists());
+
+    fs::write(node.net.join("00-multus.conf"), multus(None)).expect("conf");
+    let refused = eventually("the refusal is published", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        (spec(&obj)["auxChain"]["installed"] == false).then_some(obj)
+    })
+    .await;
+    let reason = spec(&refused)["auxChain"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("sets no auxiliaryCNIChainName"), "{reason}");
+    assert!(file.exists(), "a refusal keeps the file");
+
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(file.exists(), "SIGTERM keeps the file");
 }
 
 /// Without NODE_NAME nothing is published, and the install does not depend on the apiserver.

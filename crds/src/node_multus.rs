@@ -237,6 +237,7 @@ mod tests {
                 global_namespaces: Some("default,openshift-multus".into()),
                 auxiliary_cni_chain_name: Some("vendor-cni-chain".into()),
                 bin_dir: None,
+                cluster_network: None,
             },
         };
         let spec = NodeMultusSpec::observed(

@@ -7,7 +7,7 @@
 //! Facts from Multus' sources: the thin plugin's config has `"type": "multus"`, the thick plugin's
 //! shim `"type": "multus-shim"`. Multus reads `namespaceIsolation` (a bool), `globalNamespaces` (a
 //! comma-separated string, each entry trimmed; unset or empty means `default` alone),
-//! `auxiliaryCNIChainName` and `binDir` (strings) with Go's `encoding/json`, which matches keys
+//! `auxiliaryCNIChainName`, `binDir` and `clusterNetwork` (strings) with Go's `encoding/json`, which matches keys
 //! case-insensitively and fails the whole config on a value of the wrong type. The thick daemon
 //! writes the shim's config from its own `daemon-config.json` (ConfigMap `multus-daemon-config`,
 //! mounted only into the daemon) with both isolation keys copied; at each request the daemon lays
@@ -66,6 +66,9 @@ pub struct MultusConfig {
     pub global_namespaces: Option<String>,
     pub auxiliary_cni_chain_name: Option<String>,
     pub bin_dir: Option<String>,
+    /// `clusterNetwork` as written: a config file's path, or a network's name. Multus reads the
+    /// auxiliary chain from the path's directory.
+    pub cluster_network: Option<String>,
 }
 
 impl MultusConfig {
@@ -149,6 +152,7 @@ pub fn read_config(bytes: &[u8]) -> Result<Option<MultusConfig>, MultusConfigErr
         global_namespaces: string_field(conf, "globalNamespaces")?,
         auxiliary_cni_chain_name: string_field(conf, "auxiliaryCNIChainName")?,
         bin_dir: string_field(conf, "binDir")?,
+        cluster_network: string_field(conf, "clusterNetwork")?,
     }))
 }
 
@@ -398,6 +402,7 @@ mod tests {
                 global_namespaces: Some("default,openshift-multus".into()),
                 auxiliary_cni_chain_name: Some("vendor-cni-chain".into()),
                 bin_dir: Some("/var/lib/cni/bin".into()),
+                cluster_network: None,
             }
         );
         assert_eq!(
@@ -419,6 +424,10 @@ mod tests {
         assert!(!thick.namespace_isolation);
         assert_eq!(thick.isolation(), Isolation::Off);
         assert_eq!(thick.bin_dir, None);
+        assert_eq!(
+            thick.cluster_network.as_deref(),
+            Some("/host/etc/cni/net.d/10-kindnet.conflist")
+        );
     }
 
     /// Configs that are not Multus' are none; a list that holds Multus (converted earlier) is.
@@ -443,7 +452,7 @@ mod tests {
     /// Bad files say why instead of reading as "no isolation".
     #[test]
     fn malformed_configs_are_clear_errors() {
-        let cases: [(&str, MultusConfigError); 5] = [
+        let cases: [(&str, MultusConfigError); 6] = [
             (
                 "{\"type\": \"multus\",",
                 MultusConfigError::Json(String::new()),
@@ -461,6 +470,13 @@ mod tests {
                 r#"{"type":"multus-shim","globalNamespaces":["a","b"]}"#,
                 MultusConfigError::WrongType {
                     key: "globalNamespaces",
+                    want: "string",
+                },
+            ),
+            (
+                r#"{"type":"multus-shim","clusterNetwork":{"name":"ovn"}}"#,
+                MultusConfigError::WrongType {
+                    key: "clusterNetwork",
                     want: "string",
                 },
             ),
@@ -485,6 +501,10 @@ mod tests {
             .expect("is Multus");
         assert!(c.namespace_isolation);
         assert_eq!(c.global_namespaces.as_deref(), Some("a"));
+        let c = read(r#"{"type":"multus","clusternetwork":"ovn-kubernetes"}"#)
+            .expect("reads")
+            .expect("is Multus");
+        assert_eq!(c.cluster_network.as_deref(), Some("ovn-kubernetes"));
         let c = read(r#"{"type":"multus","namespaceIsolation":null,"globalNamespaces":null}"#)
             .expect("reads")
             .expect("is Multus");

@@ -1,0 +1,288 @@
+use super::*;
+use rules::multus_node::{Flavour, MultusConfig};
+use serde_json::json;
+
+const NET_DIR: &str = "/etc/cni/net.d";
+const DESIRED: &[u8] = b"{\n  \"type\": \"linkerd-cni\"\n}\n";
+
+fn target(dir: &str) -> Target {
+    Target {
+        name: vocab::DEFAULT_AUX_CHAIN_NAME.into(),
+        dir_on_node: dir.into(),
+    }
+}
+
+fn multus(flavour: Flavour, chain: Option<&str>, cluster_network: Option<&str>) -> Observation {
+    Observation::Multus {
+        file: "00-multus.conf".into(),
+        config: MultusConfig {
+            flavour: Some(flavour),
+            auxiliary_cni_chain_name: chain.map(str::to_string),
+            cluster_network: cluster_network.map(str::to_string),
+            ..MultusConfig::default()
+        },
+    }
+}
+
+fn ours() -> Current {
+    Current::Present {
+        bytes: DESIRED.to_vec(),
+        mode: Some(0o644),
+    }
+}
+
+/// Every case of a pass: which Multus, which file; what is written, refused or warned.
+#[test]
+fn decide_table() {
+    let t = target(NET_DIR);
+    let ovn = "/run/multus/cni/net.d/10-ovn-kubernetes.conf";
+    let openshift = target("/run/multus/cni/net.d");
+    let changed = Current::Present {
+        bytes: b"{\"type\": \"linkerd-cni\", \"log_level\": \"debug\"}".to_vec(),
+        mode: Some(0o644),
+    };
+    let wrong_mode = Current::Present {
+        bytes: DESIRED.to_vec(),
+        mode: Some(0o600),
+    };
+    let unreadable = Current::Unreadable("permission denied".into());
+    let chain = Some("vendor-cni-chain");
+    let thin_here = multus(
+        Flavour::Thin,
+        chain,
+        Some("/etc/cni/net.d/10-flannel.conflist"),
+    );
+    let thick_host = multus(Flavour::Thick, chain, Some(&format!("/host{ovn}")));
+    let install = |write: Option<&'static str>| Plan::Install {
+        write,
+        warning: None,
+    };
+    // (case, target, observation, current, want: Ok(plan) or Err(words the refusal holds))
+    type Want = Result<Plan, &'static [&'static str]>;
+    let cases: Vec<(&str, &Target, Observation, Current, Want)> =
+        vec![
+        (
+            "thin, chain set, file missing",
+            &t,
+            thin_here.clone(),
+            Current::Missing,
+            Ok(install(Some("it was missing"))),
+        ),
+        ("thin, file in place", &t, thin_here.clone(), ours(), Ok(install(None))),
+        (
+            "ours but changed",
+            &t,
+            thin_here.clone(),
+            changed.clone(),
+            Ok(install(Some("it differed from linkerd-cni's config"))),
+        ),
+        (
+            "ours, wrong mode",
+            &t,
+            thin_here.clone(),
+            wrong_mode,
+            Ok(install(Some("it was not mode 0644"))),
+        ),
+        (
+            "unreadable file",
+            &t,
+            thin_here,
+            unreadable.clone(),
+            Ok(install(Some("it was unreadable"))),
+        ),
+        (
+            "thick (OpenShift), clusterNetwork under /host",
+            &openshift,
+            thick_host.clone(),
+            Current::Missing,
+            Ok(install(Some("it was missing"))),
+        ),
+        (
+            "thick, clusterNetwork as the node sees it",
+            &openshift,
+            multus(Flavour::Thick, chain, Some(ovn)),
+            ours(),
+            Ok(install(None)),
+        ),
+        (
+            "thick without clusterNetwork in its file: nothing to compare",
+            &t,
+            multus(Flavour::Thick, chain, None),
+            ours(),
+            Ok(install(None)),
+        ),
+        (
+            "no auxiliaryCNIChainName",
+            &t,
+            multus(Flavour::Thin, None, None),
+            Current::Missing,
+            Err(&[
+                "Multus on this node (/etc/cni/net.d/00-multus.conf) sets no auxiliaryCNIChainName",
+                "never run linkerd-cni from vendor-cni-chain/",
+                "\"auxiliaryCNIChainName\": \"vendor-cni-chain\"",
+                "--chain-mode none",
+            ]),
+        ),
+        (
+            "no auxiliaryCNIChainName, our file there: kept",
+            &t,
+            multus(Flavour::Thick, None, None),
+            ours(),
+            Err(&["sets no auxiliaryCNIChainName"]),
+        ),
+        (
+            "another chain name: both named",
+            &t,
+            multus(Flavour::Thin, Some("other-chain"), None),
+            changed,
+            Err(&[
+                "runs the auxiliary chain \"other-chain\", not \"vendor-cni-chain\"",
+                "--aux-chain-name other-chain",
+            ]),
+        ),
+        (
+            "names differ only in case",
+            &t,
+            multus(Flavour::Thin, Some("Vendor-CNI-Chain"), None),
+            Current::Missing,
+            Err(&["not \"vendor-cni-chain\""]),
+        ),
+        (
+            "no Multus",
+            &t,
+            Observation::NoMultus {
+                primary: Some("10-flannel.conflist".into()),
+            },
+            Current::Missing,
+            Err(&[
+                "(/etc/cni/net.d/10-flannel.conflist) is not Multus'",
+                "--chain-mode append (no Multus)",
+            ]),
+        ),
+        (
+            "no network config yet",
+            &t,
+            Observation::NoMultus { primary: None },
+            Current::Missing,
+            Err(&["no network config in /etc/cni/net.d yet"]),
+        ),
+        (
+            "Multus config unreadable (being rewritten): our file stays",
+            &t,
+            Observation::Unreadable {
+                file: Some("00-multus.conf".into()),
+                reason: "00-multus.conf: it is not valid JSON (EOF)".into(),
+            },
+            ours(),
+            Err(&[
+                "cannot read the node's Multus config (00-multus.conf: it is not valid JSON",
+                "neither written nor removed",
+            ]),
+        ),
+        (
+            "net dir unreadable",
+            &t,
+            Observation::Unreadable {
+                file: None,
+                reason: "cannot list /etc/cni/net.d".into(),
+            },
+            unreadable,
+            Err(&["cannot list /etc/cni/net.d"]),
+        ),
+    ];
+    for (case, target, observation, current, want) in cases {
+        let got = decide(target, NET_DIR, &observation, &current, DESIRED);
+        match (got, want) {
+            (got, Ok(want)) => assert_eq!(got, want, "{case}"),
+            (Plan::Refuse { reason }, Err(words)) => {
+                for w in words {
+                    assert!(reason.contains(w), "{case}: {reason:?} lacks {w:?}");
+                }
+            }
+            (got, Err(_)) => panic!("{case}: expected a refusal, got {got:?}"),
+        }
+    }
+
+    // Thick with /host, but --aux-chain-dir left at the net dir: installed, with the warning.
+    let Plan::Install { write, warning } =
+        decide(&t, NET_DIR, &thick_host, &Current::Missing, DESIRED)
+    else {
+        panic!("a dir mismatch still installs")
+    };
+    assert_eq!(write, Some("it was missing"));
+    let warning = warning.expect("a warning");
+    assert!(
+        warning.contains("reads the chain from /run/multus/cni/net.d/vendor-cni-chain/"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("not from /etc/cni/net.d/vendor-cni-chain"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("set --aux-chain-dir /run/multus/cni/net.d"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn dir_warning_cases() {
+    let t = target("/run/multus/cni/net.d/");
+    let cases: [(Option<&str>, Option<&str>); 7] = [
+        (None, None),
+        (Some("/run/multus/cni/net.d/10-ovn-kubernetes.conf"), None),
+        (
+            Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
+            None,
+        ),
+        (
+            Some("/etc/cni/net.d/10-flannel.conflist"),
+            Some("reads the chain from /etc/cni/net.d/vendor-cni-chain/"),
+        ),
+        (
+            Some("/host/etc/cni/net.d/10-flannel.conflist"),
+            Some("set --aux-chain-dir /etc/cni/net.d"),
+        ),
+        (Some("ovn-kubernetes"), Some("is not a config file's path")),
+        (Some(""), Some("is not a config file's path")),
+    ];
+    for (cluster_network, want) in cases {
+        let got = dir_warning(&t, cluster_network);
+        match (got.as_deref(), want) {
+            (None, None) => {}
+            (Some(got), Some(want)) => assert!(got.contains(want), "{cluster_network:?}: {got}"),
+            (got, want) => panic!("{cluster_network:?}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn network_names() {
+    for ok in ["vendor-cni-chain", "a", "0x", "chain_1.v2"] {
+        assert_eq!(parse_name(ok).as_deref(), Ok(ok), "{ok}");
+    }
+    for bad in ["", "-chain", ".x", "_x", "a/b", "a b", "../etc", "ünï"] {
+        let err = parse_name(bad).expect_err(bad);
+        assert!(err.contains("is not a CNI network name"), "{err}");
+    }
+}
+
+#[test]
+fn target_paths_and_rendering() {
+    let t = target("/run/multus/cni/net.d");
+    assert_eq!(
+        t.file_on_node(),
+        PathBuf::from("/run/multus/cni/net.d/vendor-cni-chain/linkerd-cni.conf")
+    );
+    assert_eq!(
+        t.subdir_on_node(),
+        PathBuf::from("/run/multus/cni/net.d/vendor-cni-chain")
+    );
+    let entry = json!({"type": "linkerd-cni", "name": "linkerd-cni"});
+    let bytes = render(&entry);
+    assert!(bytes.ends_with(b"}\n"));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&bytes).expect("json"),
+        entry
+    );
+}
