@@ -83,7 +83,9 @@ pub struct Args {
     /// In `aux-chain` mode, the directory holding the chain's subdirectory, as the node sees it
     /// (written under --host-prefix): the directory of the config file Multus' "clusterNetwork"
     /// names, where Multus looks for <aux-chain-name>/*.conf. OpenShift 4.18+: /run/multus/cni/net.d
-    /// (a tmpfs: rewritten after a reboot). [default: --dest-cni-net-dir]
+    /// (a tmpfs: rewritten after a reboot). In the other modes, linkerd-cni's file left there from
+    /// `aux-chain` mode is removed (Multus would run linkerd-cni from it a second time).
+    /// [default: --dest-cni-net-dir]
     #[arg(long, env = "AUX_CHAIN_DIR")]
     pub aux_chain_dir: Option<PathBuf>,
 

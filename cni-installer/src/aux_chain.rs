@@ -25,6 +25,15 @@ pub fn is_valid_network_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// Whether `bytes` (the chain directory's [`AUX_CHAIN_FILE_NAME`]) is linkerd-cni's config, as this
+/// installer writes it: in another mode such a leftover is removed, since Multus would run
+/// linkerd-cni from it for every pod besides the NAD or the primary config's entry. Anything else
+/// under that name is not ours to remove.
+pub fn is_leftover_of_ours(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .is_ok_and(|v| v.get("type").and_then(|t| t.as_str()) == Some(vocab::PLUGIN_TYPE))
+}
+
 /// `--aux-chain-name`'s parser.
 pub fn parse_name(text: &str) -> Result<String, String> {
     if is_valid_network_name(text) {

@@ -286,3 +286,24 @@ fn target_paths_and_rendering() {
         entry
     );
 }
+
+/// Only linkerd-cni's own config counts as a leftover to remove in another mode.
+#[test]
+fn leftovers_of_ours_are_recognised() {
+    assert!(is_leftover_of_ours(
+        br#"{"type": "linkerd-cni", "name": "x"}"#
+    ));
+    for other in [
+        &br#"{"type": "tuning"}"#[..],
+        b"{",
+        b"",
+        br#"["linkerd-cni"]"#,
+        br#"{"name": "linkerd-cni"}"#,
+    ] {
+        assert!(
+            !is_leftover_of_ours(other),
+            "{}",
+            String::from_utf8_lossy(other)
+        );
+    }
+}

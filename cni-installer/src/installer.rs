@@ -113,8 +113,31 @@ impl Installer {
         }
         if self.settings.chain_mode == ChainMode::AuxChain {
             self.aux_chain_pass(ready, &mut report);
+        } else {
+            self.remove_aux_chain_leftover(&mut report);
         }
         report
+    }
+
+    /// Outside `aux-chain` mode (switched back to NADs, say), linkerd-cni's file left in the chain
+    /// directory goes: Multus would run linkerd-cni from it for every pod, besides the NAD.
+    fn remove_aux_chain_leftover(&self, report: &mut Report) {
+        let file = self.settings.aux_chain.file();
+        let Ok(bytes) = fs::read(&file) else {
+            return;
+        };
+        if !aux_chain::is_leftover_of_ours(&bytes) {
+            return;
+        }
+        match files::remove_optional(&file) {
+            Ok(true) => report.changes.push(format!(
+                "removed {} (left from --chain-mode aux-chain; in {} mode Multus would run linkerd-cni from it a second time)",
+                file.display(),
+                self.settings.chain_mode.name()
+            )),
+            Ok(false) => {}
+            Err(source) => report.errors.push(InstallError::Remove { path: file, source }),
+        }
     }
 
     /// `aux-chain` mode's part of a pass: the chain file once the binary and the kubeconfig are in

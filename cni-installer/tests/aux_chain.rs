@@ -481,3 +481,35 @@ fn missing_aux_dir_is_a_clear_error() {
     );
     assert!(!missing.exists());
 }
+
+/// Back to NADs (`none`) or to `append`: the next pass removes linkerd-cni's file left in the chain
+/// directory (Multus would run linkerd-cni from it a second time), and nothing else there.
+#[test]
+fn other_modes_remove_our_leftover_chain_file() {
+    for mode in ["none", "append"] {
+        let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
+        let out = node.once(AUX);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let vendor = subdir(&node).join("10-vendor.conf");
+        fs::write(&vendor, r#"{"type": "tuning"}"#).expect("another vendor's file");
+        let mut flags = vec!["--chain-mode", mode];
+        if mode == "append" {
+            flags.push("--force-append-to-multus");
+        }
+        let out = node.once(&flags);
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        assert!(!chain_file(&node).exists(), "{mode}: our leftover stays");
+        assert!(
+            stderr(&out).contains("left from --chain-mode aux-chain"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        assert!(vendor.is_file(), "{mode}: another vendor's file went");
+
+        // A file of that name that is not linkerd-cni's config is not ours to remove.
+        fs::write(chain_file(&node), r#"{"type": "tuning"}"#).expect("foreign file");
+        let out = node.once(&flags);
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        assert!(chain_file(&node).is_file(), "{mode}: a foreign file went");
+    }
+}
