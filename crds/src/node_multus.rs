@@ -100,7 +100,7 @@ pub struct AuxChainFile {
     pub file: String,
     /// True when the file is in place and the node's Multus runs this chain for every pod.
     pub installed: bool,
-    /// Why not.
+    /// Why not; or, installed, a doubt (Multus' clusterNetwork is in another directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
