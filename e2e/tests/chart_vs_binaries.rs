@@ -336,7 +336,11 @@ fn aux_chain_settings_parse_in_both_binaries() {
         Args::try_parse_from(std::iter::once("linkerd-cni-install".to_string()).chain(args))
             .unwrap_or_else(|e| panic!("the installer rejects the chart's aux-chain args: {e}"));
     let parsed = format!("{installer:?}");
-    assert_eq!(format!("{:?}", installer.chain_mode), "AuxChain", "{parsed}");
+    assert_eq!(
+        format!("{:?}", installer.chain_mode),
+        "AuxChain",
+        "{parsed}"
+    );
     for want in ["vendor-cni-chain", "/run/multus/cni/net.d"] {
         assert!(parsed.contains(want), "{want} not parsed: {parsed}");
     }

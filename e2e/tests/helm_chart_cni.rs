@@ -328,14 +328,24 @@ fn installer_args(ds: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The installer's mounts as (volume name, mountPath) and its hostPath volumes as (name, path, type).
-fn installer_mounts(ds: &Value) -> (Vec<(String, String)>, Vec<(String, String, String)>) {
+/// A volume mount as (volume name, mountPath).
+type Mount = (String, String);
+/// A hostPath volume as (name, path, type).
+type HostPath = (String, String, String);
+
+/// The installer's mounts and its hostPath volumes.
+fn installer_mounts(ds: &Value) -> (Vec<Mount>, Vec<HostPath>) {
     let pod = &ds["spec"]["template"]["spec"];
     let mounts = pod["containers"][0]["volumeMounts"]
         .as_array()
         .expect("volumeMounts")
         .iter()
-        .map(|m| (m["name"].as_str().unwrap_or_default().to_string(), m["mountPath"].as_str().unwrap_or_default().to_string()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_string(),
+                m["mountPath"].as_str().unwrap_or_default().to_string(),
+            )
+        })
         .collect();
     let host_paths = pod["volumes"]
         .as_array()
@@ -345,8 +355,14 @@ fn installer_mounts(ds: &Value) -> (Vec<(String, String)>, Vec<(String, String, 
         .map(|v| {
             (
                 v["name"].as_str().unwrap_or_default().to_string(),
-                v["hostPath"]["path"].as_str().unwrap_or_default().to_string(),
-                v["hostPath"]["type"].as_str().unwrap_or_default().to_string(),
+                v["hostPath"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                v["hostPath"]["type"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             )
         })
         .collect();
@@ -363,8 +379,14 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
     let docs = cni_docs(&[]);
     assert_eq!(operator_env(&docs)["ATTACH"], "nad");
     let args = installer_args(find(&docs, "DaemonSet", None));
-    assert!(args.contains(&"--chain-mode=append".to_string()), "{args:?}");
-    assert!(!args.iter().any(|a| a.starts_with("--aux-chain")), "{args:?}");
+    assert!(
+        args.contains(&"--chain-mode=append".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("--aux-chain")),
+        "{args:?}"
+    );
 
     for chain_mode in ["append", "none"] {
         let set = format!("cni.chainMode={chain_mode}");
@@ -377,12 +399,23 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
             "--aux-chain-name=vendor-cni-chain",
             "--aux-chain-dir=/etc/cni/net.d",
         ] {
-            assert!(args.contains(&want.to_string()), "{chain_mode}: {want} not in {args:?}");
+            assert!(
+                args.contains(&want.to_string()),
+                "{chain_mode}: {want} not in {args:?}"
+            );
         }
-        assert_eq!(args.iter().filter(|a| a.starts_with("--chain-mode")).count(), 1);
+        assert_eq!(
+            args.iter()
+                .filter(|a| a.starts_with("--chain-mode"))
+                .count(),
+            1
+        );
         // The chain's directory is the CNI net dir, mounted already: no second mount of one path.
         let (mounts, _) = installer_mounts(ds);
-        assert!(!mounts.iter().any(|(n, _)| n == "aux-chain-dir"), "{mounts:?}");
+        assert!(
+            !mounts.iter().any(|(n, _)| n == "aux-chain-dir"),
+            "{mounts:?}"
+        );
     }
 
     let ds = cni_daemonset(&[
@@ -394,8 +427,14 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
         "cni.auxChain.name=my-chain",
     ]);
     let args = installer_args(&ds);
-    assert!(args.contains(&"--aux-chain-name=my-chain".to_string()), "{args:?}");
-    assert!(args.contains(&"--aux-chain-dir=/run/multus/cni/net.d".to_string()), "{args:?}");
+    assert!(
+        args.contains(&"--aux-chain-name=my-chain".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--aux-chain-dir=/run/multus/cni/net.d".to_string()),
+        "{args:?}"
+    );
     let (mounts, host_paths) = installer_mounts(&ds);
     assert!(
         mounts.contains(&("aux-chain-dir".into(), "/run/multus/cni/net.d".into())),

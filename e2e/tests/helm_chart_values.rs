@@ -104,10 +104,7 @@ fn rejects_aux_chain_without_the_installer_and_bad_attach_values() {
         ],
         "cni.auxChain.dir",
     );
-    assert_rejected(
-        &["--set", "cni.auxChain.name=a/b"],
-        "cni.auxChain.name",
-    );
+    assert_rejected(&["--set", "cni.auxChain.name=a/b"], "cni.auxChain.name");
 }
 
 #[test]
