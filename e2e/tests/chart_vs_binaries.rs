@@ -306,3 +306,43 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
     assert_eq!(chart.dest_cni_bin_dir.to_str(), Some("/var/lib/cni/bin"));
     assert_eq!(format!("{:?}", chart.chain_mode), "None");
 }
+
+/// attach=auxChain: the operator reads ATTACH as its aux-chain mode and the installer accepts the
+/// DaemonSet's aux-chain args (its chain mode, the chain's name and directory) as given.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn aux_chain_settings_parse_in_both_binaries() {
+    use clap::{CommandFactory, Parser};
+    use linkerd_cni_installer::args::Args;
+    use linkerd_multus_operator::cli::Cli;
+    let openshift = chart_dir().join("values-openshift.yaml");
+    let docs = parse_docs(&helm_template(
+        "ld-controller",
+        "linkerd-multus",
+        &[
+            "-f",
+            path_str(&openshift),
+            "--set",
+            "cni.enabled=true",
+            "--set",
+            "attach=auxChain",
+        ],
+    ));
+    let argv = argv_from_env(&Cli::command(), &operator_env(&docs));
+    let chart = Cli::try_parse_from(&argv).expect("the operator accepts ATTACH");
+    assert_eq!(chart.run.attach, rules::attach::Attach::AuxChain);
+
+    let args = container_args(&docs, "DaemonSet");
+    let installer =
+        Args::try_parse_from(std::iter::once("linkerd-cni-install".to_string()).chain(args))
+            .unwrap_or_else(|e| panic!("the installer rejects the chart's aux-chain args: {e}"));
+    let parsed = format!("{installer:?}");
+    assert_eq!(
+        format!("{:?}", installer.chain_mode),
+        "AuxChain",
+        "{parsed}"
+    );
+    for want in ["vendor-cni-chain", "/run/multus/cni/net.d"] {
+        assert!(parsed.contains(want), "{want} not parsed: {parsed}");
+    }
+}

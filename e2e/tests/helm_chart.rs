@@ -25,6 +25,14 @@ fn lint_is_clean_in_every_mode() {
         vec!["--set", "webhook.certs.mode=helm"],
         vec!["--set", "cni.enabled=true"],
         vec!["-f", path_str(&openshift), "--set", "cni.enabled=true"],
+        vec![
+            "-f",
+            path_str(&openshift),
+            "--set",
+            "cni.enabled=true",
+            "--set",
+            "attach=auxChain",
+        ],
         vec!["--set", "installNADCRD=true"],
         vec!["--set", "operator.repair.enabled=true"],
         vec!["--set", "webhook.openshiftNamespacesByName=true"],
@@ -125,6 +133,25 @@ fn golden_openshift_values() {
     golden(
         "helm-openshift.yaml",
         &["-f", path_str(&openshift), "--set", "cni.enabled=true"],
+    );
+}
+
+/// OpenShift 4.18+ in aux-chain mode: the operator's ATTACH, the installer's chain flags and the mount
+/// of /run/multus/cni/net.d, the node list for `check`.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn golden_openshift_aux_chain() {
+    let openshift = chart_dir().join("values-openshift.yaml");
+    golden(
+        "helm-openshift-aux-chain.yaml",
+        &[
+            "-f",
+            path_str(&openshift),
+            "--set",
+            "cni.enabled=true",
+            "--set",
+            "attach=auxChain",
+        ],
     );
 }
 

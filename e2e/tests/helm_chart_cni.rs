@@ -316,3 +316,163 @@ fn the_plugin_has_its_own_account_and_only_the_installer_mints_its_token() {
     let args = cni_daemonset(&["--set", "cni.pluginServiceAccountName="]).to_string();
     assert!(!args.contains("--plugin-service-account"), "{args}");
 }
+
+// === attach=auxChain: the installer writes into Multus' auxiliary chain ===
+
+fn installer_args(ds: &Value) -> Vec<String> {
+    ds["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_string())
+        .collect()
+}
+
+/// A volume mount as (volume name, mountPath).
+type Mount = (String, String);
+/// A hostPath volume as (name, path, type).
+type HostPath = (String, String, String);
+
+/// The installer's mounts and its hostPath volumes.
+fn installer_mounts(ds: &Value) -> (Vec<Mount>, Vec<HostPath>) {
+    let pod = &ds["spec"]["template"]["spec"];
+    let mounts = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_string(),
+                m["mountPath"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let host_paths = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter(|v| v.get("hostPath").is_some())
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or_default().to_string(),
+                v["hostPath"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                v["hostPath"]["type"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    (mounts, host_paths)
+}
+
+/// attach=auxChain: the operator gets ATTACH=aux-chain, the installer --chain-mode=aux-chain (whatever
+/// cni.chainMode says) with the chain's name and directory; a directory other than the CNI net dir is
+/// mounted from the node at its own path (DirectoryOrCreate: OpenShift's is a tmpfs emptied at boot).
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn attach_aux_chain_renders_the_installer_flags_and_mount() {
+    // The defaults: nad, the chain mode as set, no chain flags, nodes listed only for check.
+    let docs = cni_docs(&[]);
+    assert_eq!(operator_env(&docs)["ATTACH"], "nad");
+    let args = installer_args(find(&docs, "DaemonSet", None));
+    assert!(
+        args.contains(&"--chain-mode=append".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("--aux-chain")),
+        "{args:?}"
+    );
+
+    for chain_mode in ["append", "none"] {
+        let set = format!("cni.chainMode={chain_mode}");
+        let docs = cni_docs(&["--set", "attach=auxChain", "--set", &set]);
+        assert_eq!(operator_env(&docs)["ATTACH"], "aux-chain");
+        let ds = find(&docs, "DaemonSet", None);
+        let args = installer_args(ds);
+        for want in [
+            "--chain-mode=aux-chain",
+            "--aux-chain-name=vendor-cni-chain",
+            "--aux-chain-dir=/etc/cni/net.d",
+        ] {
+            assert!(
+                args.contains(&want.to_string()),
+                "{chain_mode}: {want} not in {args:?}"
+            );
+        }
+        assert_eq!(
+            args.iter()
+                .filter(|a| a.starts_with("--chain-mode"))
+                .count(),
+            1
+        );
+        // The chain's directory is the CNI net dir, mounted already: no second mount of one path.
+        let (mounts, _) = installer_mounts(ds);
+        assert!(
+            !mounts.iter().any(|(n, _)| n == "aux-chain-dir"),
+            "{mounts:?}"
+        );
+    }
+
+    let ds = cni_daemonset(&[
+        "--set",
+        "attach=auxChain",
+        "--set",
+        "cni.auxChain.dir=/run/multus/cni/net.d/",
+        "--set",
+        "cni.auxChain.name=my-chain",
+    ]);
+    let args = installer_args(&ds);
+    assert!(
+        args.contains(&"--aux-chain-name=my-chain".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--aux-chain-dir=/run/multus/cni/net.d".to_string()),
+        "{args:?}"
+    );
+    let (mounts, host_paths) = installer_mounts(&ds);
+    assert!(
+        mounts.contains(&("aux-chain-dir".into(), "/run/multus/cni/net.d".into())),
+        "{mounts:?}"
+    );
+    assert!(
+        host_paths.contains(&(
+            "aux-chain-dir".into(),
+            "/run/multus/cni/net.d".into(),
+            "DirectoryOrCreate".into()
+        )),
+        "{host_paths:?}"
+    );
+}
+
+/// OpenShift's values preset the chain of 4.18+; attach=auxChain with them writes
+/// /run/multus/cni/net.d/vendor-cni-chain/linkerd-cni.conf, and check may list nodes.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn openshift_values_preset_the_vendor_chain() {
+    let openshift = chart_dir().join("values-openshift.yaml");
+    let docs = cni_docs(&["-f", path_str(&openshift), "--set", "attach=auxChain"]);
+    let args = installer_args(find(&docs, "DaemonSet", None));
+    for want in [
+        "--chain-mode=aux-chain",
+        "--aux-chain-name=vendor-cni-chain",
+        "--aux-chain-dir=/run/multus/cni/net.d",
+        "--dest-cni-net-dir=/etc/cni/net.d",
+    ] {
+        assert!(args.contains(&want.to_string()), "{want} not in {args:?}");
+    }
+    let role = find(&docs, "ClusterRole", Some("ld-controller-linkerd-multus"));
+    let lists_nodes = role["rules"].as_array().expect("rules").iter().any(|r| {
+        r["resources"] == serde_json::json!(["nodes"]) && r["verbs"] == serde_json::json!(["list"])
+    });
+    assert!(lists_nodes, "{role:#}");
+    // Without rbac.check the operator reads no node.
+    let docs = cni_docs(&["--set", "rbac.check=false"]);
+    let role = find(&docs, "ClusterRole", Some("ld-controller-linkerd-multus"));
+    assert!(!role.to_string().contains("\"nodes\""), "{role:#}");
+}

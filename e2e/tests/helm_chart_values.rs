@@ -80,6 +80,33 @@ fn rejects_cni_kubeconfig_the_installer_never_writes() {
     );
 }
 
+/// attach=auxChain without the chart's installer: nothing would put linkerd-cni in the chain. And the
+/// operator's spelling of the mode, or a chain directory that is not absolute, is refused by the schema.
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn rejects_aux_chain_without_the_installer_and_bad_attach_values() {
+    assert_rejected(
+        &["--set", "attach=auxChain"],
+        "attach=auxChain needs cni.enabled=true",
+    );
+    assert_rejected(
+        &["--set", "attach=aux-chain", "--set", "cni.enabled=true"],
+        "attach must be one of the following: \"nad\", \"auxChain\"",
+    );
+    assert_rejected(
+        &[
+            "--set",
+            "attach=auxChain",
+            "--set",
+            "cni.enabled=true",
+            "--set",
+            "cni.auxChain.dir=run/multus",
+        ],
+        "cni.auxChain.dir",
+    );
+    assert_rejected(&["--set", "cni.auxChain.name=a/b"], "cni.auxChain.name");
+}
+
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn rejects_replicas_without_leader_election() {
@@ -163,6 +190,10 @@ const NOT_SET: &[(&str, &str)] = &[
     ),
     ("--once", "a DaemonSet keeps the installer running"),
     (
+        "--uninstall",
+        "run by hand on a node to remove the aux-chain file (README: Uninstall), never by the DaemonSet",
+    ),
+    (
         "--namespace-selector",
         "hidden test knob of the operator (shared test apiservers)",
     ),
@@ -228,6 +259,8 @@ fn every_binary_flag_is_a_chart_value() {
         "operator.repair.enabled=true",
         "--set",
         "cni.enabled=true",
+        "--set",
+        "attach=auxChain",
         "--set",
         "cni.uninstallBinary=true",
         "--set",

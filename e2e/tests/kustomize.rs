@@ -139,6 +139,10 @@ fn operator_and_webhook_agree_with_the_chart() {
             "certmanager",
             vec!["--set", "webhook.certs.mode=certManager"],
         ),
+        (
+            "aux-chain",
+            vec!["--set", "attach=auxChain", "--set", "cni.enabled=true"],
+        ),
     ] {
         let (k, c) = (kustomize(dir), chart(&extra));
         assert_eq!(
@@ -300,6 +304,15 @@ fn server_dry_run(dir: &str, skip_kinds: &[&str]) {
 #[ignore = "needs the testbed (kube-apiserver) and kubectl: run by e2e/test-all"]
 fn default_applies_with_server_side_dry_run() {
     server_dry_run("default", &[]);
+}
+
+/// The aux-chain overlay (the operator's ATTACH=aux-chain) too.
+#[test]
+#[ignore = "needs the testbed (kube-apiserver) and kubectl: run by e2e/test-all"]
+fn aux_chain_overlay_applies_with_server_side_dry_run() {
+    let env = operator_env(&kustomize("aux-chain"));
+    assert_eq!(env["ATTACH"], "aux-chain");
+    server_dry_run("aux-chain", &[]);
 }
 
 /// The certmanager overlay too; cert-manager's own kinds only where the server serves cert-manager.io/v1

@@ -149,10 +149,24 @@ and a fresh certificate is generated on each run.
 {{- if and .Values.cni.enabled (ne .Values.operator.cniKubeconfig (printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName)) -}}
 {{- fail (printf "operator.cniKubeconfig (%s) must be cni.destCNINetDir/cni.kubeconfigName (%s/%s) when cni.enabled: the NADs would point at a kubeconfig the installer never writes" .Values.operator.cniKubeconfig .Values.cni.destCNINetDir .Values.cni.kubeconfigName) -}}
 {{- end -}}
+{{- if and (eq .Values.attach "auxChain") (not .Values.cni.enabled) -}}
+{{- fail "attach=auxChain needs cni.enabled=true: only this chart's installer (--chain-mode aux-chain) puts linkerd-cni into Multus' auxiliary chain, Linkerd's own linkerd2-cni does not" -}}
+{{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElect) -}}
 {{- fail "replicas > 1 needs leaderElect=true: several replicas would write the same NADs" -}}
 {{- end -}}
 {{- if eq .Values.operator.linkerdNamespace .Release.Namespace -}}
 {{- fail (printf "install the chart in its own namespace, not in Linkerd's (%s): the webhook skips the release namespace, so Linkerd's control-plane pods would never be attached" .Release.Namespace) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* `attach` as the operator's --attach value (the chart spells it like its other values). */}}
+{{- define "linkerd-multus.attachFlag" -}}
+{{- if eq .Values.attach "auxChain" -}}aux-chain{{- else -}}nad{{- end -}}
+{{- end -}}
+
+{{/* The directory holding Multus' auxiliary chain's subdirectory, as the node sees it (cni.auxChain.dir,
+empty: cni.destCNINetDir), without a trailing slash. */}}
+{{- define "linkerd-multus.auxChainDir" -}}
+{{- trimSuffix "/" (.Values.cni.auxChain.dir | default .Values.cni.destCNINetDir) -}}
 {{- end -}}

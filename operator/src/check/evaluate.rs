@@ -1,7 +1,7 @@
 //! PURE: what `check` concludes from what it observed. Every verdict is a function of plain objects,
 //! so the whole table is tested without a cluster; `check/mod.rs` only fetches and probes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -13,9 +13,11 @@ use rules::pod::PodView;
 use rules::uid_range::UidRange;
 use serde::Serialize;
 
+use super::aux_chain::{self, AuxChainSeen};
 use super::{probe, uids};
 use crate::desired::Existing;
 use crate::nad_config::{build_config, ConfigSource};
+use rules::attach::Attach;
 use rules::attachment::uses_nad;
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
 use rules::namespaces::{want, Want};
@@ -39,7 +41,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn pass(check: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
         Self {
             check,
             ok: true,
@@ -50,7 +52,11 @@ impl Verdict {
         }
     }
 
-    fn warn(check: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+    pub(super) fn warn(
+        check: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
         Self {
             check,
             ok: true,
@@ -61,7 +67,11 @@ impl Verdict {
         }
     }
 
-    fn fail(check: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Self {
+    pub(super) fn fail(
+        check: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
         Self {
             check,
             ok: false,
@@ -72,7 +82,7 @@ impl Verdict {
         }
     }
 
-    fn with_items(mut self, items: Vec<String>) -> Self {
+    pub(super) fn with_items(mut self, items: Vec<String>) -> Self {
         self.items = items;
         self
     }
@@ -147,6 +157,11 @@ pub struct Observed {
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
     /// The repairer's `PodRepairHalted` and `PodRepairResumed` Events in those namespaces.
     pub repair_events: Vec<RepairEvent>,
+    /// `--attach aux-chain` only: the nodes' chain files and installers (`aux_chain.rs`).
+    pub aux_chain: Option<AuxChainSeen>,
+    /// `--attach aux-chain` only: the pods of those namespaces whose linkerd-network-validator exited
+    /// with code 95 (no rules), by `<namespace>/<name>`.
+    pub validator_failed: BTreeSet<String>,
 }
 
 /// One Event of the repairer's watchdog about an owner.
@@ -193,8 +208,10 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
         ..s.clone()
     };
     let s = &placed;
-    vec![
-        crd_verdict(&seen.crd),
+    let aux = !s.decision.nad.attach.uses_nads();
+    let mut verdicts = vec![
+        attach_verdict(s),
+        crd_verdict(&seen.crd, aux),
         match &config {
             Ok(_) => Verdict::pass(
                 "cni-configmap",
@@ -210,16 +227,98 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
             ),
         },
         node_multus_verdict(&seen.node_multus, &placement),
-        shared_nad_verdict(&seen.node_multus, &placement),
-        nads_verdict(seen, s, config.ok().as_deref()),
-        foreign_verdict(seen, s),
+    ];
+    if aux {
+        verdicts.push(match &seen.aux_chain {
+            Some(chain) => aux_chain::verdict(chain),
+            None => Verdict::fail(
+                "aux-chain",
+                "the nodes' auxiliary chain was not read",
+                "run check with the operator's own flags (--attach aux-chain)",
+            ),
+        });
+        verdicts.push(Verdict::pass(
+            "shared-nad",
+            format!("{NOT_USED}: no NAD is shared"),
+        ));
+        verdicts.push(left_nads_verdict(seen, s));
+        verdicts.push(Verdict::pass(
+            "foreign-nads",
+            format!(
+                "{NOT_USED}: NADs named {} of others are left alone",
+                s.decision.nad.name
+            ),
+        ));
+    } else {
+        verdicts.extend([
+            shared_nad_verdict(&seen.node_multus, &placement),
+            nads_verdict(seen, s, config.ok().as_deref()),
+            foreign_verdict(seen, s),
+        ]);
+    }
+    verdicts.extend([
         webhook_verdict(&seen.webhooks),
         webhook_order_verdict(seen, s),
         pods_verdict(seen, s),
         sandboxes_verdict(seen, s),
         repair_verdict(seen),
         uids_verdict(seen, s),
-    ]
+    ]);
+    verdicts
+}
+
+/// What NAD lines say in aux-chain mode.
+const NOT_USED: &str = "not used in aux-chain mode";
+
+/// The attach mode `check` judges by (the operator's `--attach`), first: every line below depends on it.
+fn attach_verdict(s: &CheckSettings) -> Verdict {
+    let how = match s.decision.nad.attach {
+        Attach::Nad => format!(
+            "linkerd-cni reaches pods through the NetworkAttachmentDefinition {} their networks \
+             annotation names",
+            s.decision.nad.name
+        ),
+        Attach::AuxChain => {
+            "linkerd-cni reaches every pod through Multus' auxiliary CNI chain: no \
+                             NAD, no networks annotation"
+                .to_string()
+        }
+    };
+    Verdict::pass(
+        "attach",
+        format!("{} ({how})", s.decision.nad.attach.as_str()),
+    )
+}
+
+/// Aux-chain mode: no NAD is wanted; ours left from nad mode are listed (informational), each deleted
+/// by the operator once no pod lists it.
+fn left_nads_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+    let left: Vec<String> = seen
+        .nads
+        .iter()
+        .filter(|n| is_owned(n))
+        .map(|n| {
+            let namespace = n.metadata.namespace.as_deref().unwrap_or_default();
+            let users = users(seen, namespace, n, s).len();
+            if users == 0 {
+                format!("{namespace}: left from nad mode, no pod lists it: the operator deletes it")
+            } else {
+                format!(
+                    "{namespace}: left from nad mode, deleted once no pod lists it ({users} pod(s) \
+                     still do; linkerd-cni runs for them twice, which sets the same rules)"
+                )
+            }
+        })
+        .collect();
+    let message = if left.is_empty() {
+        format!("{NOT_USED}: no NAD of ours is left")
+    } else {
+        format!(
+            "{NOT_USED}: {} NAD(s) of ours left from nad mode",
+            left.len()
+        )
+    };
+    Verdict::pass("nads", message).with_items(left)
 }
 
 /// The product's own failed sandboxes: pods of enabled namespaces that never started because Multus
@@ -438,8 +537,16 @@ fn shared_nad_verdict(nodes: &Result<Vec<NodeIsolation>, String>, p: &Placement)
     }
 }
 
-fn crd_verdict(crd: &Result<bool, String>) -> Verdict {
+fn crd_verdict(crd: &Result<bool, String>, aux: bool) -> Verdict {
     const CHECK: &str = "nad-crd";
+    if aux {
+        let state = match crd {
+            Ok(true) => "installed".to_string(),
+            Ok(false) => "not Established".to_string(),
+            Err(why) => format!("missing: {why}"),
+        };
+        return Verdict::pass(CHECK, format!("{NOT_USED} (the CRD is {state})"));
+    }
     match crd {
         Ok(true) => Verdict::pass(CHECK, "the NetworkAttachmentDefinition CRD is installed"),
         Ok(false) => Verdict::fail(
@@ -768,7 +875,24 @@ fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         }
         let ns = namespaces.get(namespace).copied();
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
-        let problem = if wanted {
+        let problem = if !s.decision.nad.attach.uses_nads() {
+            // Aux-chain mode: no annotation to lack; a pod still listing a NAD of ours gets the same
+            // rules twice (a repeated ADD replaces them), so only the validator's verdict counts.
+            if seen.validator_failed.contains(&key) {
+                Some(format!(
+                    "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
+                     aux-chain line for its node): restart it once its node is fixed \
+                     (operator.repair.enabled does)",
+                    vocab::VALIDATOR_CONTAINER,
+                    vocab::VALIDATOR_FAILED_EXIT_CODE
+                ))
+            } else if wanted {
+                let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
+                pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
+            } else {
+                None
+            }
+        } else if wanted {
             let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
             pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
         } else {
@@ -784,7 +908,11 @@ fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     if stale.is_empty() {
         return Verdict::pass(
             CHECK,
-            "every pod in an enabled namespace is attached to linkerd-cni, and none outside one is",
+            if s.decision.nad.attach.uses_nads() {
+                "every pod in an enabled namespace is attached to linkerd-cni, and none outside one is"
+            } else {
+                "no meshed pod of an enabled namespace had its linkerd-network-validator fail"
+            },
         );
     }
     Verdict::fail(
@@ -815,7 +943,8 @@ fn opted_out_user(pod: &ObjectMeta, namespace: &str, cfg: &DecisionConfig) -> Op
 }
 
 /// Why a running pod does not match what the webhook would do to it today, if it doesn't, and what
-/// fixes it; `ours(ns)`: the operator's NAD is in `ns`.
+/// fixes it; `ours(ns)`: the operator's NAD is in `ns`. In aux-chain mode there is no attachment to
+/// lack: only the uid is judged.
 pub fn pod_problem(
     pod: &ObjectMeta,
     namespace: &str,
@@ -823,7 +952,7 @@ pub fn pod_problem(
     cfg: &DecisionConfig,
     ours: impl Fn(&str) -> bool,
 ) -> Option<String> {
-    if lacks_attachment(pod, namespace, ns_annotations, cfg) {
+    if cfg.nad.attach.uses_nads() && lacks_attachment(pod, namespace, ns_annotations, cfg) {
         if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad.name, namespace, ours) {
             return Some(format!(
                 "attached to {kept}/{}, not {}: a NAD from before a --nad-namespace switch, kept only \

@@ -121,6 +121,8 @@ fn healthy() -> Observed {
         node_multus: Ok(vec![]),
         sandbox_failures: BTreeMap::new(),
         repair_events: Vec::new(),
+        aux_chain: None,
+        validator_failed: Default::default(),
     }
 }
 
@@ -154,6 +156,7 @@ fn healthy_cluster_passes_every_check() {
     assert_eq!(
         names,
         [
+            "attach",
             "nad-crd",
             "cni-configmap",
             "node-multus",
@@ -1081,3 +1084,7 @@ fn unreadable_or_unpublished_multus_is_a_warning() {
     }
     assert!(!verdict(&evaluate(&healthy(), &settings()), "shared-nad").warning);
 }
+
+/// `--attach aux-chain`: the same cluster judged without NADs (`evaluate_aux_tests.rs`).
+#[path = "evaluate_aux_tests.rs"]
+mod aux;

@@ -5,11 +5,13 @@
 //! It runs with the operator's own flags (see `cli.rs`), so `kubectl exec deploy/<operator> --
 //! linkerd-multus-operator check` checks exactly what that operator is configured for.
 
+mod aux_chain;
 mod evaluate;
 mod probe;
 mod report;
 mod uids;
 
+pub use aux_chain::{AuxChainSeen, InstallerPod};
 pub use evaluate::{
     evaluate, pod_problem, CheckSettings, Observed, RepairEvent, SandboxFailure, Verdict,
     WebhookConfiguration, WebhookProbe,
@@ -23,10 +25,11 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, ListParams};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
+use linkerd_multus_crds::node_multus::NodeMultusSpec;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::pod::PodView;
 
@@ -203,16 +206,23 @@ async fn observe(
     let webhook_configurations = configs.items.iter().map(WebhookConfiguration::of).collect();
     // Not served, or not readable: said by the node-multus line rather than stopping `check`.
     let resource = linkerd_multus_crds::node_multus::api_resource(s.node_multus_group.as_deref());
-    let node_multus = Api::<DynamicObject>::all_with(client.clone(), &resource)
+    let node_multus_objects = Api::<DynamicObject>::all_with(client.clone(), &resource)
         .list(&ListParams::default())
         .await
-        .map(|list| {
-            list.items
-                .iter()
-                .map(crate::placement::node_isolation)
-                .collect()
-        })
+        .map(|list| list.items)
         .map_err(|e| e.to_string());
+    let node_multus = node_multus_objects.as_ref().map_or_else(
+        |e| Err(e.clone()),
+        |items| Ok(items.iter().map(crate::placement::node_isolation).collect()),
+    );
+    let (aux_chain, validator_failed) = if s.decision.nad.attach.uses_nads() {
+        (None, BTreeSet::new())
+    } else {
+        (
+            Some(aux_chain_seen(client, s, &node_multus_objects).await?),
+            validator_failures(client, &enabled).await?,
+        )
+    };
     // Discovery: every authenticated user may read it, so `check` needs no extra RBAC for this.
     let serves_scc = client
         .list_api_groups()
@@ -261,7 +271,121 @@ async fn observe(
         node_multus,
         sandbox_failures,
         repair_events,
+        aux_chain,
+        validator_failed,
     })
+}
+
+/// Aux-chain mode: the NodeMultus specs, the installer pods (those the NodeMultus objects name and the
+/// chart's in the CNI namespace: one pod list per namespace, with the pods `list` the operator has) and
+/// the nodes (`rbac.check`; refused: said by the line, not an error). See `aux_chain.rs`.
+async fn aux_chain_seen(
+    client: &Client,
+    s: &CheckSettings,
+    objects: &Result<Vec<DynamicObject>, String>,
+) -> Result<AuxChainSeen, CheckError> {
+    let (published, unlisted) = match objects {
+        Ok(items) => (
+            items
+                .iter()
+                .map(|o| {
+                    let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone())
+                        .map_err(|e| e.to_string());
+                    (o.name_any(), spec)
+                })
+                .collect::<BTreeMap<_, _>>(),
+            None,
+        ),
+        Err(why) => (BTreeMap::new(), Some(why.clone())),
+    };
+    let named: BTreeSet<&str> = published
+        .values()
+        .filter_map(|spec| spec.as_ref().ok()?.installer_pod.as_deref())
+        .collect();
+    let mut namespaces: BTreeSet<&str> = named
+        .iter()
+        .filter_map(|p| p.split_once('/'))
+        .map(|(ns, _)| ns)
+        .collect();
+    namespaces.insert(&s.source.namespace);
+    let (label, value) = aux_chain::INSTALLER_LABEL
+        .split_once('=')
+        .unwrap_or_default();
+    let mut installers = Vec::new();
+    for namespace in namespaces {
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(read("list pods"))?;
+        for pod in pods.items {
+            let name = format!(
+                "{namespace}/{}",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            );
+            let labelled = namespace == s.source.namespace
+                && pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(label))
+                    .is_some_and(|v| v == value);
+            if !labelled && !named.contains(name.as_str()) {
+                continue;
+            }
+            installers.push(InstallerPod {
+                node: pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
+                ready: is_ready(&pod),
+                name,
+            });
+        }
+    }
+    let nodes = Api::<Node>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|list| list.items.into_iter().map(|n| n.name_any()).collect())
+        .map_err(|e| e.to_string());
+    Ok(AuxChainSeen {
+        published,
+        unlisted,
+        installers,
+        nodes,
+    })
+}
+
+/// Aux-chain mode: the pods of `namespaces` whose linkerd-network-validator exited with code 95 (as the
+/// repairer judges them). Container statuses are not in the metadata list, so this is a full pod list,
+/// paged so that a large cluster is never held in memory at once.
+async fn validator_failures(
+    client: &Client,
+    namespaces: &BTreeSet<&str>,
+) -> Result<BTreeSet<String>, CheckError> {
+    let mut failed = BTreeSet::new();
+    let mut page = ListParams::default()
+        .fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN)
+        .limit(500);
+    loop {
+        let list = Api::<Pod>::all(client.clone())
+            .list(&page)
+            .await
+            .map_err(read("list pods"))?;
+        for pod in &list.items {
+            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+            if namespaces.contains(ns) && crate::repair::decide::validator_failed(pod) {
+                failed.insert(format!("{ns}/{}", pod.name_any()));
+            }
+        }
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => return Ok(failed),
+        }
+    }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Every Event matching `fields`, in all namespaces.
