@@ -375,17 +375,33 @@ fn installer_mounts(ds: &Value) -> (Vec<Mount>, Vec<HostPath>) {
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn attach_aux_chain_renders_the_installer_flags_and_mount() {
-    // The defaults: nad, the chain mode as set, no chain flags, nodes listed only for check.
+    // The defaults: nad, the chain mode as set; the chain's name (so the installer finds its file left
+    // from aux-chain mode), its directory the net dir (the installer's default: no flag).
     let docs = cni_docs(&[]);
     assert_eq!(operator_env(&docs)["ATTACH"], "nad");
     let args = installer_args(find(&docs, "DaemonSet", None));
     assert!(
-        args.contains(&"--chain-mode=append".to_string()),
+        args.contains(&"--chain-mode=append".to_string())
+            && args.contains(&"--aux-chain-name=vendor-cni-chain".to_string()),
         "{args:?}"
     );
     assert!(
-        !args.iter().any(|a| a.starts_with("--aux-chain")),
+        !args.iter().any(|a| a.starts_with("--aux-chain-dir")),
         "{args:?}"
+    );
+    // A chain directory of its own is mounted in nad mode too (switching back cleans it).
+    let ds = cni_daemonset(&["--set", "cni.auxChain.dir=/run/multus/cni/net.d"]);
+    let args = installer_args(&ds);
+    assert!(
+        args.contains(&"--chain-mode=append".to_string())
+            && args.contains(&"--aux-chain-dir=/run/multus/cni/net.d".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        installer_mounts(&ds)
+            .0
+            .contains(&("aux-chain-dir".into(), "/run/multus/cni/net.d".into())),
+        "{ds}"
     );
 
     for chain_mode in ["append", "none"] {
@@ -394,11 +410,7 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
         assert_eq!(operator_env(&docs)["ATTACH"], "aux-chain");
         let ds = find(&docs, "DaemonSet", None);
         let args = installer_args(ds);
-        for want in [
-            "--chain-mode=aux-chain",
-            "--aux-chain-name=vendor-cni-chain",
-            "--aux-chain-dir=/etc/cni/net.d",
-        ] {
+        for want in ["--chain-mode=aux-chain", "--aux-chain-name=vendor-cni-chain"] {
             assert!(
                 args.contains(&want.to_string()),
                 "{chain_mode}: {want} not in {args:?}"
