@@ -267,6 +267,8 @@ fn every_binary_flag_is_a_chart_value() {
         "cni.forceAppendToMultus=true",
         "--set",
         "cni.pluginBinary=/x",
+        "--set",
+        "cni.auxChain.dir=/run/multus/cni/net.d",
     ];
     let self_managed = helm_template(RELEASE, NAMESPACE, &all);
     let mut files_mode = all.to_vec();
