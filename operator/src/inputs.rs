@@ -82,7 +82,7 @@ impl InputGauge {
 
     pub fn snapshot(&self) -> Snapshot {
         let ctx = &self.ctx;
-        let linkerd = &ctx.settings.nad.linkerd_namespace;
+        let nad = &ctx.settings.nad;
         let shared = ctx.shared();
         let foreign_nads = ctx
             .nads
@@ -91,7 +91,7 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| rules::namespaces::want_nad(ns, linkerd, shared.as_deref()) == Want::Nad)
+            .filter(|ns| nad.want_placed(ns, shared.as_deref()) == Want::Nad)
             .count();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
@@ -192,6 +192,76 @@ mod tests {
             let mut s = all_good();
             fault(&mut s);
             assert_eq!(unhealthy(&s), vec![input], "{s:?}");
+        }
+    }
+
+    fn namespace(name: &str, enabled: bool) -> Namespace {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.into());
+        if enabled {
+            ns.metadata.annotations = Some(
+                [(
+                    vocab::MULTUS_ANNOTATION.into(),
+                    vocab::MULTUS_ENABLED.into(),
+                )]
+                .into(),
+            );
+        }
+        ns
+    }
+
+    /// A foreign NAD of our name in an enabled namespace (one NAD per namespace), and a
+    /// `--nad-namespace` missing from the listed namespaces: each unhealthy in NAD mode; in aux-chain
+    /// mode no NAD is wanted anywhere, so neither matters and the gauge stays healthy.
+    #[tokio::test]
+    async fn aux_chain_mode_has_no_shared_namespace_or_foreign_nad_to_miss() {
+        use kube::runtime::{reflector, watcher};
+        use rules::attach::Attach;
+        use rules::namespaces::NadPlacement;
+
+        use crate::nad_cache::NadView;
+        use crate::reconcile::mock_api;
+
+        let per_namespace = NadPlacement::PerNamespace;
+        let shared = NadPlacement::Shared("nad-home".into());
+        let cases = [
+            (Attach::Nad, per_namespace.clone(), vec![FOREIGN_NADS]),
+            (Attach::Nad, shared.clone(), vec![SHARED_NAMESPACE]),
+            (Attach::AuxChain, per_namespace, vec![]),
+            (Attach::AuxChain, shared, vec![]),
+        ];
+        for (attach, placement, unhealthy_inputs) in cases {
+            let mut settings = mock_api::settings();
+            settings.nad.placement = placement.clone();
+            settings.nad.attach = attach;
+            let mut nads = reflector::store::Writer::<NadView>::default();
+            nads.apply_watcher_event(&watcher::Event::Apply(NadView {
+                name: mock_api::NAD.into(),
+                namespace: Some("app".into()),
+                uid: Some("u".into()),
+                resource_version: None,
+                owned: false,
+                adoptable: false,
+                config: None,
+                shared: false,
+            }));
+            let (ctx, api) = mock_api::context_with(settings, nads.as_reader(), vec![]);
+            let mut namespaces = reflector::store::Writer::<Namespace>::default();
+            namespaces.apply_watcher_event(&watcher::Event::Apply(namespace("app", true)));
+            let (mark, listed) = crate::listed::listed();
+            mark.mark();
+            let gauge = InputGauge::new(Arc::new(ctx), namespaces.as_reader(), listed);
+            let mut snapshot = gauge.snapshot();
+            api.finish().await;
+            // The inputs this test does not set up read as fine.
+            snapshot.configmap_listed = true;
+            snapshot.config_builds = true;
+            snapshot.nads_listed = true;
+            assert_eq!(
+                unhealthy(&snapshot),
+                unhealthy_inputs,
+                "{attach:?} {placement:?}"
+            );
         }
     }
 }
