@@ -353,8 +353,14 @@ fn nad_trigger(
                 }
             }
             Err(e) => {
-                health.nad_watch_failed(watch_api_missing(&e));
-                tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
+                let missing = watch_api_missing(&e);
+                health.nad_watch_failed(missing);
+                if missing && !ctx.settings.nad.attach.uses_nads() {
+                    // Aux-chain mode needs no NAD: without the kind there is none of ours to delete.
+                    tracing::debug!(error = %e, "the NAD kind is not served; no NAD of ours to delete");
+                } else {
+                    tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
+                }
                 None
             }
         })

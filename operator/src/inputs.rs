@@ -93,13 +93,18 @@ impl InputGauge {
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
             .filter(|ns| nad.want_placed(ns, shared.as_deref()) == Want::Nad)
             .count();
+        // In aux-chain mode no NAD is needed: the kind not being served only means there is no NAD
+        // of ours left to delete.
+        let crd_missing = ctx.health.crd_missing() && nad.attach.uses_nads();
+        let nad_watch_failing =
+            ctx.health.nad_watch_failing() && (nad.attach.uses_nads() || !ctx.health.crd_missing());
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
             configmap_watch_failing: ctx.health.configmap_watch_failing(),
             config_builds: ctx.build_config().is_ok(),
             nads_listed: ctx.nads_listed.now(),
-            nad_watch_failing: ctx.health.nad_watch_failing(),
-            crd_missing: ctx.health.crd_missing(),
+            nad_watch_failing,
+            crd_missing,
             foreign_nads,
             shared_namespace_missing: shared_namespace_missing(
                 shared.as_deref(),
@@ -137,7 +142,9 @@ impl Collector for InputGauge {
              readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
              foreign_nads: no NAD of our name is someone else's where ours is wanted; \
              shared_namespace: the --nad-namespace namespace, if set, is watched and every node's \
-             Multus shares it; node_multus: the NodeMultus watch lists), else 0",
+             Multus shares it; node_multus: the NodeMultus watch lists), else 0. With --attach \
+             aux-chain no NAD is needed: a NAD kind not served, foreign NADs and the shared \
+             namespace read 1",
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
@@ -210,9 +217,10 @@ mod tests {
         ns
     }
 
-    /// A foreign NAD of our name in an enabled namespace (one NAD per namespace), and a
-    /// `--nad-namespace` missing from the listed namespaces: each unhealthy in NAD mode; in aux-chain
-    /// mode no NAD is wanted anywhere, so neither matters and the gauge stays healthy.
+    /// A foreign NAD of our name in an enabled namespace (one NAD per namespace), a
+    /// `--nad-namespace` missing from the listed namespaces, the NAD kind not served: each unhealthy
+    /// in NAD mode; in aux-chain mode no NAD is wanted anywhere, so none matters and the gauge stays
+    /// healthy. A NAD watch failing for another reason is unhealthy in both.
     #[tokio::test]
     async fn aux_chain_mode_has_no_shared_namespace_or_foreign_nad_to_miss() {
         use kube::runtime::{reflector, watcher};
@@ -224,13 +232,27 @@ mod tests {
 
         let per_namespace = NadPlacement::PerNamespace;
         let shared = NadPlacement::Shared("nad-home".into());
+        // (mode, placement, the NAD watch failing and whether for want of the kind, unhealthy)
         let cases = [
-            (Attach::Nad, per_namespace.clone(), vec![FOREIGN_NADS]),
-            (Attach::Nad, shared.clone(), vec![SHARED_NAMESPACE]),
-            (Attach::AuxChain, per_namespace, vec![]),
-            (Attach::AuxChain, shared, vec![]),
+            (Attach::Nad, per_namespace.clone(), None, vec![FOREIGN_NADS]),
+            (Attach::Nad, shared.clone(), None, vec![SHARED_NAMESPACE]),
+            (
+                Attach::Nad,
+                per_namespace.clone(),
+                Some(true),
+                vec![NAD_CRD, NAD_WATCH, FOREIGN_NADS],
+            ),
+            (Attach::AuxChain, per_namespace.clone(), None, vec![]),
+            (Attach::AuxChain, shared, None, vec![]),
+            (Attach::AuxChain, per_namespace.clone(), Some(true), vec![]),
+            (
+                Attach::AuxChain,
+                per_namespace,
+                Some(false),
+                vec![NAD_WATCH],
+            ),
         ];
-        for (attach, placement, unhealthy_inputs) in cases {
+        for (attach, placement, watch_failed, unhealthy_inputs) in cases {
             let mut settings = mock_api::settings();
             settings.nad.placement = placement.clone();
             settings.nad.attach = attach;
@@ -246,6 +268,9 @@ mod tests {
                 shared: false,
             }));
             let (ctx, api) = mock_api::context_with(settings, nads.as_reader(), vec![]);
+            if let Some(api_missing) = watch_failed {
+                ctx.health.nad_watch_failed(api_missing);
+            }
             let mut namespaces = reflector::store::Writer::<Namespace>::default();
             namespaces.apply_watcher_event(&watcher::Event::Apply(namespace("app", true)));
             let (mark, listed) = crate::listed::listed();
@@ -260,7 +285,7 @@ mod tests {
             assert_eq!(
                 unhealthy(&snapshot),
                 unhealthy_inputs,
-                "{attach:?} {placement:?}"
+                "{attach:?} {placement:?} {watch_failed:?}"
             );
         }
     }

@@ -482,7 +482,11 @@ fn aux_chain() -> DecisionConfig {
 /// None for the cases NAD mode skips because their networks annotation cannot be read: aux-chain
 /// mode never reads it, so they are attached ([`aux_only_cases`]).
 fn in_aux_chain_mode(case: &Case) -> Option<Case> {
-    if case.warnings.iter().any(|w| w.starts_with(W_BAD_NETWORKS_PREFIX)) {
+    if case
+        .warnings
+        .iter()
+        .any(|w| w.starts_with(W_BAD_NETWORKS_PREFIX))
+    {
         return None;
     }
     let patch: Vec<Value> = case
@@ -494,7 +498,9 @@ fn in_aux_chain_mode(case: &Case) -> Option<Case> {
                 return Some(op.clone());
             }
             let mut whole = op.clone();
-            let map = whole["value"].as_object_mut().expect("a whole annotation map");
+            let map = whole["value"]
+                .as_object_mut()
+                .expect("a whole annotation map");
             map.remove(N);
             (!map.is_empty()).then_some(whole)
         })
@@ -564,7 +570,10 @@ fn aux_chain_mode_table() {
         .iter()
         .filter(|c| c.patch.iter().any(|op| op.to_string().contains("networks")))
         .count();
-    assert!(changed >= 20, "only {changed} cases expected a networks operation");
+    assert!(
+        changed >= 20,
+        "only {changed} cases expected a networks operation"
+    );
     aux.extend(aux_only_cases());
     for cfg in [aux_chain(), {
         // A shared --nad-namespace changes nothing either: no pod names a NAD.
