@@ -94,17 +94,15 @@ impl InputGauge {
             .filter(|ns| nad.want_placed(ns, shared.as_deref()) == Want::Nad)
             .count();
         // In aux-chain mode no NAD is needed: the kind not being served only means there is no NAD
-        // of ours left to delete.
-        let crd_missing = ctx.health.crd_missing() && nad.attach.uses_nads();
-        let nad_watch_failing =
-            ctx.health.nad_watch_failing() && (nad.attach.uses_nads() || !ctx.health.crd_missing());
+        // of ours left to delete, so neither the kind nor its watch (which cannot list) is at fault.
+        let no_kind_needed = !nad.attach.uses_nads() && ctx.health.crd_missing();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
             configmap_watch_failing: ctx.health.configmap_watch_failing(),
             config_builds: ctx.build_config().is_ok(),
-            nads_listed: ctx.nads_listed.now(),
-            nad_watch_failing,
-            crd_missing,
+            nads_listed: ctx.nads_listed.now() || no_kind_needed,
+            nad_watch_failing: ctx.health.nad_watch_failing() && !no_kind_needed,
+            crd_missing: ctx.health.crd_missing() && !no_kind_needed,
             foreign_nads,
             shared_namespace_missing: shared_namespace_missing(
                 shared.as_deref(),
@@ -278,10 +276,13 @@ mod tests {
             let gauge = InputGauge::new(Arc::new(ctx), namespaces.as_reader(), listed);
             let mut snapshot = gauge.snapshot();
             api.finish().await;
-            // The inputs this test does not set up read as fine.
+            // The inputs this test does not set up read as fine; the NAD watch listed unless it
+            // failed, and then only aux-chain mode without the kind reads as listed.
             snapshot.configmap_listed = true;
             snapshot.config_builds = true;
-            snapshot.nads_listed = true;
+            if watch_failed.is_none() {
+                snapshot.nads_listed = true;
+            }
             assert_eq!(
                 unhealthy(&snapshot),
                 unhealthy_inputs,
