@@ -33,7 +33,7 @@ use crate::nad_cache::{self, NadView};
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
 use rules::multus_node::Placement;
-use rules::namespaces::{want_nad, Want};
+use rules::namespaces::Want;
 
 /// The NAD controller, built and ready to run.
 pub struct NadController {
@@ -114,7 +114,7 @@ impl NadController {
         let placement = placement::watch(
             client.clone(),
             &settings.node_multus_resource,
-            settings.nad.shared().map(str::to_string),
+            settings.nad.shared_to_place().map(str::to_string),
         );
         let ctx = Arc::new(
             Context::new(
@@ -274,7 +274,7 @@ fn configmap_trigger(
     namespaces: Store<Namespace>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<Namespace>> + Send + 'static {
-    let linkerd_namespace = ctx.settings.nad.linkerd_namespace.clone();
+    let nad = ctx.settings.nad.clone();
     let placement = ctx.placement.clone();
     changes
         .filter_map(move |event| {
@@ -297,7 +297,7 @@ fn configmap_trigger(
             let refs: Vec<_> = namespaces
                 .state()
                 .iter()
-                .filter(|ns| want_nad(ns, &linkerd_namespace, shared.as_deref()) == Want::Nad)
+                .filter(|ns| nad.want_placed(ns, shared.as_deref()) == Want::Nad)
                 .map(|ns| ObjectRef::from_obj(&**ns))
                 .collect();
             tracing::debug!(
@@ -353,8 +353,14 @@ fn nad_trigger(
                 }
             }
             Err(e) => {
-                health.nad_watch_failed(watch_api_missing(&e));
-                tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
+                let missing = watch_api_missing(&e);
+                health.nad_watch_failed(missing);
+                if missing && !ctx.settings.nad.attach.uses_nads() {
+                    // Aux-chain mode needs no NAD: without the kind there is none of ours to delete.
+                    tracing::debug!(error = %e, "the NAD kind is not served; no NAD of ours to delete");
+                } else {
+                    tracing::warn!(error = %e, "watching NetworkAttachmentDefinitions failed (CRD installed?); retrying");
+                }
                 None
             }
         })

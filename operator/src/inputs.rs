@@ -82,7 +82,7 @@ impl InputGauge {
 
     pub fn snapshot(&self) -> Snapshot {
         let ctx = &self.ctx;
-        let linkerd = &ctx.settings.nad.linkerd_namespace;
+        let nad = &ctx.settings.nad;
         let shared = ctx.shared();
         let foreign_nads = ctx
             .nads
@@ -91,15 +91,18 @@ impl InputGauge {
             .filter(|nad| !nad.owned)
             .filter_map(|nad| nad.namespace.as_deref())
             .filter_map(|ns| self.namespaces.get(&ObjectRef::new(ns)))
-            .filter(|ns| rules::namespaces::want_nad(ns, linkerd, shared.as_deref()) == Want::Nad)
+            .filter(|ns| nad.want_placed(ns, shared.as_deref()) == Want::Nad)
             .count();
+        // In aux-chain mode no NAD is needed: the kind not being served only means there is no NAD
+        // of ours left to delete, so neither the kind nor its watch (which cannot list) is at fault.
+        let no_kind_needed = !nad.attach.uses_nads() && ctx.health.crd_missing();
         Snapshot {
             configmap_listed: ctx.configmap_listed.now(),
             configmap_watch_failing: ctx.health.configmap_watch_failing(),
             config_builds: ctx.build_config().is_ok(),
-            nads_listed: ctx.nads_listed.now(),
-            nad_watch_failing: ctx.health.nad_watch_failing(),
-            crd_missing: ctx.health.crd_missing(),
+            nads_listed: ctx.nads_listed.now() || no_kind_needed,
+            nad_watch_failing: ctx.health.nad_watch_failing() && !no_kind_needed,
+            crd_missing: ctx.health.crd_missing() && !no_kind_needed,
             foreign_nads,
             shared_namespace_missing: shared_namespace_missing(
                 shared.as_deref(),
@@ -137,7 +140,9 @@ impl Collector for InputGauge {
              readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
              foreign_nads: no NAD of our name is someone else's where ours is wanted; \
              shared_namespace: the --nad-namespace namespace, if set, is watched and every node's \
-             Multus shares it; node_multus: the NodeMultus watch lists), else 0",
+             Multus shares it; node_multus: the NodeMultus watch lists), else 0. With --attach \
+             aux-chain no NAD is needed: a NAD kind not served, foreign NADs and the shared \
+             namespace read 1",
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
@@ -192,6 +197,97 @@ mod tests {
             let mut s = all_good();
             fault(&mut s);
             assert_eq!(unhealthy(&s), vec![input], "{s:?}");
+        }
+    }
+
+    fn namespace(name: &str, enabled: bool) -> Namespace {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.into());
+        if enabled {
+            ns.metadata.annotations = Some(
+                [(
+                    vocab::MULTUS_ANNOTATION.into(),
+                    vocab::MULTUS_ENABLED.into(),
+                )]
+                .into(),
+            );
+        }
+        ns
+    }
+
+    /// A foreign NAD of our name in an enabled namespace (one NAD per namespace), a
+    /// `--nad-namespace` missing from the listed namespaces, the NAD kind not served: each unhealthy
+    /// in NAD mode; in aux-chain mode no NAD is wanted anywhere, so none matters and the gauge stays
+    /// healthy. A NAD watch failing for another reason is unhealthy in both.
+    #[tokio::test]
+    async fn aux_chain_mode_has_no_shared_namespace_or_foreign_nad_to_miss() {
+        use kube::runtime::{reflector, watcher};
+        use rules::attach::Attach;
+        use rules::namespaces::NadPlacement;
+
+        use crate::nad_cache::NadView;
+        use crate::reconcile::mock_api;
+
+        let per_namespace = NadPlacement::PerNamespace;
+        let shared = NadPlacement::Shared("nad-home".into());
+        // (mode, placement, the NAD watch failing and whether for want of the kind, unhealthy)
+        let cases = [
+            (Attach::Nad, per_namespace.clone(), None, vec![FOREIGN_NADS]),
+            (Attach::Nad, shared.clone(), None, vec![SHARED_NAMESPACE]),
+            (
+                Attach::Nad,
+                per_namespace.clone(),
+                Some(true),
+                vec![NAD_CRD, NAD_WATCH, FOREIGN_NADS],
+            ),
+            (Attach::AuxChain, per_namespace.clone(), None, vec![]),
+            (Attach::AuxChain, shared, None, vec![]),
+            (Attach::AuxChain, per_namespace.clone(), Some(true), vec![]),
+            (
+                Attach::AuxChain,
+                per_namespace,
+                Some(false),
+                vec![NAD_WATCH],
+            ),
+        ];
+        for (attach, placement, watch_failed, unhealthy_inputs) in cases {
+            let mut settings = mock_api::settings();
+            settings.nad.placement = placement.clone();
+            settings.nad.attach = attach;
+            let mut nads = reflector::store::Writer::<NadView>::default();
+            nads.apply_watcher_event(&watcher::Event::Apply(NadView {
+                name: mock_api::NAD.into(),
+                namespace: Some("app".into()),
+                uid: Some("u".into()),
+                resource_version: None,
+                owned: false,
+                adoptable: false,
+                config: None,
+                shared: false,
+            }));
+            let (ctx, api) = mock_api::context_with(settings, nads.as_reader(), vec![]);
+            if let Some(api_missing) = watch_failed {
+                ctx.health.nad_watch_failed(api_missing);
+            }
+            let mut namespaces = reflector::store::Writer::<Namespace>::default();
+            namespaces.apply_watcher_event(&watcher::Event::Apply(namespace("app", true)));
+            let (mark, listed) = crate::listed::listed();
+            mark.mark();
+            let gauge = InputGauge::new(Arc::new(ctx), namespaces.as_reader(), listed);
+            let mut snapshot = gauge.snapshot();
+            api.finish().await;
+            // The inputs this test does not set up read as fine; the NAD watch listed unless it
+            // failed, and then only aux-chain mode without the kind reads as listed.
+            snapshot.configmap_listed = true;
+            snapshot.config_builds = true;
+            if watch_failed.is_none() {
+                snapshot.nads_listed = true;
+            }
+            assert_eq!(
+                unhealthy(&snapshot),
+                unhealthy_inputs,
+                "{attach:?} {placement:?} {watch_failed:?}"
+            );
         }
     }
 }

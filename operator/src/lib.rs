@@ -170,6 +170,7 @@ async fn build_controller_tasks(
         }
         None => Leadership::always(),
     };
+    log_attach_mode(&config.settings.nad);
     let repair_client = client.clone();
     let controller = NadController::new(
         client,
@@ -241,6 +242,28 @@ async fn build_controller_tasks(
         namespaces,
         placement,
     })
+}
+
+/// Says once, at start-up, how pods are attached (`--attach`): what the admin reads to know which
+/// parts act (NADs and the networks annotation, or neither).
+fn log_attach_mode(nad: &rules::namespaces::OurNad) {
+    let mode = nad.attach.as_str();
+    if nad.attach.uses_nads() {
+        tracing::info!(
+            attach = mode,
+            nad = %nad.reference(),
+            "attach mode nad: the operator keeps NetworkAttachmentDefinitions and the webhook names \
+             them in each attached pod's networks annotation"
+        );
+    } else {
+        tracing::info!(
+            attach = mode,
+            "attach mode aux-chain: linkerd-cni runs from Multus' auxiliary CNI chain on each node \
+             (installer --chain-mode aux-chain); no NAD is written (ours left from nad mode are \
+             deleted once no pod lists them), no networks annotation is added, and a node's Multus \
+             isolation does not matter"
+        );
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT; ends quietly when shutdown starts elsewhere.

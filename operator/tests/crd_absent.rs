@@ -58,3 +58,41 @@ async fn crd_installed_after_start_converges() {
     op.wait_ready(true).await;
     op.stop().await;
 }
+
+/// `--attach aux-chain` without the NAD kind: nothing needs it (no NAD is written), so the operator
+/// reconciles the enabled namespace quietly: no CRD-missing Event, every NAD input gauge at 1,
+/// /ready 200, no reconcile error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn aux_chain_mode_needs_no_crd() {
+    init_logs();
+    let client = client().await;
+    let group = format!("{}.test.linkerd-multus.io", unique_name("nad"));
+    let h = Harness::with_group(client.clone(), "op-auxnocrd", Some(group)).await;
+    let ns = h
+        .namespace("op-auxnocrd", Some(vocab::MULTUS_ENABLED))
+        .await;
+    let op = h.start_operator(&["--attach", "aux-chain"]).await;
+
+    // The kind never lists, so the watch input reads 1 only once its failure was seen as the kind
+    // missing; and the namespace was reconciled.
+    op.wait_metric(INPUT_NAD_WATCH, 1.0).await;
+    eventually("the namespace reconciled", || async {
+        (op.metric(RECONCILES).await >= 1.0).then_some(())
+    })
+    .await;
+    op.wait_ready(true).await;
+    for input in [INPUT_NAD_CRD, INPUT_FOREIGN_NADS] {
+        assert_eq!(op.metric(input).await, 1.0, "{input}");
+    }
+    assert_eq!(
+        op.metric("linkerd_multus_controller_reconcile_errors_total{reason=\"crd_missing\"}")
+            .await,
+        0.0
+    );
+    assert!(h
+        .warnings(&ns.name, "NetworkAttachmentDefinitionCrdMissing")
+        .await
+        .is_empty());
+    op.stop().await;
+}

@@ -13,13 +13,18 @@ use crate::networks::{namespaces_naming, references};
 /// True when the webhook, asked about `pod` now, would add our attachment to its networks annotation:
 /// the pod was created without it (before its namespace was enabled, or while the webhook was
 /// unavailable). Copying the namespace's annotations alone changes nothing at runtime, so only the
-/// networks annotation is compared.
+/// networks annotation is compared. Never in aux-chain mode: the node's Multus attaches every pod,
+/// whatever its annotations (a pod started where the chain's file was missing shows as a failed
+/// validator instead).
 pub fn lacks_attachment(
     pod: &ObjectMeta,
     namespace: &str,
     ns_annotations: Option<&BTreeMap<String, String>>,
     cfg: &DecisionConfig,
 ) -> bool {
+    if !cfg.nad.attach.uses_nads() {
+        return false;
+    }
     let decision = decide(
         pod,
         &PodContainers::default(),
@@ -79,6 +84,44 @@ pub fn uses_nad(pod: &ObjectMeta, nad: &str, nad_namespace: &str, pod_namespace:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NAD mode: a pod of an enabled namespace without our NAD lacks it, one listing it does not.
+    /// Aux-chain mode: the node's chain attaches both, so neither lacks anything.
+    #[test]
+    fn lacks_attachment_in_both_modes() {
+        use crate::attach::Attach;
+        let enabled = BTreeMap::from([(
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        )]);
+        let pod = |networks: Option<&str>| ObjectMeta {
+            annotations: networks
+                .map(|v| BTreeMap::from([(vocab::NETWORKS_ANNOTATION.to_string(), v.to_string())])),
+            ..Default::default()
+        };
+        let mut cfg = DecisionConfig::default();
+        let cases = [
+            (pod(None), true),
+            (pod(Some("macvlan")), true),
+            (pod(Some("linkerd-cni")), false),
+            (pod(Some("other/linkerd-cni")), true),
+        ];
+        for (p, lacks) in &cases {
+            assert_eq!(
+                lacks_attachment(p, "app", Some(&enabled), &cfg),
+                *lacks,
+                "{p:?}"
+            );
+            assert!(
+                !lacks_attachment(p, "app", None, &cfg),
+                "not selected: {p:?}"
+            );
+        }
+        cfg.nad.attach = Attach::AuxChain;
+        for (p, _) in &cases {
+            assert!(!lacks_attachment(p, "app", Some(&enabled), &cfg), "{p:?}");
+        }
+    }
 
     /// Every networks-annotation format counts; another namespace's NAD of that name does not; an
     /// unreadable annotation errs towards keeping the NAD.

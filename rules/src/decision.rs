@@ -43,14 +43,18 @@ impl Default for UidPolicy {
     }
 }
 
-/// What the decision did to the pod (one per admission request, for metrics and logs).
+/// What the decision did to the pod (one per admission request, for metrics and logs). In aux-chain
+/// mode a selected pod is attached by its node's Multus (the auxiliary chain), not by the patch, so
+/// the same three values keep their meaning for dashboards: `attached` and `unchanged` count the pods
+/// linkerd-cni is meant to act on (with and without a patch), `skipped` the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The pod is attached by this patch (and maybe more annotations are set).
+    /// The pod is attached by this patch, or by the auxiliary chain (and this patch sets more
+    /// annotations or the containers' securityContext).
     Attached,
     /// The pod should be attached and already carries everything: empty patch.
     Unchanged,
-    /// The pod is not attached (not selected, or its networks annotation cannot be read).
+    /// The pod is not attached (not selected, or, with NADs, its networks annotation cannot be read).
     Skipped,
 }
 
@@ -109,7 +113,11 @@ pub fn decide(
             && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));
 
     let mut attached = false;
-    if selected {
+    if selected && !cfg.nad.attach.uses_nads() {
+        // 3'. Multus' auxiliary chain runs linkerd-cni for every pod of the node: the networks
+        // annotation is neither added nor edited (an entry of ours would run linkerd-cni twice).
+        attached = true;
+    } else if selected {
         // 3. The networks annotation, never rewritten when it cannot be read.
         let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
         match networks::attach(current, &cfg.nad.name, cfg.nad.shared(), namespace) {

@@ -343,9 +343,10 @@ impl Placement {
     }
 
     /// `cfg` attaching pods where this placement says (borrowed when it already does): the one
-    /// place the webhook and the repairer take the decided namespace instead of the flag.
+    /// place the webhook and the repairer take the decided namespace instead of the flag. In
+    /// aux-chain mode no pod names a NAD, so `cfg` is used as it is.
     pub fn decision<'a>(&self, cfg: &'a DecisionConfig) -> Cow<'a, DecisionConfig> {
-        if cfg.nad.shared() == self.shared.as_deref() {
+        if !cfg.nad.attach.uses_nads() || cfg.nad.shared() == self.shared.as_deref() {
             Cow::Borrowed(cfg)
         } else {
             let placement = match &self.shared {
@@ -682,6 +683,25 @@ mod tests {
         let placed = allowed.decision(&cfg);
         assert!(matches!(placed, Cow::Borrowed(_)));
         assert_eq!(placed.nad.reference(), "nad-home/linkerd-cni");
+    }
+
+    /// Aux-chain mode: no NAD to share, so an isolating node refuses nothing (no Event, the gauge
+    /// healthy, no fallback) and the decision's config is left as configured.
+    #[test]
+    fn aux_chain_mode_places_nothing() {
+        use crate::attach::Attach;
+        let mut cfg = DecisionConfig::default();
+        cfg.nad.placement = NadPlacement::Shared("nad-home".into());
+        let isolating = [node("a", isolation(true, None))];
+        let nad_mode = placement(cfg.nad.shared_to_place(), &isolating);
+        assert!(nad_mode.refused(), "the same nodes refuse it in NAD mode");
+        cfg.nad.attach = Attach::AuxChain;
+        let p = placement(cfg.nad.shared_to_place(), &isolating);
+        assert!(!p.refused());
+        assert_eq!(p.refusal(), None);
+        assert_eq!(p.configured, None);
+        assert!(matches!(p.decision(&cfg), Cow::Borrowed(_)));
+        assert!(matches!(nad_mode.decision(&cfg), Cow::Borrowed(_)));
     }
 
     /// The message names the nodes, and the fix names what every isolating node allows.

@@ -122,10 +122,22 @@ impl OurNad {
 
     /// Whether `ns` needs a NAD of its own ([`want_nad`]); none does in aux-chain mode.
     pub fn want(&self, ns: &Namespace) -> Want {
-        match want_nad(ns, &self.linkerd_namespace, self.shared()) {
+        self.want_placed(ns, self.shared())
+    }
+
+    /// [`OurNad::want`] with the shared namespace the operator decided (`--nad-namespace`, unless a
+    /// node's Multus refuses it: `multus_node::Placement::shared`) instead of the flag's.
+    pub fn want_placed(&self, ns: &Namespace, shared: Option<&str>) -> Want {
+        match want_nad(ns, &self.linkerd_namespace, shared) {
             Want::Nad if !self.attach.uses_nads() => Want::NoNad,
             want => want,
         }
+    }
+
+    /// The `--nad-namespace` whose NAD every node's Multus must let other namespaces use: none in
+    /// aux-chain mode, where no NAD is written, so no node's isolation refuses anything.
+    pub fn shared_to_place(&self) -> Option<&str> {
+        self.shared().filter(|_| self.attach.uses_nads())
     }
 }
 
@@ -264,7 +276,34 @@ mod tests {
             };
             for name in ["linkerd", "s", "app"] {
                 assert_eq!(nad.want(&ns(name, Some("enabled"))), Want::NoNad, "{name}");
+                let placed = nad.want_placed(&ns(name, Some("enabled")), None);
+                assert_eq!(placed, Want::NoNad, "{name}");
             }
+            assert_eq!(nad.shared_to_place(), None);
         }
+    }
+
+    /// The placed shared namespace decides in NAD mode (a refused `--nad-namespace` falls back to
+    /// one NAD per namespace); only NAD mode has a shared namespace to place.
+    #[test]
+    fn want_placed_follows_the_decided_namespace() {
+        let nad = OurNad {
+            placement: NadPlacement::Shared("s".into()),
+            ..OurNad::default()
+        };
+        assert_eq!(nad.shared_to_place(), Some("s"));
+        assert_eq!(
+            nad.want_placed(&ns("app", Some("enabled")), None),
+            Want::Nad
+        );
+        assert_eq!(nad.want_placed(&ns("s", None), None), Want::NoNad);
+        assert_eq!(nad.want_placed(&ns("s", None), Some("s")), Want::Nad);
+        let mut deleting = ns("app", Some("enabled"));
+        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+        let aux = OurNad {
+            attach: Attach::AuxChain,
+            ..nad
+        };
+        assert_eq!(aux.want_placed(&deleting, None), Want::LeaveAlone);
     }
 }

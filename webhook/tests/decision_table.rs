@@ -404,15 +404,27 @@ fn containers_of(pod: &Value) -> PodContainers {
 fn decision_table() {
     let cases = cases();
     assert!(cases.len() >= 40, "only {} cases", cases.len());
-    let cfg = cfg();
+    let failures = failures(&cases, &cfg());
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// Decides each case with `cfg`: the whole output must be the case's, and deciding again on the
+/// patched pod must give nothing more. Returns what went wrong, one entry per failed case.
+fn failures(cases: &[Case], cfg: &DecisionConfig) -> Vec<String> {
     let mut failures = Vec::new();
-    for case in &cases {
+    for case in cases {
         let d = decide(
             &meta_of(&case.pod),
             &containers_of(&case.pod),
             case.namespace,
             case.ns.as_ref(),
-            &cfg,
+            cfg,
         );
         let got_patch = serde_json::to_value(&d.patch).expect("patch serializes");
         let got_warnings: Vec<&str> = d.warnings.iter().map(String::as_str).collect();
@@ -439,7 +451,7 @@ fn decision_table() {
             &containers_of(&patched),
             case.namespace,
             case.ns.as_ref(),
-            &cfg,
+            cfg,
         );
         let expected_again = match case.outcome {
             Outcome::Skipped => Outcome::Skipped,
@@ -455,11 +467,127 @@ fn decision_table() {
             ));
         }
     }
+    failures
+}
+
+fn aux_chain() -> DecisionConfig {
+    let mut cfg = cfg();
+    cfg.nad.attach = rules::attach::Attach::AuxChain;
+    cfg
+}
+
+/// A case of the NAD-mode table as aux-chain mode must decide it: the networks annotation neither
+/// added nor edited (dropped from a whole-map add, which goes when nothing else is left), every
+/// other operation and warning the same; a selected pod with nothing else to set is unchanged.
+/// None for the cases NAD mode skips because their networks annotation cannot be read: aux-chain
+/// mode never reads it, so they are attached ([`aux_only_cases`]).
+fn in_aux_chain_mode(case: &Case) -> Option<Case> {
+    if case
+        .warnings
+        .iter()
+        .any(|w| w.starts_with(W_BAD_NETWORKS_PREFIX))
+    {
+        return None;
+    }
+    let patch: Vec<Value> = case
+        .patch
+        .iter()
+        .filter(|op| op["path"] != P_NETWORKS)
+        .filter_map(|op| {
+            if op["path"] != "/metadata/annotations" {
+                return Some(op.clone());
+            }
+            let mut whole = op.clone();
+            let map = whole["value"]
+                .as_object_mut()
+                .expect("a whole annotation map");
+            map.remove(N);
+            (!map.is_empty()).then_some(whole)
+        })
+        .collect();
+    let outcome = match (case.outcome, patch.is_empty()) {
+        (Outcome::Skipped, _) => Outcome::Skipped,
+        (_, true) => Outcome::Unchanged,
+        (_, false) => Outcome::Attached,
+    };
+    Some(Case {
+        name: case.name,
+        namespace: case.namespace,
+        pod: case.pod.clone(),
+        ns: case.ns.clone(),
+        patch,
+        warnings: case.warnings.clone(),
+        outcome,
+    })
+}
+
+/// Aux-chain mode on the cases of [`aux_only_cases`]: what NAD mode cannot show.
+fn aux_only_cases() -> Vec<Case> {
+    use Outcome::*;
+    let range = [(M, "enabled"), (R, "1000650000/10000")];
+    let c = |name, pod, ns, patch, outcome| Case {
+        name,
+        namespace: NS,
+        pod,
+        ns,
+        patch,
+        warnings: vec![],
+        outcome,
+    };
+    vec![
+        c("aux: a pod already listing our NAD (from NAD mode) is left as it is; the uid is set",
+          pod(Some(&[(N, "macvlan,linkerd-cni")]), &[]), Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(P_MULTUS, json!("enabled"))], Attached),
+        c("aux: another namespace's NAD of our name is left as it is", 
+          pod(Some(&[(M, "enabled"), (N, "other/linkerd-cni")]), &[]), Some(map(&[])), vec![], Unchanged),
+        c("aux: an unreadable networks annotation is never read: no warning, attached by the chain",
+          pod(Some(&[(N, "a,,b")]), &[]), Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(P_MULTUS, json!("enabled"))], Attached),
+        c("aux: a bare JSON object as networks is left alone, the injected pod still aligned",
+          injected(&[(N, r#"{"name":"macvlan"}"#)], proxy_sc(2102), validator_sc()), Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(P_MULTUS, json!("enabled")),
+               add(&format!("{P_PROXY}/runAsUser"), json!(1000652102)),
+               add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650000)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650000))],
+          Attached),
+        c("aux: a pod silent in an enabled namespace without a range: only the copy",
+          pod(None, &[]), Some(map(&[(M, "enabled")])),
+          vec![add("/metadata/annotations", json!({ M: "enabled" }))], Attached),
+    ]
+}
+
+/// Aux-chain mode: the same pods as the NAD-mode table get no networks operation but the same uid,
+/// copy and securityContext operations and warnings; pods NAD mode leaves unattached for an
+/// unreadable networks annotation are attached, since that annotation is never read.
+#[test]
+fn aux_chain_mode_table() {
+    let nad_cases = cases();
+    let mut aux: Vec<Case> = nad_cases.iter().filter_map(in_aux_chain_mode).collect();
+    let derived = aux.len();
+    assert!(derived >= 40, "only {derived} cases carried over");
+    // The derived expectations differ from NAD mode's where a networks operation was expected.
+    let changed = nad_cases
+        .iter()
+        .filter(|c| c.patch.iter().any(|op| op.to_string().contains("networks")))
+        .count();
     assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
+        changed >= 20,
+        "only {changed} cases expected a networks operation"
     );
+    aux.extend(aux_only_cases());
+    for cfg in [aux_chain(), {
+        // A shared --nad-namespace changes nothing either: no pod names a NAD.
+        let mut shared = aux_chain();
+        shared.nad.placement = rules::namespaces::NadPlacement::Shared("nad-home".into());
+        shared
+    }] {
+        let failures = failures(&aux, &cfg);
+        assert!(
+            failures.is_empty(),
+            "{} of {} cases failed in aux-chain mode:\n{}",
+            failures.len(),
+            aux.len(),
+            failures.join("\n")
+        );
+    }
 }

@@ -455,6 +455,32 @@ proptest! {
         }
     }
 
+    /// Aux-chain mode on arbitrary pods and namespaces: the pod's networks annotation comes out as it
+    /// went in (present or not, whatever its text), the patch applies and a second decision on the
+    /// patched pod adds nothing.
+    #[test]
+    fn aux_chain_mode_never_touches_networks(
+        meta in metadata(),
+        ns in annotations(),
+        namespace in prop_oneof![Just("linkerd".to_string()), Just("app".to_string())],
+    ) {
+        let mut cfg = cfg();
+        cfg.nad.attach = rules::attach::Attach::AuxChain;
+        let pod = json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {} });
+        let Ok(object_meta) = ObjectMeta::deserialize(&pod["metadata"]) else {
+            return Ok(());
+        };
+        let none = PodContainers::default();
+        let d = decide(&object_meta, &none, &namespace, Some(&ns), &cfg);
+        let mut patched = pod.clone();
+        json_patch::patch(&mut patched, &d.patch).expect("the patch applies to the pod");
+        let networks = |p: &Value| p["metadata"]["annotations"].get(vocab::NETWORKS_ANNOTATION).cloned();
+        prop_assert_eq!(networks(&patched), networks(&pod));
+        let again = ObjectMeta::deserialize(&patched["metadata"]).expect("patched metadata");
+        let second = decide(&again, &none, &namespace, Some(&ns), &cfg);
+        prop_assert!(second.patch.0.is_empty(), "second patch {:?}", second.patch);
+    }
+
     /// Any securityContext shapes on Linkerd's containers in a namespace with a range: the patch
     /// applies, touches only the proxy's and the validator's securityContext, is idempotent, and leaves
     /// the proxy as the annotated uid and the validator inside the range but not as the proxy.

@@ -102,9 +102,10 @@ impl Cluster {
 
     /// Every NAD named linkerd-cni, as `namespace` names (sorted).
     pub fn nad_namespaces(&self) -> Vec<String> {
-        let list = self
-            .get(&["--all-namespaces", "network-attachment-definitions"])
-            .expect("a list");
+        // With --ignore-not-found, kubectl prints nothing at all for an empty list.
+        let Some(list) = self.get(&["--all-namespaces", "network-attachment-definitions"]) else {
+            return Vec::new();
+        };
         let mut names: Vec<String> = list["items"]
             .as_array()
             .expect("items")

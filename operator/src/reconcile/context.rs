@@ -119,7 +119,7 @@ impl Context {
         metrics: Metrics,
         is_leader: watch::Receiver<bool>,
     ) -> Self {
-        let settings_shared = settings.nad.shared().map(str::to_string);
+        let settings_shared = settings.nad.shared_to_place().map(str::to_string);
         Self {
             client,
             settings,

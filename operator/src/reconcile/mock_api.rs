@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, Store};
 use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
@@ -24,6 +24,7 @@ use super::{nad_resource, Context, ReconcileSettings};
 use crate::events::Events;
 use crate::listed::listed;
 use crate::metrics::Metrics;
+use crate::nad_cache::NadView;
 use crate::nad_config::ConfigSource;
 
 /// The namespace the tests reconcile.
@@ -232,16 +233,25 @@ pub fn settings() -> ReconcileSettings {
 /// A leader's [`Context`] built as `controller.rs` builds it, over a client answered by `calls`;
 /// its watch stores are empty and never listed.
 pub fn context(calls: Vec<Call>) -> (Context, MockApi) {
+    let nads = reflector::store::Writer::default().as_reader();
+    context_with(settings(), nads, calls)
+}
+
+/// [`context`] with these settings and NAD store.
+pub fn context_with(
+    settings: ReconcileSettings,
+    nads: Store<NadView>,
+    calls: Vec<Call>,
+) -> (Context, MockApi) {
     let (client, api) = client(calls);
     let (_, never_listed) = listed();
     let configmaps = reflector::store::Writer::default().as_reader();
-    let nads = reflector::store::Writer::default().as_reader();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry, nads.clone());
     let (_, is_leader) = watch::channel(true);
     let ctx = Context::new(
         client.clone(),
-        settings(),
+        settings,
         (configmaps, never_listed.clone()),
         (nads, never_listed),
         Events::new(client, "mock-api-test".to_string()),

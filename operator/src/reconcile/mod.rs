@@ -10,7 +10,7 @@ mod context;
 mod fetch;
 mod health;
 #[cfg(test)]
-mod mock_api;
+pub(crate) mod mock_api;
 mod recent;
 mod report;
 mod retry;
@@ -65,8 +65,8 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     // Where pods are attached from is known once every node's Multus is (or cannot be) listed.
     ctx.node_multus_listed.wait().await;
     let shared = ctx.shared();
-    let want =
-        rules::namespaces::want_nad(ns, &ctx.settings.nad.linkerd_namespace, shared.as_deref());
+    // In aux-chain mode no namespace wants one: ours go the opt-out way (deleted once unused).
+    let want = ctx.settings.nad.want_placed(ns, shared.as_deref());
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
     }

@@ -116,7 +116,8 @@ pub async fn in_use(ctx: &Context, ns: &Namespace, name: &str, pods: &[String]) 
     }
     let note = format!(
         "NetworkAttachmentDefinition {name}/{nad} is no longer wanted here (the namespace opted out, \
-         or the operator's --nad-namespace changed), but {n} pod(s) still list it in {ann} ({list}), \
+         the operator's --nad-namespace changed, or --attach aux-chain attaches pods through Multus' \
+         auxiliary chain), but {n} pod(s) still list it in {ann} ({list}), \
          so it stays: without it their next sandbox (node reboot, runtime restart) would fail. \
          Restart them; the NAD is deleted once none is left.",
         n = pods.len(),

@@ -63,7 +63,10 @@ pub enum Verdict {
     Skip(Skip),
 }
 
-/// Decides about `pod`; `namespace` is its Namespace as the controller sees it (None: unknown).
+/// Decides about `pod`; `namespace` is its Namespace as the controller sees it (None: unknown). In
+/// aux-chain mode its node's Multus attaches every pod whatever its annotations, so only a failed
+/// validator gets a pod restarted (it started where the chain's file was missing, e.g. just after a
+/// reboot, before the installer wrote it): never a missing annotation or another NAD's.
 pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) -> Verdict {
     let meta = &pod.metadata;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());

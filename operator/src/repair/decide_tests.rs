@@ -276,3 +276,108 @@ fn verdicts() {
         assert_eq!(decide(&pod, ns, &cfg), want, "{name}");
     }
 }
+
+/// Aux-chain mode: the node's chain attaches every pod, so neither a missing networks annotation nor
+/// another NAD's gets a pod evicted; a validator that exited 95 still does (the pod started where the
+/// chain's file was missing). The same pods in NAD mode, for contrast.
+#[test]
+fn aux_chain_verdicts() {
+    let nad_mode = DecisionConfig::default();
+    let mut aux = DecisionConfig::default();
+    aux.nad.attach = rules::attach::Attach::AuxChain;
+    let enabled = namespace("app", true);
+    let disabled = namespace("app", false);
+    let rs = owner("apps/v1", "ReplicaSet", Some(true));
+    let repair = |why| Verdict::Repair {
+        why,
+        owner: rs.clone(),
+    };
+    let healthy = Verdict::Skip(Skip::Healthy);
+    let mut bare_failed = validator_exit(pod(), 95, true);
+    bare_failed.metadata.owner_references = None;
+    let mut control_plane = pod();
+    control_plane.metadata.namespace = Some("linkerd".into());
+    control_plane.metadata.labels = Some(BTreeMap::from([(
+        vocab::CONTROL_PLANE_COMPONENT_LABEL.to_string(),
+        "destination".to_string(),
+    )]));
+    let linkerd = namespace("linkerd", false);
+
+    // (case, pod, namespace, verdict in NAD mode, verdict in aux-chain mode)
+    let cases: Vec<(&str, Pod, Option<&Namespace>, Verdict, Verdict)> = vec![
+        (
+            "no networks annotation",
+            pod(),
+            Some(&enabled),
+            repair(Why::Unattached),
+            healthy.clone(),
+        ),
+        (
+            "another namespace's NAD",
+            with_networks(pod(), "other/linkerd-cni"),
+            Some(&enabled),
+            repair(Why::OnAnotherNad {
+                listed: "other/linkerd-cni".into(),
+                wanted: "app/linkerd-cni".into(),
+            }),
+            healthy.clone(),
+        ),
+        (
+            "our NAD listed (left from NAD mode)",
+            with_networks(pod(), "linkerd-cni"),
+            Some(&enabled),
+            healthy.clone(),
+            healthy.clone(),
+        ),
+        (
+            "control plane, no annotation",
+            control_plane,
+            Some(&linkerd),
+            repair(Why::Unattached),
+            healthy.clone(),
+        ),
+        (
+            "validator 95, no annotation",
+            validator_exit(pod(), 95, true),
+            Some(&enabled),
+            repair(Why::Unattached),
+            repair(Why::ValidatorFailed),
+        ),
+        (
+            "validator 95, current run",
+            validator_exit(pod(), 95, false),
+            Some(&enabled),
+            repair(Why::Unattached),
+            repair(Why::ValidatorFailed),
+        ),
+        (
+            "validator other exit",
+            validator_exit(pod(), 1, true),
+            Some(&enabled),
+            repair(Why::Unattached),
+            healthy.clone(),
+        ),
+        (
+            "validator 95, namespace not enabled",
+            validator_exit(pod(), 95, true),
+            Some(&disabled),
+            Verdict::Skip(Skip::NamespaceNotEnabled),
+            Verdict::Skip(Skip::NamespaceNotEnabled),
+        ),
+        (
+            "validator 95, bare pod",
+            bare_failed,
+            Some(&enabled),
+            Verdict::Skip(Skip::NoRecreatingOwner),
+            Verdict::Skip(Skip::NoRecreatingOwner),
+        ),
+    ];
+    for (name, pod, ns, in_nad_mode, in_aux_mode) in cases {
+        assert_eq!(decide(&pod, ns, &nad_mode), in_nad_mode, "NAD mode: {name}");
+        assert_eq!(
+            decide(&pod, ns, &aux),
+            in_aux_mode,
+            "aux-chain mode: {name}"
+        );
+    }
+}
