@@ -513,3 +513,35 @@ fn other_modes_remove_our_leftover_chain_file() {
         assert!(chain_file(&node).is_file(), "{mode}: a foreign file went");
     }
 }
+
+/// The installed file is what Multus runs (the Multus stand-in's own loader, `multus::aux_chain`):
+/// the chain built from the directory of `clusterNetwork` is passthru, another vendor's plugin that
+/// sorts first, then ours, exactly the file's config.
+#[test]
+fn the_installed_file_is_what_multus_runs_after_passthru() {
+    use linkerd_multus_e2e::multus::aux_chain::{conf_dir, load, passthru_entry};
+    let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
+    let out = node.once(AUX);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ours = json(&fs::read(chain_file(&node)).expect("the chain file"));
+    fs::write(subdir(&node).join("00-vendor.conf"), r#"{"type":"tuning"}"#).expect("vendor");
+
+    let cluster = node.net.join("10-flannel.conflist");
+    let dir = conf_dir(Some(&cluster.to_string_lossy())).expect("a path");
+    assert_eq!(dir, node.net);
+    let chain = load(&dir, DEFAULT_AUX_CHAIN_NAME, "0.3.1")
+        .expect("loads")
+        .expect("a chain");
+    assert_eq!(
+        chain.plugins,
+        vec![passthru_entry(), json!({"type": "tuning"}), ours.clone()]
+    );
+    assert_eq!(chain.files.last(), Some(&chain_file(&node)));
+
+    // Alone in the directory: passthru, then ours.
+    fs::remove_file(subdir(&node).join("00-vendor.conf")).expect("remove vendor");
+    let chain = load(&dir, DEFAULT_AUX_CHAIN_NAME, "1.0.0")
+        .expect("loads")
+        .expect("a chain");
+    assert_eq!(chain.plugins, vec![passthru_entry(), ours]);
+}
