@@ -410,7 +410,10 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
         assert_eq!(operator_env(&docs)["ATTACH"], "aux-chain");
         let ds = find(&docs, "DaemonSet", None);
         let args = installer_args(ds);
-        for want in ["--chain-mode=aux-chain", "--aux-chain-name=vendor-cni-chain"] {
+        for want in [
+            "--chain-mode=aux-chain",
+            "--aux-chain-name=vendor-cni-chain",
+        ] {
             assert!(
                 args.contains(&want.to_string()),
                 "{chain_mode}: {want} not in {args:?}"

@@ -11,7 +11,7 @@ use std::time::Duration;
 use linkerd_multus_e2e::ensure_node_multus_crd;
 use linkerd_multus_e2e::operator_process::OperatorProcess;
 use scenario_parts::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
 const PROXY_UID_KEY: &str = "config.linkerd.io/proxy-uid";
@@ -38,20 +38,9 @@ fn isolating_node() -> String {
     .to_string()
 }
 
-fn event(c: &Cluster, namespace: &str, reason: &str) -> Option<Value> {
-    c.get(&["-n", namespace, "events"])?["items"]
-        .as_array()?
-        .iter()
-        .find(|e| e["reason"] == reason)
-        .cloned()
-}
-
 /// A sample of the operator's /metrics (labels included in `name`); absent reads as 0.
 fn sample(op: &OperatorProcess, name: &str) -> f64 {
-    let (_, body) = op.get_blocking("/metrics").expect("/metrics answers");
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0.0)
+    metric(op, name).unwrap_or(0.0)
 }
 
 fn enable(c: &Cluster, ns: &str, extra: &[&str]) {
@@ -114,7 +103,7 @@ fn aux_chain_mode_writes_no_nad_and_no_annotation_and_migrates_both_ways() {
     let in_use = wait_until(
         "team-a's NAD reported kept for its pod",
         WAIT,
-        || event(c, "team-a", "NetworkAttachmentDefinitionInUse"),
+        || c.event("team-a", "NetworkAttachmentDefinitionInUse"),
         log,
     );
     let note = in_use["message"].as_str().unwrap_or_default();
@@ -155,7 +144,7 @@ fn aux_chain_mode_writes_no_nad_and_no_annotation_and_migrates_both_ways() {
 
     // Isolation refuses nothing: the gauge healthy, no refusal Event, no fallback NADs.
     assert_eq!(sample(&operator, SHARED_GAUGE), 1.0);
-    assert_eq!(event(c, NAD_HOME, "SharedNadRefusedByMultus"), None);
+    assert_eq!(c.event(NAD_HOME, "SharedNadRefusedByMultus"), None);
     assert_eq!(c.nad(NAD_HOME), None);
 
     // The last pod listing team-a's NAD goes: so does the NAD.
@@ -188,7 +177,7 @@ fn aux_chain_mode_writes_no_nad_and_no_annotation_and_migrates_both_ways() {
     wait_until(
         "the SharedNadRefusedByMultus Warning",
         WAIT,
-        || event(c, NAD_HOME, "SharedNadRefusedByMultus"),
+        || c.event(NAD_HOME, "SharedNadRefusedByMultus"),
         log,
     );
     assert_eq!(sample(&operator, SHARED_GAUGE), 0.0);

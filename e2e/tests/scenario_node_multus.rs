@@ -33,20 +33,6 @@ fn node_multus(node: &str, isolation: bool, global_namespaces: Option<&str>) -> 
     .to_string()
 }
 
-fn event(c: &Cluster, namespace: &str, reason: &str) -> Option<Value> {
-    c.get(&["-n", namespace, "events"])?["items"]
-        .as_array()?
-        .iter()
-        .find(|e| e["reason"] == reason)
-        .cloned()
-}
-
-fn gauge(op: &linkerd_multus_e2e::operator_process::OperatorProcess, name: &str) -> Option<f64> {
-    let (_, body) = op.get_blocking("/metrics")?;
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
 fn networks(pod: &Value) -> Value {
     annotations(pod)
         .get("k8s.v1.cni.cncf.io/networks")
@@ -88,7 +74,7 @@ fn shared_nad_refused_by_a_nodes_multus_falls_back_and_heals() {
     let refused = wait_until(
         "the SharedNadRefusedByMultus Warning",
         Duration::from_secs(30),
-        || event(c, NAD_HOME, "SharedNadRefusedByMultus"),
+        || c.event(NAD_HOME, "SharedNadRefusedByMultus"),
         log,
     );
     assert_eq!(refused["type"], "Warning");
@@ -102,7 +88,7 @@ fn shared_nad_refused_by_a_nodes_multus_falls_back_and_heals() {
     wait_until(
         "the shared_namespace gauge at 0",
         Duration::from_secs(30),
-        || (gauge(&operator, SHARED_GAUGE)? == 0.0).then_some(()),
+        || (metric(&operator, SHARED_GAUGE)? == 0.0).then_some(()),
         log,
     );
     assert!(
@@ -153,14 +139,14 @@ fn shared_nad_refused_by_a_nodes_multus_falls_back_and_heals() {
     let allowed = wait_until(
         "the SharedNadAllowedByMultus Event",
         Duration::from_secs(30),
-        || event(c, NAD_HOME, "SharedNadAllowedByMultus"),
+        || c.event(NAD_HOME, "SharedNadAllowedByMultus"),
         log,
     );
     assert_eq!(allowed["type"], "Normal");
     wait_until(
         "the shared_namespace gauge back at 1",
         Duration::from_secs(30),
-        || (gauge(&operator, SHARED_GAUGE)? == 1.0).then_some(()),
+        || (metric(&operator, SHARED_GAUGE)? == 1.0).then_some(()),
         log,
     );
     let pod = c.create_pod("shared-2", "web");

@@ -100,6 +100,15 @@ impl Cluster {
         self.testbed.get_json(args)
     }
 
+    /// The first Event of `namespace` with `reason`.
+    pub fn event(&self, namespace: &str, reason: &str) -> Option<Value> {
+        self.get(&["-n", namespace, "events"])?["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == reason)
+            .cloned()
+    }
+
     /// Every NAD named linkerd-cni, as `namespace` names (sorted).
     pub fn nad_namespaces(&self) -> Vec<String> {
         // With --ignore-not-found, kubectl prints nothing at all for an empty list.
@@ -396,4 +405,14 @@ pub fn before_the_operator(c: &Cluster) -> u16 {
           "failurePolicy": "Fail", "timeoutSeconds": 10}}]}}"#
     ));
     webhook_port
+}
+
+/// A sample of the operator's /metrics, `name` with its labels; None when absent or unanswered.
+pub fn metric(
+    op: &linkerd_multus_e2e::operator_process::OperatorProcess,
+    name: &str,
+) -> Option<f64> {
+    let (_, body) = op.get_blocking("/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
