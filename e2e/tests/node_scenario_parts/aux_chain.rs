@@ -18,7 +18,6 @@ use linkerd_multus_e2e::wait_for_explained;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::support::{chart_dir, path_str};
 use crate::{assert_redirected, pod_names, step_cni_rollout_while_creating_pods, Meshed};
 
 /// Where OpenShift 4.18's Multus finds the cluster network's config, so the chain's parent too.
@@ -80,21 +79,8 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
 }
 
 fn upgrade(node: &Node, sets: &[&str]) -> Duration {
-    let chart = chart_dir();
-    let mut args = vec![
-        "upgrade",
-        RELEASE,
-        path_str(&chart),
-        "-n",
-        RELEASE_NS,
-        "--reuse-values",
-        "--wait",
-    ];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
     let start = Instant::now();
-    node.helm_ok(&args);
+    helm_upgrade(node, sets);
     wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
     start.elapsed()
 }

@@ -14,7 +14,6 @@ use linkerd_multus_e2e::wait_for_explained;
 use serde_json::json;
 
 use super::*;
-use crate::support::{chart_dir, path_str};
 
 const WITHIN: Duration = Duration::from_secs(60);
 
@@ -99,22 +98,7 @@ pub fn step_shared_nad_refused_by_isolation(
     wait_published(node, &name, "default");
     let evictions_before = events(node, meshed_ns, "PodEvictedForRepair", &["name"]);
 
-    let chart = chart_dir();
-    let set = format!("operator.nadNamespace={nad_home}");
-    let upgrade = |set: &str| {
-        node.helm_ok(&[
-            "upgrade",
-            RELEASE,
-            path_str(&chart),
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
-            "--set",
-            set,
-            "--wait",
-        ])
-    };
-    upgrade(&set);
+    helm_upgrade(node, &[&format!("operator.nadNamespace={nad_home}")]);
     // From the operator's start with the new flag (the upgrade waits for its rollout).
     let switched = Instant::now();
     let refused = wait_for_explained(
@@ -239,7 +223,7 @@ pub fn step_shared_nad_refused_by_isolation(
         "the operator pods restarted"
     );
     drop(multus);
-    upgrade("operator.nadNamespace=");
+    helm_upgrade(node, &["operator.nadNamespace="]);
     // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
     // their namespace's own, within its rate limit, and the operator then deletes the unused shared
     // NAD: `check` passes once both happened.

@@ -292,6 +292,24 @@ pub fn event_pods(node: &Node, ns: &str, reason: &str) -> Vec<String> {
     .collect()
 }
 
+/// `helm upgrade --reuse-values --wait` of the release with `sets` (`--set` each).
+pub fn helm_upgrade(node: &Node, sets: &[&str]) {
+    let chart = crate::support::chart_dir();
+    let mut args = vec![
+        "upgrade",
+        RELEASE,
+        path_str(&chart),
+        "-n",
+        RELEASE_NS,
+        "--reuse-values",
+        "--wait",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    node.helm_ok(&args);
+}
+
 /// The names of the CNI installer's pods.
 pub fn installer_pods(node: &Node) -> Vec<String> {
     node.kubectl_ok(&[
