@@ -272,6 +272,11 @@ wait_for() { # wait_for SECONDS WHAT PIDFILE:NAME CMD...: polls CMD every 0.2 s 
 start_containerd() {
     step "start containerd ($(containerd --version | awk '{print $3}')) in the node's namespaces" "see $STATE/containerd.log"
     write_containerd_config
+    run_containerd
+}
+
+# containerd on the config written at `up` (a restart leaves the node's CNI config as it is).
+run_containerd() {
     daemon containerd containerd --config "$STATE/containerd/config.toml"
     wait_for 30 "containerd answers on $STATE/containerd.sock" containerd:containerd \
         ctr -a "$STATE/containerd.sock" version

@@ -323,10 +323,17 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
         "installer back -> the window's pod caught by repair and replaced, Ready in {:?}",
         back.elapsed()
     );
-    let evicted = event_pods(node, ns, "PodEvictedForRepair");
+    // The Event is on the pod's owner; its message names the pod and why.
+    let evicted = events(
+        node,
+        ns,
+        "PodEvictedForRepair",
+        &["jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"],
+    );
     assert!(
-        evicted.contains(&window_name),
-        "repair evicted the pod started in the window: {evicted:?}"
+        evicted.lines().any(|m| m.contains(&format!("Evicted pod {window_name} "))
+            && m.contains("exited with code 95")),
+        "repair evicted the pod started in the window, for its validator's 95: {evicted}"
     );
     for pod in pod_names(node, ns) {
         assert!(
