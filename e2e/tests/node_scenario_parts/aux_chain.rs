@@ -331,8 +331,10 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
         &["jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"],
     );
     assert!(
-        evicted.lines().any(|m| m.contains(&format!("Evicted pod {window_name} "))
-            && m.contains("exited with code 95")),
+        evicted
+            .lines()
+            .any(|m| m.contains(&format!("Evicted pod {window_name} "))
+                && m.contains("exited with code 95")),
         "repair evicted the pod started in the window, for its validator's 95: {evicted}"
     );
     for pod in pod_names(node, ns) {
