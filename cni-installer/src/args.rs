@@ -244,16 +244,19 @@ pub struct Settings {
 pub struct AuxChain {
     /// The chain's name and directory as the node sees them.
     pub target: aux_chain::Target,
-    /// The chain's subdirectory as this process writes it (prefix applied).
-    pub subdir: PathBuf,
-    /// The directory holding it as this process sees it (prefix applied).
+    /// The directory holding the chain's subdirectory as this process sees it (prefix applied).
     pub dir: PathBuf,
 }
 
 impl AuxChain {
+    /// The chain's subdirectory as this process writes it.
+    pub fn subdir(&self) -> PathBuf {
+        self.dir.join(&self.target.name)
+    }
+
     /// linkerd-cni's file as this process writes it.
     pub fn file(&self) -> PathBuf {
-        self.subdir.join(AUX_CHAIN_FILE_NAME)
+        self.subdir().join(AUX_CHAIN_FILE_NAME)
     }
 }
 
@@ -317,7 +320,6 @@ impl Settings {
             .unwrap_or_else(|| args.dest_cni_net_dir.clone());
         let aux_chain = AuxChain {
             dir: under_prefix(&aux_dir_on_node),
-            subdir: under_prefix(&aux_dir_on_node).join(&args.aux_chain_name),
             target: aux_chain::Target {
                 name: args.aux_chain_name.clone(),
                 dir_on_node: aux_dir_on_node,

@@ -382,9 +382,10 @@ impl Installer {
             Plan::Install { write, warning } => {
                 step.warning = warning;
                 if let Some(reason) = write {
-                    let created = files::ensure_dir(&aux.subdir, DIR_MODE).map_err(|source| {
+                    let subdir = aux.subdir();
+                    let created = files::ensure_dir(&subdir, DIR_MODE).map_err(|source| {
                         InstallError::CreateDir {
-                            path: aux.subdir.clone(),
+                            path: subdir.clone(),
                             source,
                         }
                     })?;
@@ -529,7 +530,7 @@ impl Installer {
     }
 
     /// The plugin entry: the template (re-read when it is a file) with placeholders filled.
-    pub fn entry(&self) -> Result<serde_json::Value, InstallError> {
+    fn entry(&self) -> Result<serde_json::Value, InstallError> {
         let s = &self.settings;
         let text = match &s.template {
             TemplateSource::Text(text) => text.clone(),

@@ -96,7 +96,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         // The subdirectory may not exist yet (the pass creates it when Multus runs the chain): the
         // watch on its parent sees it appear, and DirWatch picks it up then.
         watched.push(settings.aux_chain.dir.clone());
-        watched.push(settings.aux_chain.subdir.clone());
+        watched.push(settings.aux_chain.subdir());
     }
     let mut status_file = StatusFile::new(settings.ready_file.clone(), resync);
     let mut keeper = credential::Keeper::new(&settings.plugin_credential);
