@@ -334,7 +334,7 @@ async fn aux_chain_seen(
             }
             installers.push(InstallerPod {
                 node: pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
-                ready: is_ready(&pod),
+                ready: crate::repair::is_ready(&pod),
                 name,
             });
         }
@@ -379,13 +379,6 @@ async fn validator_failures(
             None => return Ok(failed),
         }
     }
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Every Event matching `fields`, in all namespaces.

@@ -343,8 +343,8 @@ impl Repairer {
     }
 }
 
-/// The pod's Ready condition is True.
-fn is_ready(pod: &Pod) -> bool {
+/// The pod's Ready condition is True (also `check`'s judgement of an installer pod).
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
