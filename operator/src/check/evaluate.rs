@@ -875,26 +875,22 @@ fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         }
         let ns = namespaces.get(namespace).copied();
         let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
-        let problem = if !s.decision.nad.attach.uses_nads() {
-            // Aux-chain mode: no annotation to lack; a pod still listing a NAD of ours gets the same
-            // rules twice (a repeated ADD replaces them), so only the validator's verdict counts.
-            if seen.validator_failed.contains(&key) {
-                Some(format!(
-                    "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
-                     aux-chain line for its node): restart it once its node is fixed \
-                     (operator.repair.enabled does)",
-                    vocab::VALIDATOR_CONTAINER,
-                    vocab::VALIDATOR_FAILED_EXIT_CODE
-                ))
-            } else if wanted {
-                let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
-                pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
-            } else {
-                None
-            }
+        // Aux-chain mode: there is no annotation to lack, and a pod still listing a NAD of ours gets
+        // the same rules twice (a repeated ADD replaces them), so the validator's verdict counts.
+        let aux = !s.decision.nad.attach.uses_nads();
+        let problem = if aux && seen.validator_failed.contains(&key) {
+            Some(format!(
+                "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
+                 aux-chain line for its node): restart it once its node is fixed \
+                 (operator.repair.enabled does)",
+                vocab::VALIDATOR_CONTAINER,
+                vocab::VALIDATOR_FAILED_EXIT_CODE
+            ))
         } else if wanted {
             let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
             pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
+        } else if aux {
+            None
         } else {
             opted_out_user(pod, namespace, &s.decision)
         };
@@ -952,7 +948,7 @@ pub fn pod_problem(
     cfg: &DecisionConfig,
     ours: impl Fn(&str) -> bool,
 ) -> Option<String> {
-    if cfg.nad.attach.uses_nads() && lacks_attachment(pod, namespace, ns_annotations, cfg) {
+    if lacks_attachment(pod, namespace, ns_annotations, cfg) {
         if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad.name, namespace, ours) {
             return Some(format!(
                 "attached to {kept}/{}, not {}: a NAD from before a --nad-namespace switch, kept only \
