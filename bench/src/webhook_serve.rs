@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
-use linkerd_multus_webhook::{Webhook, WebhookArgs, WebhookSettings};
+use linkerd_multus_webhook::{Webhook, WebhookArgs};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -37,12 +37,9 @@ pub async fn serve(addr: SocketAddr, cert: PathBuf, key: PathBuf) -> anyhow::Res
         format!("--tls-cert-file={}", cert.display()),
         format!("--tls-key-file={}", key.display()),
     ])?;
-    let settings = WebhookSettings {
-        decision: rules::decision::DecisionConfig::default(),
-        operator_namespace: "default".into(),
-    };
     let mut registry = prometheus_client::registry::Registry::default();
-    let webhook = Webhook::new(args, settings, client, &mut registry).await?;
+    let decision = rules::decision::DecisionConfig::default();
+    let webhook = Webhook::new(args, decision, "default".into(), client, &mut registry).await?;
     eprintln!("webhook serving on {}", webhook.local_addr()?);
     webhook.run(CancellationToken::new()).await?;
     Ok(())

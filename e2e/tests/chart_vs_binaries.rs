@@ -330,7 +330,7 @@ fn aux_chain_settings_parse_in_both_binaries() {
     ));
     let argv = argv_from_env(&Cli::command(), &operator_env(&docs));
     let chart = Cli::try_parse_from(&argv).expect("the operator accepts ATTACH");
-    assert_eq!(chart.run.attach, rules::attach::Attach::AuxChain);
+    assert_eq!(chart.decision.nad.attach, rules::attach::Attach::AuxChain);
 
     let args = container_args(&docs, "DaemonSet");
     let installer =

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
-use rules::attach::Attach;
-use rules::namespaces::NadPlacement;
+use rules::decision::DecisionConfig;
 
 use crate::check::OutputFormat;
 use crate::repair::RepairArgs;
@@ -25,6 +24,11 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// The NAD, the attach mode and the uid policy: parsed straight into the rules' own type, which
+    /// the controller, the webhook, `check` and the repairer are handed whole.
+    #[command(flatten)]
+    pub decision: DecisionConfig,
 
     #[command(flatten)]
     pub webhook: WebhookArgs,
@@ -70,32 +74,6 @@ pub struct RunArgs {
     /// `kubernetes.kubeconfig` in the NAD's config).
     #[arg(long, global = true, env = "CNI_KUBECONFIG", default_value = vocab::DEFAULT_CNI_KUBECONFIG)]
     pub cni_kubeconfig: String,
-
-    /// Linkerd's control-plane namespace: it always gets the NAD, annotated or not.
-    #[arg(long, global = true, env = "LINKERD_NAMESPACE", default_value = vocab::DEFAULT_LINKERD_NAMESPACE)]
-    pub linkerd_namespace: String,
-
-    /// Name of the NetworkAttachmentDefinition the operator maintains (and the webhook attaches).
-    #[arg(long, global = true, env = "NAD_NAME", default_value = vocab::NAD_NAME)]
-    pub nad_name: String,
-
-    /// One shared NAD instead of one per namespace: the operator keeps --nad-name in this namespace
-    /// only (which must exist) and the webhook attaches pods as `<this namespace>/<nad-name>`. With
-    /// namespace isolation (on in OpenShift) Multus honours such a cross-namespace reference only to
-    /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
-    /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled namespace.
-    #[arg(long, global = true, env = "NAD_NAMESPACE", default_value = "",
-          value_parser = NadPlacement::parse)]
-    pub nad_namespace: NadPlacement,
-
-    /// How linkerd-cni reaches pods. `nad`: through a NetworkAttachmentDefinition the operator writes
-    /// and the webhook names in each pod's networks annotation. `aux-chain`: through Multus' auxiliary
-    /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
-    /// (`--chain-mode aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
-    /// mode are deleted once no pod lists them) and no networks annotation is added.
-    #[arg(long, global = true, env = "ATTACH", default_value = "nad",
-          value_parser = Attach::parse)]
-    pub attach: Attach,
 
     /// Elect a leader through a coordination.k8s.io Lease in --namespace: only the leader writes
     /// NADs and Events; every replica serves the webhook. Use it with more than one replica.
@@ -211,15 +189,13 @@ mod tests {
     #[test]
     fn defaults() {
         let cli = Cli::try_parse_from(["linkerd-multus-operator"]).expect("parse");
+        assert_eq!(cli.decision, DecisionConfig::default());
         let a = cli.run;
         assert_eq!(a.cni_namespace, vocab::DEFAULT_CNI_NAMESPACE);
         assert_eq!(a.cni_configmap, vocab::DEFAULT_CNI_CONFIGMAP);
         assert_eq!(a.cni_kubeconfig, vocab::DEFAULT_CNI_KUBECONFIG);
-        assert_eq!(a.linkerd_namespace, vocab::DEFAULT_LINKERD_NAMESPACE);
-        assert_eq!(a.nad_name, vocab::NAD_NAME);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
-        assert_eq!(a.nad_namespace, NadPlacement::PerNamespace);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(
@@ -265,8 +241,8 @@ mod tests {
         ];
         for argv in [before, after] {
             let cli = Cli::try_parse_from(argv).expect("parse");
-            assert_eq!(cli.run.nad_name, "n", "{argv:?}");
-            assert_eq!(cli.webhook.proxy_uid_offset, 7, "{argv:?}");
+            assert_eq!(cli.decision.nad.name, "n", "{argv:?}");
+            assert_eq!(cli.decision.uids.proxy_uid_offset, 7, "{argv:?}");
             assert_eq!(cli.run.cni_namespace, vocab::DEFAULT_CNI_NAMESPACE);
             let Some(Command::Check(check)) = cli.command else {
                 panic!("{argv:?}: not check")

@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 
-use linkerd_multus_webhook::{WebhookArgs, WebhookSettings};
-use rules::namespaces::OurNad;
+use linkerd_multus_webhook::WebhookArgs;
+use rules::decision::DecisionConfig;
 
 use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
@@ -26,7 +26,10 @@ pub enum Config {
 pub struct RunConfig {
     pub controller: ControllerConfig,
     pub webhook: WebhookArgs,
-    pub webhook_settings: WebhookSettings,
+    /// What the webhook patches pods by (the flags as parsed, whole).
+    pub decision: DecisionConfig,
+    /// The namespace the operator runs in: the Lease's and the webhook certificate Secret's.
+    pub operator_namespace: String,
 }
 
 /// The controller, its leader election and the admin server.
@@ -55,17 +58,10 @@ impl Config {
         let Cli {
             command,
             run,
+            decision,
             webhook,
             repair,
         } = cli;
-        // Parsed once (`--nad-namespace` by clap, into its type); every part gets this value whole.
-        let nad = OurNad {
-            name: run.nad_name.clone(),
-            linkerd_namespace: run.linkerd_namespace.clone(),
-            placement: run.nad_namespace.clone(),
-            attach: run.attach,
-        };
-        let decision = webhook.decision_config(nad.clone());
         match command {
             Some(Command::Check(args)) => Self::Check(Box::new(CheckConfig {
                 settings: CheckSettings {
@@ -83,13 +79,11 @@ impl Config {
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
                         repair: repair.settings(decision.clone()),
-                        ..controller(&run, nad, &operator_namespace)
-                    },
-                    webhook_settings: WebhookSettings {
-                        decision,
-                        operator_namespace,
+                        ..controller(&run, decision.nad.clone(), &operator_namespace)
                     },
                     webhook,
+                    decision,
+                    operator_namespace,
                 }))
             }
         }
@@ -104,7 +98,11 @@ fn config_source(run: &RunArgs) -> ConfigSource {
     }
 }
 
-fn controller(run: &RunArgs, nad: OurNad, operator_namespace: &str) -> ControllerConfig {
+fn controller(
+    run: &RunArgs,
+    nad: rules::namespaces::OurNad,
+    operator_namespace: &str,
+) -> ControllerConfig {
     ControllerConfig {
         settings: ReconcileSettings {
             nad,
@@ -202,17 +200,17 @@ mod tests {
             (lease.namespace.as_str(), lease.name.as_str()),
             ("ops", vocab::DEFAULT_LEASE_NAME)
         );
-        assert_eq!(r.webhook_settings.decision.nad.name, "n");
-        assert_eq!(r.webhook_settings.decision.nad.linkerd_namespace, "l");
-        assert_eq!(r.webhook_settings.operator_namespace, "ops");
+        assert_eq!(r.decision.nad.name, "n");
+        assert_eq!(r.decision.nad.linkerd_namespace, "l");
+        assert_eq!(r.operator_namespace, "ops");
         assert_eq!(c.settings.nad.shared(), None);
-        assert_eq!(r.webhook_settings.decision.nad.shared(), None);
+        assert_eq!(r.decision.nad.shared(), None);
 
         let Config::Run(r) = config(&["x", "--nad-namespace=shared"]) else {
             panic!("not run")
         };
         assert_eq!(r.controller.settings.nad.shared(), Some("shared"));
-        assert_eq!(r.webhook_settings.decision.nad.shared(), Some("shared"));
+        assert_eq!(r.decision.nad.shared(), Some("shared"));
         let Config::Check(c) = config(&["x", "check", "--nad-namespace=shared"]) else {
             panic!("not check")
         };
@@ -232,7 +230,7 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(r.controller.settings.nad.attach, Attach::AuxChain);
-        assert_eq!(r.webhook_settings.decision.nad.attach, Attach::AuxChain);
+        assert_eq!(r.decision.nad.attach, Attach::AuxChain);
         let Config::Check(c) = config(&["x", "check", "--attach=aux-chain"]) else {
             panic!("not check")
         };

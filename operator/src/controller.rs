@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use vocab::report::Chain;
 
-use crate::error::is_api_missing;
+use crate::error::watch_api_missing;
 use crate::events::Events;
 use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
@@ -365,16 +365,6 @@ fn nad_trigger(
             }
         })
     })
-}
-
-/// The watch failed because its kind is not served (CRD absent).
-pub(crate) fn watch_api_missing(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => is_api_missing(e),
-        _ => false,
-    }
 }
 
 /// Ticks every `period`: the periodic re-check of every namespace. One stream rather than a requeue

@@ -95,6 +95,17 @@ pub fn is_api_missing(e: &kube::Error) -> bool {
     }
 }
 
+/// The watch failed because its kind is not served (CRD absent).
+pub fn watch_api_missing(e: &kube::runtime::watcher::Error) -> bool {
+    use kube::runtime::watcher::Error;
+    match e {
+        Error::InitialListFailed(e) | Error::WatchStartFailed(e) | Error::WatchFailed(e) => {
+            is_api_missing(e)
+        }
+        _ => false,
+    }
+}
+
 /// Any 404: the object (or its whole kind) does not exist.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 404 || status.is_not_found())

@@ -101,7 +101,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 
     let mut webhook = Webhook::new(
         config.webhook,
-        config.webhook_settings,
+        config.decision,
+        config.operator_namespace,
         client.clone(),
         &mut registry,
     )

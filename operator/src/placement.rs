@@ -20,7 +20,7 @@ use linkerd_multus_crds::NodeMultusSpec;
 use rules::multus_node::{self, Isolation, NodeIsolation, Placement};
 use tokio::sync::watch;
 
-use crate::controller::watch_api_missing;
+use crate::error::watch_api_missing;
 use crate::listed::{listed, Listed};
 
 /// The NodeMultus watch's health, for the `input_healthy` gauge.

@@ -15,21 +15,35 @@ use crate::namespaces::OurNad;
 use crate::networks::{self, Attachment};
 use crate::uid_range::UidRange;
 
-/// The flags the decision depends on.
+/// The flags the decision depends on, parsed straight into this type (feature `cli`): the one value
+/// the webhook, `check` and the repairer decide with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct DecisionConfig {
     /// The NAD to attach, and Linkerd's namespace, whose control-plane pods are always attached.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub nad: OurNad,
     /// How a namespace's uid range is read, and the proxy uid taken from it.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub uids: UidPolicy,
 }
 
-/// OpenShift: where a namespace's uid range is, and which of its uids the proxy gets.
+/// OpenShift: where a namespace's uid range is, and which of its uids the proxy gets. The fields' doc
+/// comments are the flags' `--help`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct UidPolicy {
-    /// Namespace annotation carrying OpenShift's `<first uid>/<size>` range.
+    /// Namespace annotation holding OpenShift's `<first uid>/<size>` range; attached pods there get a
+    /// proxy uid of first + --proxy-uid-offset.
+    #[cfg_attr(feature = "cli", arg(id = "namespace_uid_range_annotation",
+        long = "namespace-uid-range-annotation", value_name = "ANNOTATION", global = true,
+        env = "NAMESPACE_UID_RANGE_ANNOTATION", default_value = vocab::OPENSHIFT_UID_RANGE_ANNOTATION))]
     pub range_annotation: String,
-    /// Proxy uid = first uid of the range + this offset.
+    /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
+    /// and not 0 (the app containers run as the range's first uid).
+    #[cfg_attr(feature = "cli", arg(long, global = true, env = "PROXY_UID_OFFSET",
+        default_value_t = vocab::DEFAULT_PROXY_UID_OFFSET,
+        value_parser = clap::value_parser!(vocab::Uid).range(1..i64::from(vocab::Uid::MAX))))]
     pub proxy_uid_offset: vocab::Uid,
 }
 

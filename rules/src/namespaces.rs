@@ -94,18 +94,38 @@ impl NadPlacement {
     }
 }
 
-/// Our NAD: its name and where it must exist. The three flags every part shares (`--nad-name`,
-/// `--linkerd-namespace`, `--nad-namespace`), parsed once and handed whole to the controller, the
-/// webhook's decision, `check` and the repairer.
+/// Our NAD: its name and where it must exist. The flags every part shares (`--nad-name`,
+/// `--linkerd-namespace`, `--nad-namespace`, `--attach`), parsed straight into this type (feature
+/// `cli`) and handed whole to the controller, the webhook's decision, `check` and the repairer. The
+/// fields' doc comments are the flags' `--help`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct OurNad {
-    /// The NetworkAttachmentDefinition's name.
+    /// Name of the NetworkAttachmentDefinition the operator maintains (and the webhook attaches).
+    #[cfg_attr(feature = "cli", arg(id = "nad_name", long = "nad-name", value_name = "NAD_NAME", global = true,
+        env = "NAD_NAME", default_value = vocab::NAD_NAME))]
     pub name: String,
-    /// Linkerd's control-plane namespace: it always wants the NAD, and its control-plane pods are
+    /// Linkerd's control-plane namespace: it always gets the NAD, annotated or not, and its pods are
     /// always attached.
+    #[cfg_attr(feature = "cli", arg(long, global = true, env = "LINKERD_NAMESPACE",
+        default_value = vocab::DEFAULT_LINKERD_NAMESPACE))]
     pub linkerd_namespace: String,
+    /// One shared NAD instead of one per namespace: the operator keeps --nad-name in this namespace
+    /// only (which must exist) and the webhook attaches pods as `<this namespace>/<nad-name>`. With
+    /// namespace isolation (on in OpenShift) Multus honours such a cross-namespace reference only to
+    /// its `globalNamespaces` (OpenShift: `default`, `openshift-multus`). Per-namespace NADs left from
+    /// the default mode are deleted once no pod of theirs lists them. Empty: one NAD per enabled
+    /// namespace.
+    #[cfg_attr(feature = "cli", arg(id = "nad_namespace", long = "nad-namespace", value_name = "NAD_NAMESPACE", global = true,
+        env = "NAD_NAMESPACE", default_value = "", value_parser = NadPlacement::parse))]
     pub placement: NadPlacement,
-    /// `--attach`: with Multus' auxiliary chain no namespace wants a NAD.
+    /// How linkerd-cni reaches pods. `nad`: through a NetworkAttachmentDefinition the operator writes
+    /// and the webhook names in each pod's networks annotation. `aux-chain`: through Multus' auxiliary
+    /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
+    /// (`--chain-mode aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
+    /// mode are deleted once no pod lists them) and no networks annotation is added.
+    #[cfg_attr(feature = "cli", arg(long, global = true, env = "ATTACH", default_value = "nad",
+        value_parser = Attach::parse))]
     pub attach: Attach,
 }
 

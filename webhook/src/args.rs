@@ -1,9 +1,6 @@
 //! The webhook's command-line flags; the operator flattens them into its own CLI (global, so its
 //! subcommands read them too). Values the webhook would refuse at run time are refused here.
 
-use rules::decision::{DecisionConfig, UidPolicy};
-use rules::namespaces::OurNad;
-
 /// Flags of the admission webhook (served by the operator process).
 #[derive(clap::Args, Clone, Debug)]
 pub struct WebhookArgs {
@@ -42,17 +39,6 @@ pub struct WebhookArgs {
     )]
     pub webhook_service_name: String,
 
-    /// Namespace annotation holding OpenShift's `<first uid>/<size>` range; attached pods there get a
-    /// proxy uid of first + --proxy-uid-offset.
-    #[arg(long, global = true, env = "NAMESPACE_UID_RANGE_ANNOTATION", default_value = vocab::OPENSHIFT_UID_RANGE_ANNOTATION)]
-    pub namespace_uid_range_annotation: String,
-
-    /// Offset into the namespace's uid range for the proxy uid; must be smaller than the range's size,
-    /// and not 0 (the app containers run as the range's first uid).
-    #[arg(long, global = true, env = "PROXY_UID_OFFSET", default_value_t = vocab::DEFAULT_PROXY_UID_OFFSET,
-          value_parser = clap::value_parser!(vocab::Uid).range(1..i64::from(vocab::Uid::MAX)))]
-    pub proxy_uid_offset: vocab::Uid,
-
     /// Self-managed mode: how often to re-check the stored certificate, pick up one another replica
     /// rotated, and re-sync the caBundle: e.g. 5m (a bare number is seconds).
     #[arg(long, global = true, env = "WEBHOOK_CERT_CHECK_INTERVAL", value_name = "DURATION",
@@ -84,18 +70,6 @@ impl WebhookArgs {
         let argv = std::iter::once("webhook".into()).chain(flags.into_iter().map(Into::into));
         <Only as clap::Parser>::try_parse_from(argv).map(|only| only.webhook)
     }
-
-    /// The decision's flags: these, and the NAD the operator shares with its controller. The one
-    /// place a [`DecisionConfig`] is made from flags.
-    pub fn decision_config(&self, nad: OurNad) -> DecisionConfig {
-        DecisionConfig {
-            nad,
-            uids: UidPolicy {
-                range_annotation: self.namespace_uid_range_annotation.clone(),
-                proxy_uid_offset: self.proxy_uid_offset,
-            },
-        }
-    }
 }
 
 /// `--webhook-addr` stays a string (as [`crate::Webhook::new`] takes it) but must parse as an address.
@@ -107,8 +81,6 @@ fn socket_addr(value: &str) -> Result<String, std::net::AddrParseError> {
 #[cfg(test)]
 mod tests {
     use super::WebhookArgs;
-    use rules::decision::DecisionConfig;
-    use rules::namespaces::{NadPlacement, OurNad};
 
     /// The defaults the helm chart and the Go operator's users rely on.
     #[test]
@@ -119,11 +91,6 @@ mod tests {
         assert_eq!(a.tls_key_file.to_str(), Some(vocab::DEFAULT_TLS_KEY_FILE));
         assert_eq!(a.webhook_cert_secret, None);
         assert_eq!(a.webhook_config_name, None);
-        assert_eq!(
-            a.namespace_uid_range_annotation,
-            vocab::OPENSHIFT_UID_RANGE_ANNOTATION
-        );
-        assert_eq!(a.proxy_uid_offset, 2102);
         assert_eq!(a.webhook_max_connections, 4096);
         assert!(WebhookArgs::from_flags(["--webhook-max-connections=0"]).is_err());
     }
@@ -134,60 +101,21 @@ mod tests {
             "--webhook-addr=127.0.0.1:1",
             "--webhook-cert-secret=s",
             "--webhook-config-name=c",
-            "--proxy-uid-offset=7",
         ])
         .unwrap();
         assert_eq!(cli.webhook_addr, "127.0.0.1:1");
         assert_eq!(cli.webhook_cert_secret.as_deref(), Some("s"));
         assert_eq!(cli.webhook_config_name.as_deref(), Some("c"));
-        assert_eq!(cli.proxy_uid_offset, 7);
-        assert!(WebhookArgs::from_flags(["--proxy-uid-offset=-1"]).is_err());
     }
 
     /// Values the webhook would refuse later (per pod, or when binding) are refused when parsing.
     #[test]
     fn values_the_webhook_refuses_fail_to_parse() {
-        for bad in [
-            "--proxy-uid-offset=0",
-            "--proxy-uid-offset=4294967295",
-            "--webhook-addr=nope",
-            "--webhook-addr=127.0.0.1",
-        ] {
+        for bad in ["--webhook-addr=nope", "--webhook-addr=127.0.0.1"] {
             let err = WebhookArgs::from_flags([bad]).expect_err(bad);
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
         }
-        let ok =
-            WebhookArgs::from_flags(["--proxy-uid-offset=4294967294", "--webhook-addr=[::1]:0"]);
-        assert_eq!(ok.unwrap().proxy_uid_offset, 4294967294);
-    }
-
-    /// The decision gets these flags and the operator's shared three.
-    #[test]
-    fn decision_config_from_flags() {
-        let cli = WebhookArgs::from_flags(None::<&str>).unwrap();
-        assert_eq!(
-            cli.decision_config(OurNad::default()),
-            DecisionConfig::default()
-        );
-        let cli =
-            WebhookArgs::from_flags(["--proxy-uid-offset=9", "--namespace-uid-range-annotation=a"])
-                .unwrap();
-        let d = cli.decision_config(OurNad {
-            name: "n".into(),
-            linkerd_namespace: "l".into(),
-            placement: NadPlacement::Shared("s".into()),
-            ..OurNad::default()
-        });
-        assert_eq!(d.nad.shared(), Some("s"));
-        assert_eq!(d.nad.reference(), "s/n");
-        assert_eq!(
-            (
-                d.nad.linkerd_namespace.as_str(),
-                d.nad.name.as_str(),
-                d.uids.range_annotation.as_str(),
-                d.uids.proxy_uid_offset
-            ),
-            ("l", "n", "a", 9)
-        );
+        let ok = WebhookArgs::from_flags(["--webhook-addr=[::1]:0"]);
+        assert_eq!(ok.unwrap().webhook_addr, "[::1]:0");
     }
 }

@@ -33,22 +33,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 use prometheus_client::registry::Registry;
+use rules::decision::DecisionConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceCache;
 use crate::self_managed::SelfManaged;
 use crate::server::AppState;
-
-/// What the webhook needs beyond its own serving flags, handed over whole by the operator, which
-/// parses every flag once.
-#[derive(Clone, Debug)]
-pub struct WebhookSettings {
-    /// Everything the pod patch depends on (built once by [`WebhookArgs::decision_config`]).
-    pub decision: rules::decision::DecisionConfig,
-    /// The namespace the operator runs in (where the self-managed certificate Secret lives).
-    pub operator_namespace: String,
-}
 
 /// The webhook server, bound and ready to serve.
 pub struct Webhook {
@@ -62,10 +53,12 @@ pub struct Webhook {
 impl Webhook {
     /// Binds `--webhook-addr` serving the TLS files (as [`TlsListener::from_files`]) or the
     /// self-managed certificate, registers the webhook's metrics in `registry` and builds the
-    /// namespace cache.
+    /// namespace cache. `decision` is the operator's parsed flags, whole (what every patch depends
+    /// on); `operator_namespace` is where the self-managed certificate's Secret lives.
     pub async fn new(
         args: WebhookArgs,
-        settings: WebhookSettings,
+        decision: DecisionConfig,
+        operator_namespace: String,
         client: kube::Client,
         registry: &mut Registry,
     ) -> Result<Self, Error> {
@@ -81,7 +74,7 @@ impl Webhook {
                     secret.clone(),
                     args.webhook_config_name.clone(),
                     args.webhook_service_name.clone(),
-                    settings.operator_namespace.clone(),
+                    operator_namespace,
                 );
                 let interval = args.webhook_cert_check_interval;
                 let (manager, resolver) = SelfManaged::start(store, interval).await?;
@@ -96,7 +89,7 @@ impl Webhook {
         let (namespaces, feed) = NamespaceCache::new(client);
         let state = AppState {
             namespaces,
-            decision: settings.decision,
+            decision,
             placement: None,
             metrics: metrics.clone(),
         };

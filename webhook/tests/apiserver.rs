@@ -60,7 +60,8 @@ async fn stored_pods_carry_the_expected_annotations() {
     let bundle = write_cert(dir.path());
     let wh = Running::start(
         args(dir.path()),
-        settings(&control_plane.name, "default"),
+        decision(&control_plane.name),
+        "default",
         kube.clone(),
     )
     .await;

@@ -193,7 +193,7 @@ async fn a_pod_whose_namespace_cannot_be_read_is_admitted_unattached_and_counted
     let kube = client().await;
     let dir = temp_dir();
     let bundle = write_cert(dir.path());
-    let wh = Running::start(args(dir.path()), settings("linkerd", "default"), kube).await;
+    let wh = Running::start(args(dir.path()), decision("linkerd"), "default", kube).await;
     let http = https_client(&bundle.ca_pem);
     let body = review(
         "uid-unread",

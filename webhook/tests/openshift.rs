@@ -322,7 +322,8 @@ impl Env {
         let bundle = write_cert(dir.path());
         let ours = Running::start(
             args(dir.path()),
-            settings(&control_plane.name, "default"),
+            decision(&control_plane.name),
+            "default",
             kube.clone(),
         )
         .await;

@@ -53,7 +53,7 @@ async fn self_managed_certificate_mode() {
     a.webhook_cert_secret = Some("webhook-cert".into());
     a.webhook_config_name = Some(config_name.clone());
     a.webhook_service_name = vocab::DEFAULT_WEBHOOK_SERVICE_NAME.into();
-    let wh = Running::start(a, settings("linkerd", &operator_ns.name), kube.clone()).await;
+    let wh = Running::start(a, decision("linkerd"), &operator_ns.name, kube.clone()).await;
 
     let secret = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name)
         .get("webhook-cert")
@@ -239,7 +239,7 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
     a.webhook_cert_secret = Some("webhook-cert".into());
     a.webhook_config_name = Some(config_name.clone());
     a.webhook_cert_check_interval = std::time::Duration::from_secs(1);
-    let wh = Running::start(a, settings("linkerd", &operator_ns.name), kube.clone()).await;
+    let wh = Running::start(a, decision("linkerd"), &operator_ns.name, kube.clone()).await;
     let secrets = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name);
     let first = secret_bundle(&secrets.get("webhook-cert").await.unwrap());
     assert_eq!(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use linkerd_multus_webhook::cert_authority::{issue, Bundle, VALIDITY};
-use linkerd_multus_webhook::{TlsListener, Webhook, WebhookArgs, WebhookSettings};
+use linkerd_multus_webhook::{TlsListener, Webhook, WebhookArgs};
 use rules::decision::DecisionConfig;
 use rules::namespaces::OurNad;
 use rustls_pki_types::pem::PemObject;
@@ -43,16 +43,14 @@ pub fn args(dir: &Path) -> WebhookArgs {
     .expect("the test flags parse")
 }
 
-pub fn settings(linkerd_namespace: &str, operator_namespace: &str) -> WebhookSettings {
-    WebhookSettings {
-        decision: DecisionConfig {
-            nad: OurNad {
-                linkerd_namespace: linkerd_namespace.into(),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
+/// The decision's defaults with Linkerd's namespace at `linkerd_namespace`.
+pub fn decision(linkerd_namespace: &str) -> DecisionConfig {
+    DecisionConfig {
+        nad: OurNad {
+            linkerd_namespace: linkerd_namespace.into(),
+            ..OurNad::default()
         },
-        operator_namespace: operator_namespace.into(),
+        ..DecisionConfig::default()
     }
 }
 
@@ -66,11 +64,23 @@ pub struct Running {
 }
 
 impl Running {
-    pub async fn start(args: WebhookArgs, settings: WebhookSettings, client: kube::Client) -> Self {
+    /// Serves `decision`; `operator_namespace` keeps the self-managed certificate's Secret.
+    pub async fn start(
+        args: WebhookArgs,
+        decision: DecisionConfig,
+        operator_namespace: &str,
+        client: kube::Client,
+    ) -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
-        let webhook = Webhook::new(args, settings, client, &mut registry)
-            .await
-            .expect("webhook starts");
+        let webhook = Webhook::new(
+            args,
+            decision,
+            operator_namespace.into(),
+            client,
+            &mut registry,
+        )
+        .await
+        .expect("webhook starts");
         let addr = webhook.local_addr().unwrap();
         let metrics = webhook.metrics();
         let shutdown = CancellationToken::new();
@@ -234,7 +244,8 @@ pub async fn serve_with_enabled_namespace(kube: &kube::Client, prefix: &str) -> 
     let bundle = write_cert(dir.path());
     let wh = Running::start(
         args(dir.path()),
-        settings("linkerd", "default"),
+        decision("linkerd"),
+        "default",
         kube.clone(),
     )
     .await;
