@@ -29,6 +29,25 @@ pub fn chart_dir() -> PathBuf {
     workspace_root().join("helm")
 }
 
+/// The chart's OpenShift preset, `values-openshift.yaml`.
+pub fn openshift_values() -> String {
+    let path = chart_dir().join("values-openshift.yaml");
+    path.to_str().expect("UTF-8 path").to_string()
+}
+
+/// The helm arguments of the README's OpenShift 4.18+ install: the preset, the installer on, and
+/// linkerd-cni attached through Multus' auxiliary chain. `openshift` is [`openshift_values`].
+pub fn openshift_aux_chain_args(openshift: &str) -> [&str; 6] {
+    [
+        "-f",
+        openshift,
+        "--set",
+        "cni.enabled=true",
+        "--set",
+        "attach=auxChain",
+    ]
+}
+
 /// Runs helm with its own config, cache and data directories (nothing read from or written to $HOME).
 pub fn helm(args: &[&str]) -> Output {
     let home =

@@ -293,11 +293,11 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
     assert!(check.ready_check);
     assert_eq!(check.ready_file, chart.ready_file);
 
-    let openshift = chart_dir().join("values-openshift.yaml");
+    let openshift = openshift_values();
     let docs = parse_docs(&helm_template(
         "ld-controller",
         "linkerd-multus",
-        &["-f", path_str(&openshift), "--set", "cni.enabled=true"],
+        &["-f", &openshift, "--set", "cni.enabled=true"],
     ));
     let args = container_args(&docs, "DaemonSet");
     let chart =
@@ -315,18 +315,11 @@ fn aux_chain_settings_parse_in_both_binaries() {
     use clap::{CommandFactory, Parser};
     use linkerd_cni_installer::args::Args;
     use linkerd_multus_operator::cli::Cli;
-    let openshift = chart_dir().join("values-openshift.yaml");
+    let openshift = openshift_values();
     let docs = parse_docs(&helm_template(
         "ld-controller",
         "linkerd-multus",
-        &[
-            "-f",
-            path_str(&openshift),
-            "--set",
-            "cni.enabled=true",
-            "--set",
-            "attach=auxChain",
-        ],
+        &openshift_aux_chain_args(&openshift),
     ));
     let argv = argv_from_env(&Cli::command(), &operator_env(&docs));
     let chart = Cli::try_parse_from(&argv).expect("the operator accepts ATTACH");

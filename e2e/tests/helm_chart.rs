@@ -18,21 +18,14 @@ const NAMESPACE: &str = TEMPLATE_NAMESPACE;
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn lint_is_clean_in_every_mode() {
     let chart = chart_dir();
-    let openshift = chart.join("values-openshift.yaml");
+    let openshift = openshift_values();
     let variants: Vec<Vec<&str>> = vec![
         vec![],
         vec!["--set", "webhook.certs.mode=certManager"],
         vec!["--set", "webhook.certs.mode=helm"],
         vec!["--set", "cni.enabled=true"],
-        vec!["-f", path_str(&openshift), "--set", "cni.enabled=true"],
-        vec![
-            "-f",
-            path_str(&openshift),
-            "--set",
-            "cni.enabled=true",
-            "--set",
-            "attach=auxChain",
-        ],
+        vec!["-f", &openshift, "--set", "cni.enabled=true"],
+        openshift_aux_chain_args(&openshift).to_vec(),
         vec!["--set", "installNADCRD=true"],
         vec!["--set", "operator.repair.enabled=true"],
         vec!["--set", "webhook.openshiftNamespacesByName=true"],
@@ -129,10 +122,10 @@ fn golden_cert_mode_helm() {
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn golden_openshift_values() {
-    let openshift = chart_dir().join("values-openshift.yaml");
+    let openshift = openshift_values();
     golden(
         "helm-openshift.yaml",
-        &["-f", path_str(&openshift), "--set", "cni.enabled=true"],
+        &["-f", &openshift, "--set", "cni.enabled=true"],
     );
 }
 
@@ -141,17 +134,10 @@ fn golden_openshift_values() {
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn golden_openshift_aux_chain() {
-    let openshift = chart_dir().join("values-openshift.yaml");
+    let openshift = openshift_values();
     golden(
         "helm-openshift-aux-chain.yaml",
-        &[
-            "-f",
-            path_str(&openshift),
-            "--set",
-            "cni.enabled=true",
-            "--set",
-            "attach=auxChain",
-        ],
+        &openshift_aux_chain_args(&openshift),
     );
 }
 
@@ -160,7 +146,7 @@ fn golden_openshift_aux_chain() {
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn golden_openshift_webhook_before_and_from_1_30() {
-    let openshift = chart_dir().join("values-openshift.yaml");
+    let openshift = openshift_values();
     for (version, file) in [
         ("1.29.0", "helm-openshift-webhook-1.29.yaml"),
         ("1.30.0", "helm-openshift-webhook-1.30.yaml"),
@@ -169,7 +155,7 @@ fn golden_openshift_webhook_before_and_from_1_30() {
             file,
             &[
                 "-f",
-                path_str(&openshift),
+                &openshift,
                 "--kube-version",
                 version,
                 "--show-only",

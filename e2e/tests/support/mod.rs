@@ -12,7 +12,10 @@ use serde_json::Value;
 pub mod install;
 
 #[allow(unused_imports)] // each test crate uses its own subset
-pub use linkerd_multus_e2e::chart::{chart_dir, helm, helm_binary, helm_ok, helm_template};
+pub use linkerd_multus_e2e::chart::{
+    chart_dir, helm, helm_binary, helm_ok, helm_template, openshift_aux_chain_args,
+    openshift_values,
+};
 
 /// Runs the machine's kubectl (no cluster needed, e.g. for `kubectl kustomize`).
 pub fn local_kubectl(args: &[&str]) -> Output {

@@ -42,14 +42,7 @@ pub struct Verdict {
 
 impl Verdict {
     pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            check,
-            ok: true,
-            message: message.into(),
-            hint: None,
-            items: Vec::new(),
-            warning: false,
-        }
+        Self::line(check, message.into(), None, Mark::Pass)
     }
 
     pub(super) fn warn(
@@ -57,14 +50,7 @@ impl Verdict {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) -> Self {
-        Self {
-            check,
-            ok: true,
-            message: message.into(),
-            hint: Some(hint.into()),
-            items: Vec::new(),
-            warning: true,
-        }
+        Self::line(check, message.into(), Some(hint.into()), Mark::Warn)
     }
 
     pub(super) fn fail(
@@ -72,13 +58,17 @@ impl Verdict {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) -> Self {
+        Self::line(check, message.into(), Some(hint.into()), Mark::Fail)
+    }
+
+    fn line(check: &'static str, message: String, hint: Option<String>, mark: Mark) -> Self {
         Self {
             check,
-            ok: false,
-            message: message.into(),
-            hint: Some(hint.into()),
+            ok: mark != Mark::Fail,
+            message,
+            hint,
             items: Vec::new(),
-            warning: false,
+            warning: mark == Mark::Warn,
         }
     }
 
@@ -86,6 +76,13 @@ impl Verdict {
         self.items = items;
         self
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Pass,
+    Warn,
+    Fail,
 }
 
 /// A webhook entry that calls our path, and what probing its endpoint gave.

@@ -83,15 +83,7 @@ impl Running {
         .expect("webhook starts");
         let addr = webhook.local_addr().unwrap();
         let metrics = webhook.metrics();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(webhook.run(shutdown.clone()));
-        Self {
-            addr,
-            metrics,
-            registry,
-            shutdown,
-            task: Some(task),
-        }
+        Self::spawn(addr, metrics, registry, |shutdown| webhook.run(shutdown))
     }
 
     /// Only the HTTPS side (the certificate files, reloaded on change), serving no route: no cluster.
@@ -101,8 +93,23 @@ impl Running {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = linkerd_multus_webhook::metrics::Metrics::register(&mut registry);
         let tls = tls.count_connections_in(metrics.open_connections());
+        Self::spawn(addr, metrics, registry, |shutdown| {
+            tls.serve(axum::Router::new(), shutdown)
+        })
+    }
+
+    /// Runs `serve` in the background until [`Running::stop`] cancels the token it is given.
+    fn spawn<F>(
+        addr: SocketAddr,
+        metrics: linkerd_multus_webhook::metrics::Metrics,
+        registry: prometheus_client::registry::Registry,
+        serve: impl FnOnce(CancellationToken) -> F,
+    ) -> Self
+    where
+        F: std::future::Future<Output = Result<(), linkerd_multus_webhook::Error>> + Send + 'static,
+    {
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(tls.serve(axum::Router::new(), shutdown.clone()));
+        let task = tokio::spawn(serve(shutdown.clone()));
         Self {
             addr,
             metrics,
