@@ -80,8 +80,7 @@ fn assert_is_ours(node: &Node, bytes: &[u8]) {
 fn a_pass_writes_the_chain_file() {
     let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
     let multus_before = node.read("00-multus.conf");
-    let out = node.once(AUX);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = node.once_ok(AUX);
     let written = fs::read(chain_file(&node)).expect("the chain file");
     assert_is_ours(&node, &written);
     assert_eq!(mode(&chain_file(&node)), 0o644);
@@ -101,8 +100,7 @@ fn a_pass_writes_the_chain_file() {
     );
 
     let before = identity(&chain_file(&node));
-    let again = node.once(AUX);
-    assert!(again.status.success(), "{}", stderr(&again));
+    let again = node.once_ok(AUX);
     assert_eq!(identity(&chain_file(&node)), before, "no rewrite");
     assert!(!stderr(&again).contains("wrote linkerd-cni's config"));
 }
@@ -147,8 +145,7 @@ fn refusals_write_nothing_and_keep_what_is_there() {
                 fs::write(chain_file(&node), bytes).expect("existing file");
             }
             let before = existing.map(|_| identity(&chain_file(&node)));
-            let out = node.once(AUX);
-            assert!(out.status.success(), "{case}: {}", stderr(&out));
+            let out = node.once_ok(AUX);
             assert!(
                 stderr(&out).contains("not installed") && stderr(&out).contains(why),
                 "{case}: {}",
@@ -288,7 +285,7 @@ fn repairs_through_the_watch_and_sigterm_keeps_everything() {
 #[test]
 fn uninstall_removes_only_our_file() {
     let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
-    assert!(node.once(AUX).status.success());
+    node.once_ok(AUX);
     let vendor = subdir(&node).join("00-vendor.conf");
     fs::write(&vendor, "{\"type\": \"tuning\"}").expect("vendor file");
 
@@ -333,7 +330,7 @@ fn uninstall_removes_only_our_file() {
         .command(&[AUX, &["--uninstall"]].concat())
         .output()
         .expect("run");
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out).trim(),
         "nothing to remove for --chain-mode aux-chain on this node"
@@ -345,7 +342,7 @@ fn uninstall_removes_only_our_file() {
 #[test]
 fn uninstall_failure_exits_non_zero_and_keeps_what_the_file_needs() {
     let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
-    assert!(node.once(AUX).status.success());
+    node.once_ok(AUX);
     fs::remove_file(chain_file(&node)).expect("remove");
     // A directory under our file's name: remove_file fails on it.
     fs::create_dir_all(chain_file(&node).join("x")).expect("dir in the way");
@@ -368,7 +365,7 @@ fn uninstall_failure_exits_non_zero_and_keeps_what_the_file_needs() {
 #[test]
 fn uninstall_in_append_and_none_modes() {
     let node = Node::with(&["10-flannel.conflist"]);
-    assert!(node.once(&[]).status.success());
+    node.once_ok(&[]);
     assert_eq!(
         plugin_types(&node.read("10-flannel.conflist"))
             .last()
@@ -389,7 +386,7 @@ fn uninstall_in_append_and_none_modes() {
     assert_eq!(node.names(), vec!["10-flannel.conflist"]);
 
     let node = Node::with(&["00-multus.conf"]);
-    assert!(node.once(&["--chain-mode", "none"]).status.success());
+    node.once_ok(&["--chain-mode", "none"]);
     let out = node
         .command(&["--chain-mode", "none", "--uninstall"])
         .output()
@@ -488,16 +485,14 @@ fn missing_aux_dir_is_a_clear_error() {
 fn other_modes_remove_our_leftover_chain_file() {
     for mode in ["none", "append"] {
         let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
-        let out = node.once(AUX);
-        assert!(out.status.success(), "{}", stderr(&out));
+        node.once_ok(AUX);
         let vendor = subdir(&node).join("10-vendor.conf");
         fs::write(&vendor, r#"{"type": "tuning"}"#).expect("another vendor's file");
         let mut flags = vec!["--chain-mode", mode];
         if mode == "append" {
             flags.push("--force-append-to-multus");
         }
-        let out = node.once(&flags);
-        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        let out = node.once_ok(&flags);
         assert!(!chain_file(&node).exists(), "{mode}: our leftover stays");
         assert!(
             stderr(&out).contains("left from --chain-mode aux-chain"),
@@ -508,8 +503,7 @@ fn other_modes_remove_our_leftover_chain_file() {
 
         // A file of that name that is not linkerd-cni's config is not ours to remove.
         fs::write(chain_file(&node), r#"{"type": "tuning"}"#).expect("foreign file");
-        let out = node.once(&flags);
-        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        node.once_ok(&flags);
         assert!(chain_file(&node).is_file(), "{mode}: a foreign file went");
     }
 }
@@ -521,8 +515,7 @@ fn other_modes_remove_our_leftover_chain_file() {
 fn the_installed_file_is_what_multus_runs_after_passthru() {
     use linkerd_multus_e2e::multus::aux_chain::{conf_dir, load, passthru_entry};
     let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
-    let out = node.once(AUX);
-    assert!(out.status.success(), "{}", stderr(&out));
+    node.once_ok(AUX);
     let ours = json(&fs::read(chain_file(&node)).expect("the chain file"));
     fs::write(subdir(&node).join("00-vendor.conf"), r#"{"type":"tuning"}"#).expect("vendor");
 

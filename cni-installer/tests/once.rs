@@ -48,8 +48,7 @@ fn append_places_linkerd_cni_last_exactly_once() {
         "05-cilium.conflist",
     ] {
         let node = Node::with(&[name]);
-        let out = node.once(&[]);
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let out = node.once_ok(&[]);
         assert_eq!(
             node.names(),
             vec![name.to_string(), KUBECONFIG.to_string()],
@@ -86,8 +85,7 @@ fn append_places_linkerd_cni_last_exactly_once() {
 
         let files = [node.net.join(name), node.kubeconfig_path(), node.binary()];
         let first: Vec<_> = files.iter().map(|f| identity(f)).collect();
-        let again = node.once(&[]);
-        assert!(again.status.success(), "{name}: second run");
+        let again = node.once_ok(&[]);
         let second: Vec<_> = files.iter().map(|f| identity(f)).collect();
         assert_eq!(
             first, second,
@@ -109,8 +107,7 @@ fn single_plugin_conf_becomes_a_conflist() {
         ("00-multus.conf", &["--force-append-to-multus"][..]),
     ] {
         let node = Node::with(&[name]);
-        let out = node.once(extra);
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let out = node.once_ok(extra);
         let list = format!("{name}list");
         assert_eq!(
             node.names(),
@@ -131,7 +128,7 @@ fn single_plugin_conf_becomes_a_conflist() {
         assert!(stderr(&out).contains("converted"), "{name}");
 
         let first = identity(&node.net.join(&list));
-        assert!(node.once(extra).status.success());
+        node.once_ok(extra);
         assert_eq!(
             identity(&node.net.join(&list)),
             first,
@@ -169,7 +166,7 @@ fn append_to_multus_own_config_is_refused() {
 #[test]
 fn only_the_lexically_first_config_is_patched() {
     let node = Node::with(&["05-cilium.conflist", "10-flannel.conflist"]);
-    assert!(node.once(&[]).status.success());
+    node.once_ok(&[]);
     assert_eq!(
         plugin_types(&node.read("05-cilium.conflist")),
         vec!["cilium-cni", PLUGIN_TYPE]
@@ -184,8 +181,7 @@ fn only_the_lexically_first_config_is_patched() {
 #[test]
 fn none_mode_writes_only_the_kubeconfig_and_the_binary() {
     let node = Node::with(&["00-multus.conf", "10-flannel.conflist"]);
-    let out = node.once(&["--chain-mode", "none"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    node.once_ok(&["--chain-mode", "none"]);
     assert_eq!(
         node.names(),
         vec!["00-multus.conf", "10-flannel.conflist", KUBECONFIG]
@@ -202,8 +198,7 @@ fn none_mode_writes_only_the_kubeconfig_and_the_binary() {
 #[test]
 fn empty_net_dir_gets_only_the_kubeconfig() {
     let node = Node::new();
-    let out = node.once(&[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    node.once_ok(&[]);
     assert_eq!(node.names(), vec![KUBECONFIG]);
     assert_binary_and_kubeconfig(&node);
 }
@@ -321,8 +316,7 @@ fn linkerd_template_from_the_environment_is_filled() {
     node.env.retain(|(k, _)| k != "KUBERNETES_SERVICE_HOST");
     node.env
         .push(("KUBERNETES_SERVICE_HOST".into(), "fd00:10:96::1".into()));
-    let out = node.once(&["--cni-log-level", "debug"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    node.once_ok(&["--cni-log-level", "debug"]);
     let patched = json(&node.read("10-flannel.conflist"));
     let entry = &patched["plugins"][2];
     assert_our_entry(&node, entry);
@@ -395,10 +389,9 @@ fn help_lists_every_flag() {
 fn a_changed_template_replaces_the_entry() {
     let name = "10-calico.conflist";
     let node = Node::with(&[name]);
-    assert!(node.once(&[]).status.success());
+    node.once_ok(&[]);
     assert_eq!(json(&node.read(name))["plugins"][3]["log_level"], "info");
-    let out = node.once(&["--cni-log-level", "debug"]);
-    assert!(out.status.success());
+    let out = node.once_ok(&["--cni-log-level", "debug"]);
     assert!(stderr(&out).contains("outdated"), "{}", stderr(&out));
     let patched = json(&node.read(name));
     assert_eq!(
@@ -456,7 +449,7 @@ fn host_prefix_moves_the_writes_not_the_paths_in_configs() {
 fn a_plugin_chained_after_ours_is_left_alone() {
     let name = "10-flannel.conflist";
     let node = Node::with(&[name]);
-    assert!(node.once(&[]).status.success());
+    node.once_ok(&[]);
     let mut patched = json(&node.read(name));
     patched["plugins"]
         .as_array_mut()
@@ -468,8 +461,7 @@ fn a_plugin_chained_after_ours_is_left_alone() {
     )
     .expect("write");
     let before = identity(&node.net.join(name));
-    let out = node.once(&[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    node.once_ok(&[]);
     assert_eq!(identity(&node.net.join(name)), before);
     assert_eq!(
         plugin_types(&node.read(name)),

@@ -135,6 +135,6 @@ fn the_status_file_stays_out_of_the_node() {
         node.names(),
         vec!["10-flannel.conflist".to_string(), KUBECONFIG.to_string()]
     );
-    let (status, _) = running.terminate();
-    assert!(status.success());
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
 }

@@ -155,8 +155,8 @@ fn token_rotation_rewrites_the_kubeconfig() {
             .contains("token, CA or apiserver address changed")
             .then_some(())
     });
-    let (status, _) = running.terminate();
-    assert!(status.success());
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
 }
 
 /// Bad input does not stop the installer: a missing token and a corrupt primary config are reported,
@@ -216,8 +216,8 @@ fn a_primary_config_appearing_later_is_chained() {
     wait_for("linkerd-cni chained", || {
         chained(&node, "10-flannel.conflist").then_some(())
     });
-    let (status, _) = running.terminate();
-    assert!(status.success());
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
     assert_eq!(
         node.read("10-flannel.conflist"),
         fixture("10-flannel.conflist")

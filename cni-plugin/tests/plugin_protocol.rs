@@ -52,7 +52,11 @@ fn version_lists_the_supported_versions() {
         &[("CNI_COMMAND", "VERSION")],
         &json!({"cniVersion": "0.4.0"}),
     );
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         stdout_json(&out),
         json!({"cniVersion": "0.4.0", "supportedVersions": ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]})
@@ -168,7 +172,11 @@ fn check_needs_0_4_0_and_status_succeeds() {
         &[("CNI_COMMAND", "STATUS")],
         &json!({"cniVersion": "1.1.0"}),
     );
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stdout.is_empty());
 }
 
@@ -221,7 +229,11 @@ fn logs_go_to_stderr_and_the_log_file_never_stdout() {
     let log = dir.path().join("cni.log");
     let cfg = json!({"cniVersion": "0.3.1", "log_level": "debug", "log_file": log});
     let out = run(&ADD_ENV, &cfg);
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout_json(&out), json!({"cniVersion": "0.3.1", "dns": {}}));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let file = std::fs::read_to_string(&log).expect("log file written");

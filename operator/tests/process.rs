@@ -91,7 +91,7 @@ async fn binary_runs_and_stops_on_sigterm() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill");
-    assert!(status.success());
+    assert!(status.success(), "kill -TERM: {status}");
     let started = Instant::now();
     let exit = eventually("the operator stops after SIGTERM", || {
         let exit = child.try_wait().expect("wait");

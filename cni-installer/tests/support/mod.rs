@@ -154,6 +154,18 @@ impl Node {
         out
     }
 
+    /// Runs `--once`, which must succeed: a failure panics naming the flags and the installer's stderr.
+    pub fn once_ok(&self, extra: &[&str]) -> Output {
+        let out = self.once(extra);
+        assert!(
+            out.status.success(),
+            "linkerd-cni-install --once {extra:?} exited {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// Starts the watching installer, its log going to a file.
     pub fn spawn(&self, extra: &[&str]) -> Running {
         let log = self
