@@ -82,7 +82,7 @@ impl Config {
                 let operator_namespace = run.operator_namespace();
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
-                        repair: repair.settings(decision.clone()),
+                        repair: repair.settings(decision.clone(), &run.cni_namespace),
                         ..controller(&run, nad, &operator_namespace)
                     },
                     webhook_settings: WebhookSettings {
