@@ -78,7 +78,7 @@ impl Config {
                 let operator_namespace = run.operator_namespace();
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
-                        repair: repair.settings(decision.clone()),
+                        repair: repair.settings(decision.clone(), &run.cni_namespace),
                         ..controller(&run, decision.nad.clone(), &operator_namespace)
                     },
                     webhook,

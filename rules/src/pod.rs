@@ -2,7 +2,7 @@
 //! proxy run as that uid) and the repairer (is the pod meshed) all ask one [`PodView`], so "the uid the
 //! proxy runs as" has one answer: the proxy container's `runAsUser`, else the pod's.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::Value;
 use vocab::{uid_from_kubernetes, Uid};
 
@@ -119,6 +119,15 @@ impl PodView {
     pub fn validator_uid(&self) -> Option<Uid> {
         self.validator.map(|own| own.or(self.pod_run_as_user))?
     }
+}
+
+/// The pod's Ready condition is True: the repairer's judgement of an evicted pod's replacement and,
+/// with `check`, of a linkerd-cni installer pod ([`crate::installers`]).
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! - the NodeMultus objects (`spec.auxChain`, published by each installer in `--chain-mode aux-chain`),
 //!   which the operator already lists;
 //! - the installer pods: those a NodeMultus names (`spec.installerPod`) and those of the chart's
-//!   DaemonSet in the CNI namespace (label [`INSTALLER_LABEL`]), found with the pods `list` the operator
-//!   already has; a pod gives its node and readiness;
+//!   DaemonSet in the CNI namespace (`rules::installers::is_installer`, the repairer's rule too), found
+//!   with the pods `list` the operator already has; a pod gives its node and readiness;
 //! - the cluster's nodes (`nodes` `list`, from `rbac.check`): the only way to see a node that runs no
 //!   installer pod and published nothing. Without it those stay unseen, which the line says (‼).
 
@@ -14,10 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
 
-use super::Verdict;
+pub use rules::installers::InstallerPod;
 
-/// The label every pod of the chart's installer DaemonSet carries (with the release's own labels).
-pub const INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";
+use super::Verdict;
 
 const CHECK: &str = "aux-chain";
 
@@ -33,14 +32,6 @@ pub struct AuxChainSeen {
     pub installers: Vec<InstallerPod>,
     /// The cluster's nodes; Err: why they could not be listed.
     pub nodes: Result<Vec<String>, String>,
-}
-
-/// An installer pod: `<namespace>/<name>`, the node it is bound to, and whether it is Ready.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstallerPod {
-    pub name: String,
-    pub node: Option<String>,
-    pub ready: bool,
 }
 
 /// The line: fails naming each node where linkerd-cni is not in the chain or its installer is not

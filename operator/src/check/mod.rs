@@ -308,36 +308,22 @@ async fn aux_chain_seen(
         .map(|(ns, _)| ns)
         .collect();
     namespaces.insert(&s.source.namespace);
-    let (label, value) = aux_chain::INSTALLER_LABEL
-        .split_once('=')
-        .unwrap_or_default();
     let mut installers = Vec::new();
     for namespace in namespaces {
         let pods = Api::<Pod>::namespaced(client.clone(), namespace)
             .list(&ListParams::default())
             .await
             .map_err(read("list pods"))?;
-        for pod in pods.items {
-            let name = format!(
-                "{namespace}/{}",
-                pod.metadata.name.as_deref().unwrap_or_default()
-            );
-            let labelled = namespace == s.source.namespace
-                && pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(label))
-                    .is_some_and(|v| v == value);
-            if !labelled && !named.contains(name.as_str()) {
-                continue;
-            }
-            installers.push(InstallerPod {
-                node: pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
-                ready: crate::repair::is_ready(&pod),
-                name,
-            });
-        }
+        installers.extend(
+            pods.items
+                .iter()
+                .filter(|pod| {
+                    rules::installers::is_installer(&pod.metadata, &s.source.namespace, |name| {
+                        named.contains(name)
+                    })
+                })
+                .map(InstallerPod::of),
+        );
     }
     let nodes = Api::<Node>::all(client.clone())
         .list_metadata(&ListParams::default())

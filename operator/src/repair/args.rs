@@ -12,7 +12,8 @@ use super::RepairSettings;
 pub struct RepairArgs {
     /// Restart, through the Eviction API (PodDisruptionBudgets apply), pods that run a Linkerd proxy
     /// in an enabled namespace (or are Linkerd's control plane) but lack the linkerd-cni attachment,
-    /// and such pods whose linkerd-network-validator exited with code 95. Only pods a ReplicaSet,
+    /// and such pods whose linkerd-network-validator exited with code 95 (with --attach aux-chain:
+    /// once a linkerd-cni installer pod on their node is Ready). Only pods a ReplicaSet,
     /// StatefulSet, DaemonSet or ReplicationController recreates; never bare pods or Jobs' pods. Only
     /// the leader repairs. Needs pods get/list/watch and pods/eviction create.
     #[arg(long, global = true, env = "REPAIR_UNATTACHED_PODS")]
@@ -37,10 +38,16 @@ pub struct RepairArgs {
 }
 
 impl RepairArgs {
-    /// The repairer's settings (it decides like the webhook, with `decision`); None when it is off.
-    pub fn settings(&self, decision: DecisionConfig) -> Option<RepairSettings> {
-        self.repair_unattached_pods.then_some(RepairSettings {
+    /// The repairer's settings (it decides like the webhook, with `decision`; the installer pods run
+    /// in `cni_namespace`); None when it is off.
+    pub fn settings(
+        &self,
+        decision: DecisionConfig,
+        cni_namespace: &str,
+    ) -> Option<RepairSettings> {
+        self.repair_unattached_pods.then(|| RepairSettings {
             decision,
+            cni_namespace: cni_namespace.to_string(),
             max_per_minute: self.repair_max_per_minute,
             cooldown: self.repair_cooldown,
             dry_run: self.repair_dry_run,
@@ -67,8 +74,15 @@ mod tests {
     #[test]
     fn off_by_default_and_configured_once() {
         assert!(run_config(&["x"]).is_none());
-        let s = run_config(&["x", "--repair-unattached-pods", "--nad-name=n"]).expect("on");
+        let s = run_config(&[
+            "x",
+            "--repair-unattached-pods",
+            "--nad-name=n",
+            "--cni-namespace=c",
+        ])
+        .expect("on");
         assert_eq!(s.decision.nad.name, "n");
+        assert_eq!(s.cni_namespace, "c");
         assert_eq!(s.max_per_minute, vocab::DEFAULT_REPAIR_MAX_PER_MINUTE);
         assert_eq!(
             Ok(s.cooldown),

@@ -1,11 +1,13 @@
 //! PURE: does this pod need a restart, and may the repairer restart it? A function of the pod, its
-//! namespace (as the controller's watch sees it) and the flags.
+//! namespace (as the controller's watch sees it), the flags and, in aux-chain mode, which nodes have a
+//! Ready linkerd-cni installer (as the repairer's pod watch sees them).
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rules::decision::DecisionConfig;
 
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
+use rules::installers::InstallerPods;
 use rules::namespaces::{want, Want};
 
 /// Why a pod is restarted.
@@ -50,6 +52,10 @@ pub enum Skip {
     Healthy,
     /// Needs a restart, but nothing would recreate it (a bare pod, a Job's pod, an unknown owner).
     NoRecreatingOwner,
+    /// Aux-chain mode: its validator failed, but its node (or none yet) has no Ready linkerd-cni
+    /// installer, so the chain's file may still be missing there and a replacement would fail alike.
+    /// Judged again once that node's installer is Ready.
+    ChainNotInstalled,
 }
 
 /// The verdict on one pod.
@@ -66,8 +72,15 @@ pub enum Verdict {
 /// Decides about `pod`; `namespace` is its Namespace as the controller sees it (None: unknown). In
 /// aux-chain mode its node's Multus attaches every pod whatever its annotations, so only a failed
 /// validator gets a pod restarted (it started where the chain's file was missing, e.g. just after a
-/// reboot, before the installer wrote it): never a missing annotation or another NAD's.
-pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) -> Verdict {
+/// reboot, before the installer wrote it): never a missing annotation or another NAD's. And only once
+/// its node has a Ready installer (`installers`; unread in nad mode), whose readiness probe says the
+/// file is back: before that its replacement would start there without the file too.
+pub fn decide(
+    pod: &Pod,
+    namespace: Option<&Namespace>,
+    cfg: &DecisionConfig,
+    installers: &InstallerPods,
+) -> Verdict {
     let meta = &pod.metadata;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if meta.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
@@ -93,13 +106,22 @@ pub fn decide(pod: &Pod, namespace: Option<&Namespace>, cfg: &DecisionConfig) ->
     } else {
         return Verdict::Skip(Skip::Healthy);
     };
-    match recreating_owner(meta.owner_references.as_deref().unwrap_or_default()) {
-        Some(owner) => Verdict::Repair {
-            why,
-            owner: owner.clone(),
-        },
-        None => Verdict::Skip(Skip::NoRecreatingOwner),
+    let Some(owner) = recreating_owner(meta.owner_references.as_deref().unwrap_or_default()) else {
+        return Verdict::Skip(Skip::NoRecreatingOwner);
+    };
+    if why == Why::ValidatorFailed && !cfg.nad.attach.uses_nads() && !chain_ready(pod, installers) {
+        return Verdict::Skip(Skip::ChainNotInstalled);
     }
+    Verdict::Repair {
+        why,
+        owner: owner.clone(),
+    }
+}
+
+/// Aux-chain mode: the pod is bound to a node where an installer pod is Ready.
+fn chain_ready(pod: &Pod, installers: &InstallerPods) -> bool {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    node.is_some_and(|n| installers.ready_on(n))
 }
 
 /// True when the pod runs Linkerd's proxy (a container, or a native-sidecar init container).

@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rules::installers::InstallerPod;
 
 use super::*;
 
@@ -74,7 +75,7 @@ fn container(name: &str) -> Container {
     }
 }
 
-/// A meshed pod in `app`, owned by a ReplicaSet, with no networks annotation.
+/// A meshed pod in `app` on node `n1`, owned by a ReplicaSet, with no networks annotation.
 fn pod() -> Pod {
     Pod {
         metadata: ObjectMeta {
@@ -85,10 +86,23 @@ fn pod() -> Pod {
         },
         spec: Some(PodSpec {
             containers: vec![container("app"), container(vocab::PROXY_CONTAINER)],
+            node_name: Some("n1".into()),
             ..Default::default()
         }),
         status: None,
     }
+}
+
+/// The installer pods seen: `(node, ready)` each.
+fn installers(pods: &[(&str, bool)]) -> InstallerPods {
+    pods.iter()
+        .enumerate()
+        .map(|(i, (node, ready))| InstallerPod {
+            name: format!("linkerd-cni/installer-{i}"),
+            node: Some(node.to_string()),
+            ready: *ready,
+        })
+        .collect()
 }
 
 fn with_networks(mut p: Pod, value: &str) -> Pod {
@@ -272,8 +286,10 @@ fn verdicts() {
             repair(Why::Unattached),
         ),
     ];
+    // NAD mode reads no installer: none is Ready, and the validator's 95 still gets a pod restarted.
+    let none = InstallerPods::default();
     for (name, pod, ns, want) in cases {
-        assert_eq!(decide(&pod, ns, &cfg), want, "{name}");
+        assert_eq!(decide(&pod, ns, &cfg, &none), want, "{name}");
     }
 }
 
@@ -372,12 +388,108 @@ fn aux_chain_verdicts() {
             Verdict::Skip(Skip::NoRecreatingOwner),
         ),
     ];
+    // The pods' node n1 has a Ready installer (the chain's file is in place).
+    let ready = installers(&[("n1", true)]);
     for (name, pod, ns, in_nad_mode, in_aux_mode) in cases {
-        assert_eq!(decide(&pod, ns, &nad_mode), in_nad_mode, "NAD mode: {name}");
         assert_eq!(
-            decide(&pod, ns, &aux),
+            decide(&pod, ns, &nad_mode, &ready),
+            in_nad_mode,
+            "NAD mode: {name}"
+        );
+        assert_eq!(
+            decide(&pod, ns, &aux, &ready),
             in_aux_mode,
             "aux-chain mode: {name}"
         );
+    }
+}
+
+/// Aux-chain mode: a pod whose validator exited 95 is restarted only once its node has a Ready
+/// installer (after a reboot the chain's file is back only then; a replacement started before would
+/// fail alike). Until then it waits (`ChainNotInstalled`); nad mode restarts it as before, whatever the
+/// installers.
+#[test]
+fn aux_chain_waits_for_the_nodes_installer() {
+    let nad_mode = DecisionConfig::default();
+    let mut aux = DecisionConfig::default();
+    aux.nad.attach = rules::attach::Attach::AuxChain;
+    let enabled = namespace("app", true);
+    let repair = Verdict::Repair {
+        why: Why::ValidatorFailed,
+        owner: owner("apps/v1", "ReplicaSet", Some(true)),
+    };
+    let waits = Verdict::Skip(Skip::ChainNotInstalled);
+    // Attached (nad mode's NAD listed), so nad mode judges it by the validator alone.
+    let failed = || validator_exit(with_networks(pod(), "linkerd-cni"), 95, true);
+    let mut unscheduled = failed();
+    unscheduled.spec.as_mut().unwrap().node_name = None;
+    let mut bare = failed();
+    bare.metadata.owner_references = None;
+
+    // (case, pod, installers seen, verdict in aux-chain mode)
+    let cases: Vec<(&str, Pod, InstallerPods, Verdict)> = vec![
+        (
+            "node's installer Ready",
+            failed(),
+            installers(&[("n1", true)]),
+            repair.clone(),
+        ),
+        (
+            "node's installer Ready, another not",
+            failed(),
+            installers(&[("n1", false), ("n1", true)]),
+            repair.clone(),
+        ),
+        (
+            "node's installer not Ready",
+            failed(),
+            installers(&[("n1", false), ("n2", true)]),
+            waits.clone(),
+        ),
+        (
+            "no installer on the node",
+            failed(),
+            installers(&[("n2", true)]),
+            waits.clone(),
+        ),
+        (
+            "no installer at all",
+            failed(),
+            InstallerPods::default(),
+            waits.clone(),
+        ),
+        (
+            "not scheduled yet",
+            unscheduled,
+            installers(&[("n1", true)]),
+            waits.clone(),
+        ),
+        (
+            // Nothing to wait for: nothing would recreate it.
+            "bare pod, installer not Ready",
+            bare,
+            installers(&[("n1", false)]),
+            Verdict::Skip(Skip::NoRecreatingOwner),
+        ),
+        (
+            "validator did not fail, installer not Ready",
+            validator_exit(pod(), 1, true),
+            installers(&[("n1", false)]),
+            Verdict::Skip(Skip::Healthy),
+        ),
+    ];
+    for (name, pod, seen, in_aux_mode) in cases {
+        assert_eq!(
+            decide(&pod, Some(&enabled), &aux, &seen),
+            in_aux_mode,
+            "aux-chain mode: {name}"
+        );
+        // NAD mode as before: the installers are not asked.
+        let in_nad_mode = decide(&pod, Some(&enabled), &nad_mode, &seen);
+        let as_before = decide(&pod, Some(&enabled), &nad_mode, &InstallerPods::default());
+        assert_eq!(in_nad_mode, as_before, "NAD mode: {name}");
+        if validator_failed(&pod) && pod.metadata.owner_references.is_some() {
+            assert_eq!(in_nad_mode, repair, "NAD mode: {name}");
+        }
     }
 }

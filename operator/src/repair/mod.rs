@@ -1,5 +1,6 @@
 //! Pod repair (`--repair-unattached-pods`, off by default): restarts meshed pods of enabled
-//! namespaces that lack the linkerd-cni attachment, or whose validator exited with code 95.
+//! namespaces that lack the linkerd-cni attachment, or whose validator exited with code 95 (in
+//! aux-chain mode: once their node's linkerd-cni installer is Ready).
 //!
 //! Layout: [`decide`] (pure: pod + namespace → repair or skip, and the owner rule), [`limiter`]
 //! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
@@ -28,11 +29,13 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use rules::decision::DecisionConfig;
+use rules::installers::InstallerPods;
 use rules::multus_node::Placement;
+use rules::pod::is_ready;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use self::decide::{decide, Verdict, Why};
+use self::decide::{decide, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
 use self::watchdog::{Allow, Change, Replacement, Watchdog};
@@ -40,7 +43,8 @@ use crate::events::Events;
 use crate::metrics::RepairMetrics;
 
 /// Every watched pod is judged again this often: a pod's own changes are judged at once, a scan
-/// catches what changed around it (its namespace enabled, a budget freed, a cooldown over).
+/// catches what changed around it (its namespace enabled, a budget freed, a cooldown over, its node's
+/// installer Ready, should the watch have missed that).
 const SCAN_INTERVAL: Duration = Duration::from_secs(10);
 
 pub const REASON_EVICTED: &str = "PodEvictedForRepair";
@@ -54,6 +58,9 @@ const ACTION: &str = "EvictPod";
 #[derive(Clone, Debug)]
 pub struct RepairSettings {
     pub decision: DecisionConfig,
+    /// `--cni-namespace`: where the chart's installer pods run (aux-chain mode: a pod whose validator
+    /// failed is restarted only on a node with a Ready one).
+    pub cni_namespace: String,
     pub max_per_minute: u32,
     pub cooldown: Duration,
     pub dry_run: bool,
@@ -77,6 +84,8 @@ pub struct Repairer {
 
 enum Scan {
     One(Arc<Pod>),
+    /// A pod deleted: forgotten if it was an installer.
+    Gone(Box<Pod>),
     All,
 }
 
@@ -122,6 +131,7 @@ impl Repairer {
                 Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                     Some(Scan::One(Arc::new(pod)))
                 }
+                Ok(watcher::Event::Delete(pod)) => Some(Scan::Gone(Box::new(pod))),
                 Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "watching pods for repair failed; retrying");
@@ -136,6 +146,10 @@ impl Repairer {
         let mut scans = std::pin::pin!(stream::select(pods, ticks));
         let mut limiter = Limiter::new(self.settings.max_per_minute, self.settings.cooldown);
         let mut watchdog = Watchdog::default();
+        // Aux-chain mode: the installer pods, from this same watch (nad mode never reads them).
+        let aux_chain = !self.settings.decision.nad.attach.uses_nads();
+        let cni_namespace = self.settings.cni_namespace.as_str();
+        let mut installers = InstallerPods::default();
         tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
         loop {
             let scan = tokio::select! {
@@ -143,12 +157,41 @@ impl Repairer {
                 scan = scans.next() => scan,
             };
             match scan {
-                Some(Scan::One(pod)) => self.consider(&pod, &mut limiter, &mut watchdog).await,
+                Some(Scan::One(pod)) => {
+                    let now_ready = aux_chain
+                        .then(|| installers.observe(&pod, cni_namespace))
+                        .flatten();
+                    self.consider(&pod, &mut limiter, &mut watchdog, &installers)
+                        .await;
+                    // An installer just became Ready: its node's pods that waited for it
+                    // (Skip::ChainNotInstalled) are judged now, not at the next scan. Its Ready
+                    // transition is an event of this watch already, so this costs one pass over the
+                    // store per node that turns ready, and a replacement starts up to a scan sooner.
+                    if let Some(node) = now_ready {
+                        tracing::debug!(
+                            node,
+                            "linkerd-cni installer Ready: judging the node's pods"
+                        );
+                        for pod in store.state() {
+                            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node)
+                            {
+                                self.consider(&pod, &mut limiter, &mut watchdog, &installers)
+                                    .await;
+                            }
+                        }
+                    }
+                }
+                Some(Scan::Gone(pod)) => installers.forget(&pod),
                 Some(Scan::All) => {
                     let pods = store.state();
+                    if aux_chain {
+                        // Also drops installers whose deletion a re-list did not report.
+                        installers = InstallerPods::of(pods.iter().map(|p| &**p), cni_namespace);
+                    }
                     self.review(&pods, &mut watchdog).await;
                     for pod in pods {
-                        self.consider(&pod, &mut limiter, &mut watchdog).await;
+                        self.consider(&pod, &mut limiter, &mut watchdog, &installers)
+                            .await;
                     }
                 }
                 None => break,
@@ -227,6 +270,7 @@ impl Repairer {
         pod: &Pod,
         limiter: &mut Limiter,
         watchdog: &mut Watchdog<ObjectReference>,
+        installers: &InstallerPods,
     ) {
         if !*self.is_leader.borrow() {
             return;
@@ -247,12 +291,21 @@ impl Repairer {
                     pod,
                     ns.as_deref(),
                     &placement.decision(&self.settings.decision),
+                    installers,
                 )
             }
-            None => decide(pod, ns.as_deref(), &self.settings.decision),
+            None => decide(pod, ns.as_deref(), &self.settings.decision, installers),
         };
         let (why, owner) = match verdict {
             Verdict::Repair { why, owner } => (why, owner),
+            Verdict::Skip(Skip::ChainNotInstalled) => {
+                tracing::debug!(
+                    namespace,
+                    pod = name,
+                    "its validator exited with code 95; waits for its node's linkerd-cni installer to be Ready"
+                );
+                return;
+            }
             Verdict::Skip(skip) => {
                 tracing::trace!(namespace, pod = name, ?skip, "no repair");
                 return;
@@ -343,14 +396,6 @@ impl Repairer {
     }
 }
 
-/// The pod's Ready condition is True (also `check`'s judgement of an installer pod).
-pub(crate) fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// Keeps what [`decide`] and the eviction read: pods are many, and most of a pod spec is not that.
 pub fn slim(pod: &mut Pod) {
     let meta = &mut pod.metadata;
@@ -368,6 +413,7 @@ pub fn slim(pod: &mut Pod) {
         init_containers: s
             .init_containers
             .map(|l| l.into_iter().map(named).collect()),
+        node_name: s.node_name,
         ..Default::default()
     });
     pod.status = pod.status.take().map(|s| PodStatus {
@@ -470,24 +516,56 @@ mod tests {
             }),
         };
         let cfg = DecisionConfig::default();
-        let before = decide(&pod, Some(&namespace), &cfg);
-        assert!(matches!(
-            before,
-            Verdict::Repair {
-                why: Why::ValidatorFailed,
-                ..
-            }
-        ));
+        let mut aux = cfg.clone();
+        aux.nad.attach = rules::attach::Attach::AuxChain;
+        // The node's installer is Ready: aux-chain mode repairs it too, by its node.
+        let installers = InstallerPods::from_iter([rules::installers::InstallerPod {
+            name: "linkerd-cni/i".into(),
+            node: Some("n".into()),
+            ready: true,
+        }]);
+        let before = [&cfg, &aux].map(|c| decide(&pod, Some(&namespace), c, &installers));
+        for verdict in &before {
+            assert!(matches!(
+                verdict,
+                Verdict::Repair {
+                    why: Why::ValidatorFailed,
+                    ..
+                }
+            ));
+        }
         slim(&mut pod);
-        assert_eq!(decide(&pod, Some(&namespace), &cfg), before);
+        let after = [&cfg, &aux].map(|c| decide(&pod, Some(&namespace), c, &installers));
+        assert_eq!(after, before);
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(
-            (spec.containers[0].image.as_ref(), spec.node_name.as_ref()),
-            (None, None)
+            (spec.containers[0].image.as_ref(), spec.node_name.as_deref()),
+            (None, Some("n"))
         );
         assert_eq!(pod.status.as_ref().unwrap().pod_ip, None);
         assert_eq!(pod.metadata.managed_fields, None);
         assert_eq!(pod.metadata.annotations.as_ref().unwrap().len(), 1);
         assert_eq!(pod.metadata.uid.as_deref(), Some("u"));
+    }
+
+    /// Slimming keeps what the installer view reads: the label, the node, the Ready condition.
+    #[test]
+    fn slim_keeps_what_the_installer_view_reads() {
+        let mut installer: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "i", "namespace": "linkerd-cni",
+                "labels": {"app.kubernetes.io/component": "cni", "other": "x"},
+            },
+            "spec": {"nodeName": "n", "containers": [{"name": "install-cni", "image": "installer"}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ]},
+        }))
+        .expect("pod");
+        let before = InstallerPods::of([&installer], "linkerd-cni");
+        assert!(before.ready_on("n"));
+        slim(&mut installer);
+        assert_eq!(InstallerPods::of([&installer], "linkerd-cni"), before);
     }
 }

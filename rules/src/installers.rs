@@ -1,0 +1,108 @@
+//! PURE: linkerd-cni's installer pods, which put its config in Multus' auxiliary chain on their node
+//! (aux-chain mode). Which pods they are and which nodes have a Ready one: `check`'s aux-chain line and
+//! the repairer (may a pod whose validator failed be restarted on its node?) ask the same functions.
+//!
+//! A Ready installer is the fresh signal that the chain's file is in place: the installer's readiness
+//! probe passes only once it wrote the file on this boot, while a NodeMultus' `spec.auxChain.installed`
+//! may still say true from before a reboot emptied the chain's directory (a tmpfs).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::pod::is_ready;
+
+/// The label every pod of the chart's installer DaemonSet carries (with the release's own labels).
+pub const INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";
+
+/// True when the pod of `meta` is an installer: one of the chart's DaemonSet (label
+/// [`INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a
+/// NodeMultus' `spec.installerPod`).
+pub fn is_installer(meta: &ObjectMeta, cni_namespace: &str, named: impl Fn(&str) -> bool) -> bool {
+    let (key, value) = INSTALLER_LABEL.split_once('=').unwrap_or_default();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let labelled = namespace == cni_namespace
+        && meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .is_some_and(|v| v == value);
+    labelled || named(&name_of(meta))
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// An installer pod: `<namespace>/<name>`, the node it is bound to, and whether it is Ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstallerPod {
+    pub name: String,
+    pub node: Option<String>,
+    pub ready: bool,
+}
+
+impl InstallerPod {
+    pub fn of(pod: &Pod) -> Self {
+        Self {
+            name: name_of(&pod.metadata),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ready: is_ready(pod),
+        }
+    }
+}
+
+/// The installer pods known, by name: what the repairer keeps from its pod watch and what its
+/// decision asks ([`InstallerPods::ready_on`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstallerPods(BTreeMap<String, InstallerPod>);
+
+impl InstallerPods {
+    /// The installers among `pods` (of the chart's DaemonSet in `cni_namespace`).
+    pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>, cni_namespace: &str) -> Self {
+        pods.into_iter()
+            .filter(|p| is_installer(&p.metadata, cni_namespace, |_| false))
+            .map(InstallerPod::of)
+            .collect()
+    }
+
+    /// Takes in `pod`'s new state if it is an installer (of `cni_namespace`'s DaemonSet); returns its
+    /// node when that node had no Ready installer before and has one now.
+    pub fn observe(&mut self, pod: &Pod, cni_namespace: &str) -> Option<String> {
+        if !is_installer(&pod.metadata, cni_namespace, |_| false) {
+            return None;
+        }
+        let seen = InstallerPod::of(pod);
+        let node = seen.node.clone();
+        let before = node.as_deref().is_some_and(|n| self.ready_on(n));
+        self.0.insert(seen.name.clone(), seen);
+        node.filter(|n| !before && self.ready_on(n))
+    }
+
+    /// Forgets a deleted pod.
+    pub fn forget(&mut self, pod: &Pod) {
+        self.0.remove(&name_of(&pod.metadata));
+    }
+
+    /// True when an installer pod bound to `node` is Ready.
+    pub fn ready_on(&self, node: &str) -> bool {
+        self.0
+            .values()
+            .any(|p| p.ready && p.node.as_deref() == Some(node))
+    }
+}
+
+impl FromIterator<InstallerPod> for InstallerPods {
+    fn from_iter<I: IntoIterator<Item = InstallerPod>>(pods: I) -> Self {
+        Self(pods.into_iter().map(|p| (p.name.clone(), p)).collect())
+    }
+}
+
+#[cfg(test)]
+#[path = "installers_tests.rs"]
+mod tests;
