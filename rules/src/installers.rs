@@ -13,8 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::pod::is_ready;
 
-/// The label every pod of the chart's installer DaemonSet carries (with the release's own labels).
-pub const INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";
+pub use vocab::CNI_INSTALLER_LABEL as INSTALLER_LABEL;
 
 /// True when the pod of `meta` is an installer: one of the chart's DaemonSet (label
 /// [`INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a

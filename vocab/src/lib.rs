@@ -66,6 +66,9 @@ pub const DEFAULT_CNI_NET_DIR: &str = "/etc/cni/net.d";
 pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 /// Multus' auxiliary CNI chain OpenShift 4.18+ configures (`auxiliaryCNIChainName`).
 pub const DEFAULT_AUX_CHAIN_NAME: &str = "vendor-cni-chain";
+/// The label (`key=value`) on every pod of the chart's linkerd-cni installer DaemonSet, by which
+/// `check` and the repairer find the installers.
+pub const CNI_INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";
 /// linkerd-cni's plugin config in the auxiliary chain's directory. libcni reads `*.conf` there in
 /// byte order, so this name runs after numbered vendor files.
 pub const AUX_CHAIN_FILE_NAME: &str = "linkerd-cni.conf";
