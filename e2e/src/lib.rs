@@ -51,6 +51,7 @@ pub mod node_multus;
 pub mod not_run;
 pub mod operator_process;
 pub mod pod_network;
+mod pod_status;
 mod port;
 pub mod recorder;
 pub mod stand_ins;
@@ -64,6 +65,7 @@ pub use guard::DeleteOnDrop;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
 pub use not_run::not_run;
+pub use pod_status::set_pod_status;
 pub use port::free_port;
 pub use testbed::{
     apply_nad_crd, binary, client, client_as_service_account, client_from, ensure_nad_crd,

@@ -87,8 +87,13 @@ fn cni_common_and_pod_labels() {
     let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
     assert_eq!(pod_labels["team"], "net");
     assert_eq!(pod_labels["tier"], "node");
-    let (key, value) = vocab::CNI_INSTALLER_LABEL.split_once('=').expect("key=value");
-    assert_eq!(pod_labels[key], value, "check and repair find installers by it");
+    let (key, value) = vocab::CNI_INSTALLER_LABEL
+        .split_once('=')
+        .expect("key=value");
+    assert_eq!(
+        pod_labels[key], value,
+        "check and repair find installers by it"
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod support;
 
-use linkerd_multus_e2e::{kubectl, kubectl_ok, unique_name};
+use linkerd_multus_e2e::{kubectl, kubectl_ok};
 use serde_json::Value;
 use support::install::*;
 use support::*;
@@ -49,44 +49,19 @@ fn fill_ca_bundle(config: &str, ca: &str) {
 const FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
 const RENEWED_FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCgo=";
 
-/// After uninstall nothing labelled with the release exists, cluster-scoped or in its namespaces.
-fn assert_nothing_left(release: &str, namespaces: &[&str]) {
-    let selector = format!("app.kubernetes.io/instance={release}");
-    let cluster_kinds =
-        "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,customresourcedefinitions";
-    let left = kubectl_json(&["get", cluster_kinds, "-l", &selector]);
-    assert_eq!(
-        left["items"],
-        serde_json::json!([]),
-        "cluster-scoped objects left behind"
-    );
-    let kinds =
-        "deployments,daemonsets,services,serviceaccounts,secrets,configmaps,roles,rolebindings,\
-                 leases,poddisruptionbudgets.policy";
-    for ns in namespaces {
-        let left = kubectl_json(&["get", kinds, "-n", ns, "-l", &selector]);
-        assert_eq!(
-            left["items"],
-            serde_json::json!([]),
-            "objects left behind in {ns}"
-        );
-    }
-}
-
 /// Helm-generated certificates are created once: an upgrade keeps the Secret and the caBundle and does
 /// not touch the Deployment's pod template; a real change of an operator flag does (so the check bites).
 /// Uninstall leaves nothing behind.
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_with_helm_certificates() {
-    let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
-    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
-    let release = unique_name("lm");
+    let r = Release::new("helm-rel");
+    let (ns, release) = (r.ns(), r.name.as_str());
     // rbac.check=false here (the other test keeps the default): none of check's extras.
-    let values = isolating_values(&release, cni_ns) + "rbac:\n  check: false\n";
+    let values = r.values() + "rbac:\n  check: false\n";
     let (installed, notes) =
-        Installed::install(&release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
-    let fullname = format!("{release}-linkerd-multus");
+        Installed::install(release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
+    let fullname = r.fullname.as_str();
     assert!(
         notes.contains("kubectl annotate namespace <ns> linkerd.io/multus=enabled"),
         "{notes}"
@@ -107,14 +82,14 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         None,
     );
     assert!(
-        !operator_can(ns, &fullname, &mwcs),
+        !operator_can(ns, fullname, &mwcs),
         "rbac.check=false still grants check's extras"
     );
     // The operator's own: a NAD is deleted only once no pod lists it.
     let pods = Access("list", "", "pods", None, Some("default"));
-    assert!(operator_can(ns, &fullname, &pods));
+    assert!(operator_can(ns, fullname, &pods));
     let namespaces_list = Access("list", "", "namespaces", None, None);
-    assert!(operator_can(ns, &fullname, &namespaces_list));
+    assert!(operator_can(ns, fullname, &namespaces_list));
 
     let role = kubectl_json(&["get", "clusterrole", &format!("{fullname}-cni-config")]);
     assert_eq!(
@@ -122,12 +97,12 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         serde_json::json!(["configmaps"])
     );
 
-    let config = config_name(&fullname);
+    let config = config_name(fullname);
     let secret_name = format!("{fullname}-webhook-cert");
     let secret_before = kubectl_json(&["get", "secret", &secret_name, "-n", ns])["data"].clone();
     let ca_before = ca_bundle(&config).expect("caBundle set in helm mode");
     assert_eq!(secret_before["ca.crt"].as_str(), Some(ca_before.as_str()));
-    let (generation_before, template_before) = deployment_state(ns, &fullname);
+    let (generation_before, template_before) = deployment_state(ns, fullname);
 
     // An upgrade that changes only the webhook registration.
     installed.upgrade(&[
@@ -151,7 +126,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         Some(ca_before.as_str()),
         "caBundle changed"
     );
-    let (generation_after, template_after) = deployment_state(ns, &fullname);
+    let (generation_after, template_after) = deployment_state(ns, fullname);
     assert_eq!(
         template_before, template_after,
         "the upgrade changed the pod template (restart)"
@@ -165,14 +140,13 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         "--set",
         "operator.logLevel=debug",
     ]);
-    let (generation_changed, _) = deployment_state(ns, &fullname);
+    let (generation_changed, _) = deployment_state(ns, fullname);
     assert!(
         generation_changed > generation_after,
         "a changed flag did not reach the Deployment"
     );
 
-    drop(installed);
-    assert_nothing_left(&release, &[ns, cni_ns]);
+    r.uninstall_leaves_nothing(installed);
 }
 
 /// The chart's PodDisruptionBudget (`templates/poddisruptionbudget.yaml`) picks `policy/v1` where the server
@@ -182,11 +156,10 @@ fn install_upgrade_uninstall_with_helm_certificates() {
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn pdb_installs_through_the_policy_version_the_server_serves() {
-    let namespaces = Namespaces::create(&["helm-pdb", "helm-cni"]);
-    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
-    let release = unique_name("lm");
-    let (installed, _) = Installed::install(&release, ns, &isolating_values(&release, cni_ns), &[]);
-    let fullname = format!("{release}-linkerd-multus");
+    let r = Release::new("helm-pdb");
+    let (ns, release) = (r.ns(), r.name.as_str());
+    let (installed, _) = Installed::install(release, ns, &r.values(), &[]);
+    let fullname = r.fullname.as_str();
     let (v1, v1beta1) = (serves("policy/v1"), serves("policy/v1beta1"));
     let (used, other) = match (v1, v1beta1) {
         (true, _) => ("v1", "v1beta1"),
@@ -195,12 +168,12 @@ fn pdb_installs_through_the_policy_version_the_server_serves() {
     };
     let manifest = installed.manifest();
     let docs = parse_docs(&manifest);
-    let pdb = find(&docs, "PodDisruptionBudget", Some(&fullname));
+    let pdb = find(&docs, "PodDisruptionBudget", Some(fullname));
     assert_eq!(pdb["apiVersion"], format!("policy/{used}"), "{manifest}");
     let live = kubectl_json(&[
         "get",
         &format!("poddisruptionbudgets.{used}.policy"),
-        &fullname,
+        fullname,
         "-n",
         ns,
     ]);
@@ -219,8 +192,7 @@ fn pdb_installs_through_the_policy_version_the_server_serves() {
         &format!("helm install: the PodDisruptionBudget through policy/{other}"),
         why,
     );
-    drop(installed);
-    assert_nothing_left(&release, &[ns, cni_ns]);
+    r.uninstall_leaves_nothing(installed);
 }
 
 /// Self-managed certificates: the caBundle the operator writes into the webhook configuration survives
@@ -229,14 +201,13 @@ fn pdb_installs_through_the_policy_version_the_server_serves() {
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_self_managed_with_cni() {
-    let namespaces = Namespaces::create(&["helm-rel", "helm-cni"]);
-    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
-    let release = unique_name("lm");
-    let values = isolating_values(&release, cni_ns);
+    let r = Release::new("helm-rel");
+    let (ns, cni_ns, release) = (r.ns(), r.cni_ns(), r.name.as_str());
+    let values = r.values();
     let (installed, _notes) =
-        Installed::install(&release, ns, &values, &["--set", "cni.enabled=true"]);
-    let fullname = format!("{release}-linkerd-multus");
-    let config = config_name(&fullname);
+        Installed::install(release, ns, &values, &["--set", "cni.enabled=true"]);
+    let fullname = r.fullname.as_str();
+    let config = config_name(fullname);
     assert_eq!(
         ca_bundle(&config),
         None,
@@ -251,11 +222,11 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
             .expect("JSON");
     assert_eq!(cni_config["linkerd"]["proxy-uid"], 2102);
 
-    assert_least_privilege(ns, cni_ns, &fullname);
+    assert_least_privilege(ns, cni_ns, fullname);
     assert_installer_least_privilege(cni_ns);
 
     fill_ca_bundle(&config, FAKE_CA);
-    let (generation_before, template_before) = deployment_state(ns, &fullname);
+    let (generation_before, template_before) = deployment_state(ns, fullname);
 
     installed.upgrade(&[
         "--set",
@@ -274,12 +245,11 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
         "upgrade wiped the operator's caBundle"
     );
     assert_eq!(
-        deployment_state(ns, &fullname),
+        deployment_state(ns, fullname),
         (generation_before, template_before)
     );
 
-    drop(installed);
-    assert_nothing_left(&release, &[ns, cni_ns]);
+    r.uninstall_leaves_nothing(installed);
 }
 
 /// Upgrading from a version that named the webhook configuration after the fullname (which sorts before
@@ -293,13 +263,12 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn upgrade_renames_the_webhook_configuration_without_a_gap() {
-    let namespaces = Namespaces::create(&["helm-rename", "helm-cni"]);
-    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
-    let release = unique_name("lm");
+    let r = Release::new("helm-rename");
+    let (ns, release) = (r.ns(), r.name.as_str());
     let old_chart = chart_with_the_old_config_name();
-    let values = isolating_values(&release, cni_ns);
-    let (installed, _) = Installed::install_chart(old_chart.path(), &release, ns, &values, &[]);
-    let old = format!("{release}-linkerd-multus");
+    let values = r.values();
+    let (installed, _) = Installed::install_chart(old_chart.path(), release, ns, &values, &[]);
+    let old = r.fullname.clone();
     let new = config_name(&old);
     assert_eq!(ca_bundle(&old), None, "the old chart set a caBundle");
     fill_ca_bundle(&old, FAKE_CA);
@@ -353,8 +322,7 @@ fn upgrade_renames_the_webhook_configuration_without_a_gap() {
         "the manifest no longer carries the caBundle"
     );
 
-    drop(installed);
-    assert_nothing_left(&release, &[ns, cni_ns]);
+    r.uninstall_leaves_nothing(installed);
 }
 
 /// A copy of the chart as earlier versions named the webhook configuration: after the fullname. Only the

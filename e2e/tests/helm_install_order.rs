@@ -297,14 +297,13 @@ fn openshift_values_keep_platform_namespaces_away_from_the_webhook() {
 #[test]
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn forcing_match_conditions_on_a_server_without_them_is_refused_by_helm() {
-    let namespaces = Namespaces::create(&["helm-mc", "helm-cni"]);
-    let (ns, cni_ns) = (namespaces.0[0].as_str(), namespaces.0[1].as_str());
-    let release = unique_name("lm");
-    let values = temp_file("helm-values", &isolating_values(&release, cni_ns));
+    let r = Release::new("helm-mc");
+    let (ns, release) = (r.ns(), r.name.as_str());
+    let values = temp_file("helm-values", &r.values());
     let chart = chart_dir();
     let out = linkerd_multus_e2e::Cluster::shared().helm(&[
         "install",
-        &release,
+        release,
         path_str(&chart),
         "-n",
         ns,

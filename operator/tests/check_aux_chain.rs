@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::node_multus::{api, install_crd_in, test_group};
-use linkerd_multus_e2e::{unique_name, DeleteOnDrop, TestNamespace};
+use linkerd_multus_e2e::{set_pod_status, unique_name, DeleteOnDrop, TestNamespace};
 use linkerd_multus_operator::check::{self, CheckSettings, Verdict};
 use linkerd_multus_operator::nad_config::ConfigSource;
 use rules::attach::Attach;
@@ -46,24 +46,12 @@ async fn installer_pod(kube: &Client, ns: &str, name: &str, node: &str) {
         .create(&PostParams::default(), &pod)
         .await
         .unwrap_or_else(|e| panic!("create pod {name}: {e}"));
-    set_status(kube, ns, name, ready(true)).await;
+    set_pod_status(kube, ns, name, ready(true)).await;
 }
 
 fn ready(ready: bool) -> Value {
     let status = if ready { "True" } else { "False" };
     json!({"phase": "Running", "conditions": [{"type": "Ready", "status": status}]})
-}
-
-/// Sets the pod's status, as its kubelet would.
-async fn set_status(kube: &Client, ns: &str, name: &str, status: Value) {
-    Api::<Pod>::namespaced(kube.clone(), ns)
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("status of pod {name}: {e}"));
 }
 
 /// Publishes `node`'s NodeMultus as an installer in aux-chain mode does (server-side apply).
@@ -208,7 +196,7 @@ async fn aux_chain_line_names_the_node_without_the_chain() {
     assert!(about(aux, &a).is_empty(), "{aux:#?}");
 
     // Node a's installer turns unready: named too.
-    set_status(
+    set_pod_status(
         &kube,
         &cni.name,
         &format!("installer-{}", &a[..10]),
@@ -224,7 +212,7 @@ async fn aux_chain_line_names_the_node_without_the_chain() {
     );
 
     // The validator exits with 95 (no rules): the pods line names the pod.
-    set_status(
+    set_pod_status(
         &kube,
         &app.name,
         "web",

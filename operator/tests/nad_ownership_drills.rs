@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use kube::runtime::reflector;
 use kube::Api;
 use linkerd_multus_operator::check::{self, CheckSettings};
@@ -233,13 +233,13 @@ async fn drill6_opted_out_nad_stays_until_its_last_pod_is_gone() {
             .expect("create pod");
     }
     // A completed Job's pod: it lists the NAD but never gets another sandbox.
-    pods.patch_status(
+    linkerd_multus_e2e::set_pod_status(
+        &h.client,
+        &ns.name,
         "finished",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        json!({"phase": "Succeeded"}),
     )
-    .await
-    .expect("mark the pod Succeeded");
+    .await;
 
     h.annotate(&ns.name, None).await;
     let event = eventually("the in-use Warning, or the NAD gone", || async {

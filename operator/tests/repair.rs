@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use linkerd_multus_e2e::{unique_name, TestNamespace};
+use linkerd_multus_e2e::{set_pod_status, unique_name, TestNamespace};
 use serde_json::{json, Value};
 use support::*;
 
@@ -117,14 +117,7 @@ async fn meshed_pod(
 /// Marks the pod Running, as a kubelet would: the apiserver lets a Pending pod's eviction ignore
 /// PodDisruptionBudgets, a Running one's not.
 async fn set_running(client: &Client, ns: &str, name: &str) {
-    pods(client, ns)
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Running"}})),
-        )
-        .await
-        .expect("pod status");
+    set_pod_status(client, ns, name, json!({"phase": "Running"})).await;
 }
 
 /// PodDisruptionBudgets of `ns`, in the policy version the server serves.
@@ -402,18 +395,6 @@ async fn bound_pod(client: &Client, ns: &str, pod: Value) {
         .expect("create pod");
 }
 
-/// Sets the pod's status, as its kubelet would.
-async fn set_status(client: &Client, ns: &str, name: &str, status: Value) {
-    pods(client, ns)
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("status of pod {name}: {e}"));
-}
-
 /// An installer pod of the chart's DaemonSet (its component label) on `node`, Ready or not.
 async fn installer_on(h: &Harness, name: &str, node: &str, ready: bool) {
     let ns = &h.cni_ns.name;
@@ -431,7 +412,7 @@ async fn installer_on(h: &Harness, name: &str, node: &str, ready: bool) {
 
 async fn set_installer_ready(h: &Harness, name: &str, ready: bool) {
     let status = if ready { "True" } else { "False" };
-    set_status(
+    set_pod_status(
         &h.client,
         &h.cni_ns.name,
         name,
@@ -460,7 +441,7 @@ async fn validator_failed_on(c: &Client, ns: &str, name: &str, owner: &OwnerRefe
         }),
     )
     .await;
-    set_status(
+    set_pod_status(
         c,
         ns,
         name,

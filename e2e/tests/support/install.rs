@@ -33,6 +33,64 @@ impl Drop for Namespaces {
     }
 }
 
+/// One test's release: a fresh name, its namespace (`<prefix>-…`) and linkerd-cni's (`helm-cni-…`),
+/// the namespaces deleted when dropped.
+pub struct Release {
+    pub name: String,
+    /// The chart's `fullname` for this release: most objects are named after it.
+    pub fullname: String,
+    namespaces: Namespaces,
+}
+
+impl Release {
+    pub fn new(prefix: &str) -> Self {
+        let name = unique_name("lm");
+        Self {
+            fullname: format!("{name}-linkerd-multus"),
+            name,
+            namespaces: Namespaces::create(&[prefix, "helm-cni"]),
+        }
+    }
+
+    pub fn ns(&self) -> &str {
+        &self.namespaces.0[0]
+    }
+
+    pub fn cni_ns(&self) -> &str {
+        &self.namespaces.0[1]
+    }
+
+    /// [`isolating_values`] for this release.
+    pub fn values(&self) -> String {
+        isolating_values(&self.name, self.cni_ns())
+    }
+
+    /// Uninstalls `installed` and asserts that nothing labelled with the release is left,
+    /// cluster-scoped or in its namespaces.
+    pub fn uninstall_leaves_nothing(&self, installed: Installed) {
+        drop(installed);
+        let selector = format!("app.kubernetes.io/instance={}", self.name);
+        let cluster_kinds =
+            "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,customresourcedefinitions";
+        let left = kubectl_json(&["get", cluster_kinds, "-l", &selector]);
+        assert_eq!(
+            left["items"],
+            serde_json::json!([]),
+            "cluster-scoped objects left behind"
+        );
+        let kinds = "deployments,daemonsets,services,serviceaccounts,secrets,configmaps,roles,\
+                     rolebindings,leases,poddisruptionbudgets.policy";
+        for ns in &self.namespaces.0 {
+            let left = kubectl_json(&["get", kinds, "-n", ns, "-l", &selector]);
+            assert_eq!(
+                left["items"],
+                serde_json::json!([]),
+                "objects left behind in {ns}"
+            );
+        }
+    }
+}
+
 pub fn kubectl_json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend_from_slice(&["-o", "json"]);
