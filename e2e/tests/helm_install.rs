@@ -56,11 +56,10 @@ const RENEWED_FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCgo=";
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_with_helm_certificates() {
     let r = Release::new("helm-rel");
-    let (ns, release) = (r.ns(), r.name.as_str());
+    let ns = r.ns();
     // rbac.check=false here (the other test keeps the default): none of check's extras.
     let values = r.values() + "rbac:\n  check: false\n";
-    let (installed, notes) =
-        Installed::install(release, ns, &values, &["--set", "webhook.certs.mode=helm"]);
+    let (installed, notes) = r.install(&values, &["--set", "webhook.certs.mode=helm"]);
     let fullname = r.fullname.as_str();
     assert!(
         notes.contains("kubectl annotate namespace <ns> linkerd.io/multus=enabled"),
@@ -157,8 +156,8 @@ fn install_upgrade_uninstall_with_helm_certificates() {
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn pdb_installs_through_the_policy_version_the_server_serves() {
     let r = Release::new("helm-pdb");
-    let (ns, release) = (r.ns(), r.name.as_str());
-    let (installed, _) = Installed::install(release, ns, &r.values(), &[]);
+    let ns = r.ns();
+    let (installed, _) = r.install(&r.values(), &[]);
     let fullname = r.fullname.as_str();
     let (v1, v1beta1) = (serves("policy/v1"), serves("policy/v1beta1"));
     let (used, other) = match (v1, v1beta1) {
@@ -202,10 +201,9 @@ fn pdb_installs_through_the_policy_version_the_server_serves() {
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn install_upgrade_uninstall_self_managed_with_cni() {
     let r = Release::new("helm-rel");
-    let (ns, cni_ns, release) = (r.ns(), r.cni_ns(), r.name.as_str());
+    let (ns, cni_ns) = (r.ns(), r.cni_ns());
     let values = r.values();
-    let (installed, _notes) =
-        Installed::install(release, ns, &values, &["--set", "cni.enabled=true"]);
+    let (installed, _notes) = r.install(&values, &["--set", "cni.enabled=true"]);
     let fullname = r.fullname.as_str();
     let config = config_name(fullname);
     assert_eq!(
@@ -264,10 +262,9 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
 #[ignore = "needs the testbed (kube-apiserver) and helm: run by e2e/test-all"]
 fn upgrade_renames_the_webhook_configuration_without_a_gap() {
     let r = Release::new("helm-rename");
-    let (ns, release) = (r.ns(), r.name.as_str());
     let old_chart = chart_with_the_old_config_name();
     let values = r.values();
-    let (installed, _) = Installed::install_chart(old_chart.path(), release, ns, &values, &[]);
+    let (installed, _) = r.install_chart(old_chart.path(), &values, &[]);
     let old = r.fullname.clone();
     let new = config_name(&old);
     assert_eq!(ca_bundle(&old), None, "the old chart set a caBundle");

@@ -60,6 +60,21 @@ impl Release {
         &self.namespaces.0[1]
     }
 
+    /// Installs the chart as this release in [`Release::ns`] ([`Installed::install`]).
+    pub fn install(&self, values: &str, extra: &[&str]) -> (Installed, String) {
+        Installed::install(&self.name, self.ns(), values, extra)
+    }
+
+    /// [`Release::install`] of the chart in `chart` (another version of it).
+    pub fn install_chart(
+        &self,
+        chart: &std::path::Path,
+        values: &str,
+        extra: &[&str],
+    ) -> (Installed, String) {
+        Installed::install_chart(chart, &self.name, self.ns(), values, extra)
+    }
+
     /// [`isolating_values`] for this release.
     pub fn values(&self) -> String {
         isolating_values(&self.name, self.cni_ns())
