@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use rules::decision::DecisionConfig;
 use rules::multus_node::{self, Isolation, NodeIsolation};
-use rules::namespaces::{NadPlacement, OurNad};
+use rules::namespaces::NadPlacement;
 use rules::pod::PodView;
 
 use super::*;
@@ -20,6 +20,13 @@ use crate::desired::desired_nad;
 use crate::nad_config::{build_config, ConfigSource};
 
 const CNI_CONFIG: &str = r#"{"type":"linkerd-cni","linkerd":{"proxy-uid":2102}}"#;
+
+/// [`settings`] with one NAD shared from `namespace` (`--nad-namespace`).
+fn shared_settings(namespace: &str) -> CheckSettings {
+    let mut s = settings();
+    s.decision.nad.placement = NadPlacement::Shared(namespace.into());
+    s
+}
 
 fn settings() -> CheckSettings {
     CheckSettings {
@@ -509,14 +516,7 @@ fn shared_mode_promises_adoption_only_in_the_shared_namespace() {
     }
     let adopting_shared = CheckSettings {
         adopt_unowned: true,
-        decision: DecisionConfig {
-            nad: OurNad {
-                placement: NadPlacement::Shared("shared".into()),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
-        },
-        ..settings()
+        ..shared_settings("shared")
     };
     let v = evaluate(&seen, &adopting_shared)
         .into_iter()
@@ -562,16 +562,7 @@ fn kept_nad_is_expected_only_while_used() {
 /// a pod of its namespace lists it; a pod elsewhere listing the (formerly) shared NAD keeps it.
 #[test]
 fn shared_nad_mode() {
-    let shared = CheckSettings {
-        decision: DecisionConfig {
-            nad: OurNad {
-                placement: NadPlacement::Shared("shared".into()),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
-        },
-        ..settings()
-    };
+    let shared = shared_settings("shared");
     let config = build_config(Some(&configmap(CNI_CONFIG)), &settings().source).expect("config");
     let mut seen = healthy();
     seen.namespaces.push(namespace("shared", &[]));
@@ -971,16 +962,7 @@ fn node(name: &str, isolation: Isolation) -> NodeIsolation {
 /// what the operator then does (one NAD per namespace, pods attached to their own).
 #[test]
 fn shared_nad_refused_by_a_nodes_multus_fails_with_the_fix() {
-    let shared = CheckSettings {
-        decision: DecisionConfig {
-            nad: OurNad {
-                placement: NadPlacement::Shared("nad-home".into()),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
-        },
-        ..settings()
-    };
+    let shared = shared_settings("nad-home");
     let mut seen = healthy();
     seen.namespaces.push(namespace("nad-home", &[]));
     seen.node_multus = Ok(vec![
@@ -1035,16 +1017,7 @@ fn shared_nad_refused_by_a_nodes_multus_fails_with_the_fix() {
 /// no node published its Multus, or where NodeMultus cannot be listed.
 #[test]
 fn unreadable_or_unpublished_multus_is_a_warning() {
-    let shared = CheckSettings {
-        decision: DecisionConfig {
-            nad: OurNad {
-                placement: NadPlacement::Shared("default".into()),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
-        },
-        ..settings()
-    };
+    let shared = shared_settings("default");
     let mut seen = healthy();
     seen.node_multus = Ok(vec![
         node(
