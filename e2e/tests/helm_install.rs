@@ -45,6 +45,15 @@ fn fill_ca_bundle(config: &str, ca: &str) {
     ]);
 }
 
+/// The upgrade reached the webhook configuration `config`: its `timeoutSeconds` is now `seconds`.
+fn assert_timeout_upgraded(config: &str, seconds: u64) {
+    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", config]);
+    assert_eq!(
+        mwc["webhooks"][0]["timeoutSeconds"], seconds,
+        "the upgrade was not applied to {config}"
+    );
+}
+
 /// Two fake CAs (base64 of a PEM header): no call is made, only the field is compared.
 const FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
 const RENEWED_FAKE_CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCgo=";
@@ -110,11 +119,7 @@ fn install_upgrade_uninstall_with_helm_certificates() {
         "--set",
         "webhook.timeoutSeconds=15",
     ]);
-    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &config]);
-    assert_eq!(
-        mwc["webhooks"][0]["timeoutSeconds"], 15,
-        "the upgrade was not applied"
-    );
+    assert_timeout_upgraded(&config, 15);
     let secret_after = kubectl_json(&["get", "secret", &secret_name, "-n", ns])["data"].clone();
     assert_eq!(
         secret_before, secret_after,
@@ -232,11 +237,7 @@ fn install_upgrade_uninstall_self_managed_with_cni() {
         "--set",
         "webhook.timeoutSeconds=12",
     ]);
-    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &config]);
-    assert_eq!(
-        mwc["webhooks"][0]["timeoutSeconds"], 12,
-        "the upgrade was not applied"
-    );
+    assert_timeout_upgraded(&config, 12);
     assert_eq!(
         ca_bundle(&config).as_deref(),
         Some(FAKE_CA),
@@ -302,11 +303,7 @@ fn upgrade_renames_the_webhook_configuration_without_a_gap() {
     // The operator renews its CA; the next upgrade keeps the live caBundle.
     fill_ca_bundle(&new, RENEWED_FAKE_CA);
     installed.upgrade(&["--set", "webhook.timeoutSeconds=12"]);
-    let mwc = kubectl_json(&["get", "mutatingwebhookconfiguration", &new]);
-    assert_eq!(
-        mwc["webhooks"][0]["timeoutSeconds"], 12,
-        "the upgrade was not applied"
-    );
+    assert_timeout_upgraded(&new, 12);
     assert_eq!(
         ca_bundle(&new).as_deref(),
         Some(RENEWED_FAKE_CA),
