@@ -47,7 +47,7 @@ pub fn meshed_spec() -> Value {
 
 /// The expected rules of the harness' default plugin settings (inbound 4190/4191 ignored),
 /// as `iptables-save` prints them, written out independently of the plugin's plan code.
-pub fn default_expected_rules(uid: u32) -> Vec<String> {
+pub fn default_expected_rules(uid: vocab::Uid) -> Vec<String> {
     vec![
         ":PROXY_INIT_OUTPUT -".into(),
         ":PROXY_INIT_REDIRECT -".into(),

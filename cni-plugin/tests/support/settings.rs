@@ -4,7 +4,7 @@
 use linkerd_cni::plan::RuleSettings;
 
 /// Linkerd's default rule settings with proxy uid `uid`.
-pub fn settings(uid: u32) -> RuleSettings {
+pub fn settings(uid: vocab::Uid) -> RuleSettings {
     RuleSettings {
         incoming_proxy_port: 4143,
         outgoing_proxy_port: 4140,
