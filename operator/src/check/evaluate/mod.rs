@@ -1,0 +1,287 @@
+//! PURE: what `check` concludes from what it observed. Every verdict is a function of plain objects,
+//! so the whole table is tested without a cluster; `check/mod.rs` only fetches and probes.
+//!
+//! Here: the report's types, the order of its lines and what they share; the lines themselves by what
+//! they judge: [`nads`], [`multus`] (the nodes' Multus), [`webhooks`], [`pods`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::ObjectMeta;
+use linkerd_multus_crds::NetworkAttachmentDefinition;
+use rules::decision::DecisionConfig;
+use rules::multus_node::{self, NodeIsolation};
+use rules::pod::PodView;
+use serde::Serialize;
+
+use super::aux_chain::{self, AuxChainSeen};
+use crate::nad_config::{build_config, ConfigSource};
+use rules::attach::Attach;
+
+mod multus;
+mod nads;
+mod pods;
+mod webhooks;
+
+use self::multus::{node_multus_verdict, shared_nad_verdict};
+use self::nads::{crd_verdict, foreign_verdict, left_nads_verdict, nads_verdict};
+pub use self::pods::pod_problem;
+use self::pods::{pods_verdict, repair_verdict, sandboxes_verdict, uids_verdict};
+use self::webhooks::{webhook_order_verdict, webhook_verdict};
+pub use self::webhooks::{WebhookConfiguration, WebhookProbe};
+
+/// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub check: &'static str,
+    pub ok: bool,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The objects the message is about (namespaces, pods), one per line in the human output.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<String>,
+    /// Passed, but with something to look at (`‼` in the human output); never fails `check`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub warning: bool,
+}
+
+impl Verdict {
+    pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
+        Self::line(check, message.into(), None, Mark::Pass)
+    }
+
+    pub(super) fn warn(
+        check: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        Self::line(check, message.into(), Some(hint.into()), Mark::Warn)
+    }
+
+    pub(super) fn fail(
+        check: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        Self::line(check, message.into(), Some(hint.into()), Mark::Fail)
+    }
+
+    fn line(check: &'static str, message: String, hint: Option<String>, mark: Mark) -> Self {
+        Self {
+            check,
+            ok: mark != Mark::Fail,
+            message,
+            hint,
+            items: Vec::new(),
+            warning: mark == Mark::Warn,
+        }
+    }
+
+    pub(super) fn with_items(mut self, items: Vec<String>) -> Self {
+        self.items = items;
+        self
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// Everything `check` read from the cluster.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// Ok(established?) when the NAD CRD was found; Err(why) when not.
+    pub crd: Result<bool, String>,
+    pub configmap: Option<ConfigMap>,
+    pub namespaces: Vec<Namespace>,
+    /// NADs named `--nad-name`, in any namespace.
+    pub nads: Vec<NetworkAttachmentDefinition>,
+    pub webhooks: Vec<WebhookProbe>,
+    /// Every MutatingWebhookConfiguration.
+    pub webhook_configurations: Vec<WebhookConfiguration>,
+    /// The API server serves OpenShift's SCC group (so SCC admission runs).
+    pub serves_scc: bool,
+    /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
+    pub pods: Vec<ObjectMeta>,
+    /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
+    pub containers: BTreeMap<String, PodView>,
+    /// Every node's Multus as published (NodeMultus); Err: why they could not be listed.
+    pub node_multus: Result<Vec<NodeIsolation>, String>,
+    /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
+    /// by `<namespace>/<name>`.
+    pub sandbox_failures: BTreeMap<String, SandboxFailure>,
+    /// The repairer's `PodRepairHalted` and `PodRepairResumed` Events in those namespaces.
+    pub repair_events: Vec<RepairEvent>,
+    /// `--attach aux-chain` only: the nodes' chain files and installers (`aux_chain.rs`).
+    pub aux_chain: Option<AuxChainSeen>,
+    /// `--attach aux-chain` only: the pods of those namespaces whose linkerd-network-validator exited
+    /// with code 95 (no rules), by `<namespace>/<name>`.
+    pub validator_failed: BTreeSet<String>,
+}
+
+/// One Event of the repairer's watchdog about an owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairEvent {
+    /// `<namespace>/<Kind> <name>`.
+    pub owner: String,
+    pub halted: bool,
+    pub at: Option<k8s_openapi::jiff::Timestamp>,
+    pub message: String,
+}
+
+/// A pod whose sandbox the runtime failed to create, as its Events and status say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxFailure {
+    /// The latest Event's message (the runtime's, with Multus' error inside).
+    pub message: String,
+    /// How many times the kubelet reported it.
+    pub count: i32,
+    /// A container of the pod has run since: the failure is behind it.
+    pub started: bool,
+}
+
+/// The flags the verdicts depend on.
+#[derive(Clone, Debug)]
+pub struct CheckSettings {
+    pub source: ConfigSource,
+    pub decision: DecisionConfig,
+    /// `--adopt-unowned-nads`.
+    pub adopt_unowned: bool,
+    /// `--node-multus-api-group`: the NodeMultus kind's group, when not its own.
+    pub node_multus_group: Option<String>,
+}
+
+/// All verdicts, in the order a person fixes things: CRD, ConfigMap, the nodes' Multus, NADs, webhook
+/// (and its order), pods. From the nodes' Multus on, pods are expected where the operator attaches
+/// them: the shared NAD unless some node's Multus refuses it (`rules::multus_node::placement`).
+pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
+    let config = build_config(seen.configmap.as_ref(), &s.source);
+    let nodes = seen.node_multus.as_deref().unwrap_or_default();
+    let placement = multus_node::placement(s.decision.nad.shared(), nodes);
+    let placed = CheckSettings {
+        decision: placement.decision(&s.decision).into_owned(),
+        ..s.clone()
+    };
+    let s = &placed;
+    let aux = !s.decision.nad.attach.uses_nads();
+    let mut verdicts = vec![
+        attach_verdict(s),
+        crd_verdict(&seen.crd, aux),
+        match &config {
+            Ok(_) => Verdict::pass(
+                "cni-configmap",
+                format!("ConfigMap {}/{} exists and parses", s.source.namespace, s.source.configmap),
+            ),
+            Err(e) => Verdict::fail(
+                "cni-configmap",
+                vocab::report::chain(e),
+                "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
+                 `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
+                 Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \
+                 linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
+            ),
+        },
+        node_multus_verdict(&seen.node_multus, &placement),
+    ];
+    if aux {
+        verdicts.push(match &seen.aux_chain {
+            Some(chain) => aux_chain::verdict(chain),
+            None => Verdict::fail(
+                "aux-chain",
+                "the nodes' auxiliary chain was not read",
+                "run check with the operator's own flags (--attach aux-chain)",
+            ),
+        });
+        verdicts.push(Verdict::pass(
+            "shared-nad",
+            format!("{NOT_USED}: no NAD is shared"),
+        ));
+        verdicts.push(left_nads_verdict(seen, s));
+        verdicts.push(Verdict::pass(
+            "foreign-nads",
+            format!(
+                "{NOT_USED}: NADs named {} of others are left alone",
+                s.decision.nad.name
+            ),
+        ));
+    } else {
+        verdicts.extend([
+            shared_nad_verdict(&seen.node_multus, &placement),
+            nads_verdict(seen, s, config.ok().as_deref()),
+            foreign_verdict(seen, s),
+        ]);
+    }
+    verdicts.extend([
+        webhook_verdict(&seen.webhooks),
+        webhook_order_verdict(seen, s),
+        pods_verdict(seen, s),
+        sandboxes_verdict(seen, s),
+        repair_verdict(seen),
+        uids_verdict(seen, s),
+    ]);
+    verdicts
+}
+
+/// What NAD lines say in aux-chain mode.
+const NOT_USED: &str = "not used in aux-chain mode";
+
+/// The attach mode `check` judges by (the operator's `--attach`), first: every line below depends on it.
+fn attach_verdict(s: &CheckSettings) -> Verdict {
+    let how = match s.decision.nad.attach {
+        Attach::Nad => format!(
+            "linkerd-cni reaches pods through the NetworkAttachmentDefinition {} their networks \
+             annotation names",
+            s.decision.nad.name
+        ),
+        Attach::AuxChain => {
+            "linkerd-cni reaches every pod through Multus' auxiliary CNI chain: no \
+                             NAD, no networks annotation"
+                .to_string()
+        }
+    };
+    Verdict::pass(
+        "attach",
+        format!("{} ({how})", s.decision.nad.attach.as_str()),
+    )
+}
+
+/// Pods whose sandbox failed and none of whose containers has run.
+fn never_started(seen: &Observed) -> impl Iterator<Item = (&String, &SandboxFailure)> {
+    seen.sandbox_failures.iter().filter(|(_, f)| !f.started)
+}
+
+/// The pods not being deleted: a terminating pod is already on its way out, so "restart it" or "recreate
+/// it" would be noise (seen on the node: an evicted pod stays Terminating for ~13 s).
+fn live_pods(seen: &Observed) -> impl Iterator<Item = &ObjectMeta> {
+    seen.pods.iter().filter(|p| p.deletion_timestamp.is_none())
+}
+
+fn ns_name(ns: &Namespace) -> &str {
+    ns.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn nad_in<'a>(seen: &'a Observed, namespace: &str) -> Option<&'a NetworkAttachmentDefinition> {
+    seen.nads
+        .iter()
+        .find(|n| n.metadata.namespace.as_deref() == Some(namespace))
+}
+
+fn is_owned(nad: &NetworkAttachmentDefinition) -> bool {
+    vocab::is_managed_by_us(nad.metadata.labels.as_ref())
+}
+
+/// Each namespace's annotations, by name.
+fn ns_annotations(seen: &Observed) -> BTreeMap<&str, Option<&BTreeMap<String, String>>> {
+    seen.namespaces
+        .iter()
+        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "evaluate_tests.rs"]
+mod tests;

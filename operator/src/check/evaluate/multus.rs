@@ -1,0 +1,117 @@
+//! The nodes' Multus lines: NodeMultus readable, and the shared NAD allowed by every node's Multus.
+
+use rules::multus_node::{Isolation, NodeIsolation, Placement};
+
+use super::Verdict;
+
+/// Nodes whose Multus could not be read (a warning: the shared NAD is not held back for them).
+pub(super) fn node_multus_verdict(
+    nodes: &Result<Vec<NodeIsolation>, String>,
+    p: &Placement,
+) -> Verdict {
+    const CHECK: &str = "node-multus";
+    let nodes = match nodes {
+        Ok(nodes) => nodes,
+        Err(why) => {
+            return Verdict::warn(
+                CHECK,
+                format!("the nodes' Multus (NodeMultus objects) cannot be listed: {why}"),
+                "the chart installs the NodeMultus CRD (kubectl get crd nodemultuses.linkerd-multus.io) \
+                 and lets the operator read it; without it the operator goes by --nad-namespace alone",
+            )
+        }
+    };
+    if !p.unknown.is_empty() {
+        return Verdict::warn(
+            CHECK,
+            format!(
+                "the Multus of {} of {} published node(s) could not be read",
+                p.unknown.len(),
+                nodes.len()
+            ),
+            "kubectl get nodemultus <node> -o yaml (spec.reason says why); fix the node's CNI config \
+             or the installer's access to it. Until then these nodes are not known to refuse the \
+             shared NAD",
+        )
+        .with_items(
+            p.unknown
+                .iter()
+                .map(|(node, why)| format!("{node}: {why}"))
+                .collect(),
+        );
+    }
+    let isolating = nodes
+        .iter()
+        .filter(|n| matches!(n.isolation, Isolation::On { .. }))
+        .count();
+    Verdict::pass(
+        CHECK,
+        format!(
+            "{} node(s) published their Multus, {isolating} with namespace isolation",
+            nodes.len()
+        ),
+    )
+}
+
+/// The configured shared NAD's namespace against every node's Multus: a node that refuses it to pods
+/// of other namespaces fails this, with the fix.
+pub(super) fn shared_nad_verdict(
+    nodes: &Result<Vec<NodeIsolation>, String>,
+    p: &Placement,
+) -> Verdict {
+    const CHECK: &str = "shared-nad";
+    let Some(configured) = p.configured.as_deref() else {
+        return Verdict::pass(
+            CHECK,
+            "one NAD per namespace (no --nad-namespace): every pod uses its own namespace's NAD, \
+             which Multus' namespace isolation allows",
+        );
+    };
+    if let Some(why) = p.refusal() {
+        let items = nodes
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .filter(|n| p.refused_by.contains(&n.node))
+            .map(|n| match &n.isolation {
+                Isolation::On { global_namespaces } => format!(
+                    "{}: namespaceIsolation on, globalNamespaces {}",
+                    n.node,
+                    global_namespaces.join(",")
+                ),
+                _ => n.node.clone(),
+            })
+            .collect();
+        return Verdict::fail(CHECK, why, p.fix()).with_items(items);
+    }
+    match nodes.as_deref() {
+        Ok([]) => Verdict::warn(
+            CHECK,
+            format!(
+                "no node published its Multus (NodeMultus), so whether every node's Multus shares \
+                 NADs of {configured} with other namespaces cannot be checked"
+            ),
+            format!(
+                "the chart's CNI installer (cni.enabled=true) publishes each node's Multus; by hand: \
+                 with namespaceIsolation on, {configured} must be in Multus' globalNamespaces \
+                 (`default` when unset)"
+            ),
+        ),
+        Ok(nodes) => Verdict::pass(
+            CHECK,
+            format!(
+                "every node that published its Multus ({}) lets pods of any namespace use the \
+                 shared NAD in {configured}",
+                nodes.len()
+            ),
+        ),
+        Err(_) => Verdict::warn(
+            CHECK,
+            format!(
+                "the nodes' Multus cannot be listed, so whether it shares NADs of {configured} \
+                 with other namespaces cannot be checked"
+            ),
+            "see the node-multus line",
+        ),
+    }
+}

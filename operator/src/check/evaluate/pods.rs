@@ -1,0 +1,240 @@
+//! The pod lines: meshed pods attached (or redirected), sandboxes that never started because of
+//! linkerd-cni, the repairer's halts, and proxy uids inside their namespace's range.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::ObjectMeta;
+use rules::attachment::{lacks_attachment, listed_nad_of_ours, uses_nad};
+use rules::decision::DecisionConfig;
+use rules::namespaces::{want, Want};
+use rules::sandbox;
+use rules::uid_range::UidRange;
+
+use super::{
+    is_owned, live_pods, nad_in, never_started, ns_annotations, ns_name, CheckSettings, Observed,
+    RepairEvent, Verdict,
+};
+use crate::check::uids;
+
+/// The product's own failed sandboxes: pods of enabled namespaces that never started because Multus
+/// refused their NAD, the NAD is missing, or linkerd-cni failed.
+pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+    const CHECK: &str = "sandboxes";
+    let mut failing = Vec::new();
+    let mut advice = Vec::new();
+    for (pod, failure) in never_started(seen) {
+        let Some(cause) = sandbox::cause(&failure.message, &s.decision.nad.name) else {
+            continue;
+        };
+        failing.push(format!(
+            "{pod}: never started, its sandbox failed {} time(s): {}",
+            failure.count,
+            sandbox::essence(&failure.message)
+        ));
+        let a = cause.advice();
+        if !advice.contains(&a) {
+            advice.push(a);
+        }
+    }
+    if failing.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "no pod of an enabled namespace is failing its sandbox over linkerd-cni or its NAD",
+        );
+    }
+    Verdict::fail(
+        CHECK,
+        format!(
+            "{} pod(s) cannot start: the runtime fails their sandbox over linkerd-cni's attachment",
+            failing.len()
+        ),
+        advice.join("; "),
+    )
+    .with_items(failing)
+}
+
+/// Owners whose repair the watchdog halted (their latest watchdog Event is `PodRepairHalted`).
+pub(super) fn repair_verdict(seen: &Observed) -> Verdict {
+    const CHECK: &str = "repair";
+    let mut latest: BTreeMap<&str, &RepairEvent> = BTreeMap::new();
+    for e in &seen.repair_events {
+        if latest.get(e.owner.as_str()).is_none_or(|l| l.at <= e.at) {
+            latest.insert(&e.owner, e);
+        }
+    }
+    let halted: Vec<String> = latest
+        .values()
+        .filter(|e| e.halted)
+        .map(|e| format!("{}: {}", e.owner, e.message))
+        .collect();
+    if halted.is_empty() {
+        return Verdict::pass(CHECK, "no owner's pod repair is halted");
+    }
+    Verdict::fail(
+        CHECK,
+        format!(
+            "pod repair is halted for {} owner(s): a pod it evicted has no Ready replacement",
+            halted.len()
+        ),
+        "fix what keeps the replacement from starting (the sandboxes line, `kubectl describe pod`); \
+         repair resumes by itself once one of the owner's pods is Ready",
+    )
+    .with_items(halted)
+}
+
+/// Pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose
+/// validator the range would reject.
+pub(super) fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+    const CHECK: &str = "proxy-uids";
+    let annotations = ns_annotations(seen);
+    let mut wrong = Vec::new();
+    for pod in live_pods(seen) {
+        let namespace = pod.namespace.as_deref().unwrap_or_default();
+        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
+        let Some(containers) = seen.containers.get(&key) else {
+            continue;
+        };
+        let ns_annotations = annotations.get(namespace).copied().flatten();
+        for problem in uids::uid_problems(pod, containers, ns_annotations, &s.decision) {
+            wrong.push(format!("{key}: {problem}"));
+        }
+    }
+    if wrong.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "every meshed pod in a namespace with a uid range runs its proxy and validator inside it, \
+             as the uids the rules expect",
+        );
+    }
+    Verdict::fail(
+        CHECK,
+        format!("{} uid disagreement(s) in meshed pods", wrong.len()),
+        "set config.linkerd.io/proxy-uid to a uid of the range other than its first (or remove it), \
+         then recreate the pods so the webhook sets the proxy's and the validator's uids again",
+    )
+    .with_items(wrong)
+}
+
+pub(super) fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+    const CHECK: &str = "pods";
+    let namespaces: BTreeMap<&str, &Namespace> =
+        seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
+    let ours = |namespace: &str| nad_in(seen, namespace).is_some_and(is_owned);
+    let mut stale = Vec::new();
+    for pod in live_pods(seen) {
+        let namespace = pod.namespace.as_deref().unwrap_or_default();
+        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
+        if seen.sandbox_failures.get(&key).is_some_and(|f| !f.started) {
+            // Never ran: "restart it to move it" does not apply; the sandboxes line says what it is.
+            continue;
+        }
+        let ns = namespaces.get(namespace).copied();
+        let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
+        // Aux-chain mode: there is no annotation to lack, and a pod still listing a NAD of ours gets
+        // the same rules twice (a repeated ADD replaces them), so the validator's verdict counts.
+        let aux = !s.decision.nad.attach.uses_nads();
+        let problem = if aux && seen.validator_failed.contains(&key) {
+            Some(format!(
+                "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
+                 aux-chain line for its node): restart it once its node is fixed \
+                 (operator.repair.enabled does)",
+                vocab::VALIDATOR_CONTAINER,
+                vocab::VALIDATOR_FAILED_EXIT_CODE
+            ))
+        } else if wanted {
+            let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
+            pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
+        } else if aux {
+            None
+        } else {
+            opted_out_user(pod, namespace, &s.decision)
+        };
+        if let Some(reason) = problem {
+            stale.push(format!(
+                "{namespace}/{}: {reason}",
+                pod.name.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    if stale.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            if s.decision.nad.attach.uses_nads() {
+                "every pod in an enabled namespace is attached to linkerd-cni, and none outside one is"
+            } else {
+                "no meshed pod of an enabled namespace had its linkerd-network-validator fail"
+            },
+        );
+    }
+    Verdict::fail(
+        CHECK,
+        format!(
+            "{} pod(s) are not as their namespace wants; each line says why and what to do",
+            stale.len()
+        ),
+        "restart a pod with e.g. kubectl -n <namespace> rollout restart deploy/<name>; a restart keeps \
+         what its pod template sets",
+    )
+    .with_items(stale)
+}
+
+/// A pod whose namespace opted out but which still lists our NAD, its namespace's or the shared one
+/// (so the operator keeps that NAD).
+fn opted_out_user(pod: &ObjectMeta, namespace: &str, cfg: &DecisionConfig) -> Option<String> {
+    let nad = &cfg.nad.name;
+    let shared = cfg.nad.shared();
+    let uses = |nad_namespace: &str| uses_nad(pod, nad, nad_namespace, namespace);
+    (uses(namespace) || shared.is_some_and(uses)).then(|| {
+        format!(
+            "its namespace opted out, but it still lists {nad} in {}, so the NAD stays until it is \
+             gone: restart it to leave the mesh",
+            vocab::NETWORKS_ANNOTATION
+        )
+    })
+}
+
+/// Why a running pod does not match what the webhook would do to it today, if it doesn't, and what
+/// fixes it; `ours(ns)`: the operator's NAD is in `ns`. In aux-chain mode there is no attachment to
+/// lack: only the uid is judged.
+pub fn pod_problem(
+    pod: &ObjectMeta,
+    namespace: &str,
+    ns_annotations: Option<&BTreeMap<String, String>>,
+    cfg: &DecisionConfig,
+    ours: impl Fn(&str) -> bool,
+) -> Option<String> {
+    if lacks_attachment(pod, namespace, ns_annotations, cfg) {
+        if let Some(kept) = listed_nad_of_ours(pod, &cfg.nad.name, namespace, ours) {
+            return Some(format!(
+                "attached to {kept}/{}, not {}: a NAD from before a --nad-namespace switch, kept only \
+                 while pods list it: restart it to move it",
+                cfg.nad.name,
+                cfg.nad.reference()
+            ));
+        }
+        return Some(format!(
+            "not attached to {} (no {} entry; created before its namespace was set up): restart it",
+            cfg.nad.reference(),
+            vocab::NETWORKS_ANNOTATION
+        ));
+    }
+    let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
+    // The webhook never writes a uid that is not a number, so the pod's template (or another tool) did.
+    let Ok(uid_value) = uid.parse::<vocab::Uid>() else {
+        return Some(format!(
+            "{} {uid:?} is not a uid: fix it in the workload's pod template (a restart keeps it)",
+            vocab::PROXY_UID_ANNOTATION
+        ));
+    };
+    let range = UidRange::parse(ns_annotations?.get(&cfg.uids.range_annotation)?).ok()?;
+    (!range.contains(uid_value)).then(|| {
+        format!(
+            "proxy uid {uid} is outside the namespace's uid range {}/{}: restart it; if its pod \
+             template sets {}, fix the value there",
+            range.first,
+            range.size,
+            vocab::PROXY_UID_ANNOTATION
+        )
+    })
+}
