@@ -47,5 +47,6 @@ for manifest in sorted(root.glob("*/Cargo.toml")):
             if a < b and a[:-1] == b[:-1] and a in uses.get(b, ()):
                 cycles.append(f"{manifest.parent.name}: {'::'.join(a)} and {'::'.join(b)} import each other")
 
-print("\n".join(cycles))
+for line in cycles:
+    print(line)
 sys.exit(1 if cycles else 0)
