@@ -1,0 +1,112 @@
+//! Tests of the nodes' Multus lines (`multus.rs`), on the fixtures of `evaluate_tests.rs`.
+
+use super::*;
+
+fn node(name: &str, isolation: Isolation) -> NodeIsolation {
+    NodeIsolation {
+        node: name.into(),
+        isolation,
+    }
+}
+
+/// If this breaks, `check` shows ✓ while every new meshed pod outside the shared NAD's namespace
+/// fails its sandbox (the silent failure of issue 24): a node's Multus that refuses the configured
+/// namespace fails the shared-nad line with the nodes and the fix, and the NAD and pod lines expect
+/// what the operator then does (one NAD per namespace, pods attached to their own).
+#[test]
+fn shared_nad_refused_by_a_nodes_multus_fails_with_the_fix() {
+    let shared = shared_settings("nad-home");
+    let mut seen = healthy();
+    seen.namespaces.push(namespace("nad-home", &[]));
+    seen.node_multus = Ok(vec![
+        node("n1", multus_node::isolation(true, None)),
+        node("n2", Isolation::Off),
+    ]);
+    let all = evaluate(&seen, &shared);
+    let refused = verdict(&all, "shared-nad");
+    assert!(!refused.ok, "{refused:?}");
+    assert!(
+        refused
+            .message
+            .starts_with("--nad-namespace nad-home is refused by Multus on node(s) n1:"),
+        "{}",
+        refused.message
+    );
+    let hint = refused.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("`default`"), "{hint}");
+    assert!(
+        hint.contains("add nad-home to their Multus globalNamespaces"),
+        "{hint}"
+    );
+    assert_eq!(
+        refused.items,
+        ["n1: namespaceIsolation on, globalNamespaces default"]
+    );
+    // The operator keeps the per-namespace NADs and the webhook attaches pods to them: as expected.
+    for check in ["nads", "pods", "node-multus"] {
+        assert!(verdict(&all, check).ok, "{:?}", verdict(&all, check));
+    }
+
+    // Fixed on the node (nad-home in globalNamespaces): passes, and the shared NAD is now expected.
+    seen.node_multus = Ok(vec![
+        node("n1", multus_node::isolation(true, Some("default,nad-home"))),
+        node("n2", Isolation::Off),
+    ]);
+    let all = evaluate(&seen, &shared);
+    let allowed = verdict(&all, "shared-nad");
+    assert!(allowed.ok && !allowed.warning, "{allowed:?}");
+    assert!(allowed.message.contains("(2)"), "{}", allowed.message);
+    let nads = verdict(&all, "nads");
+    assert!(!nads.ok, "the shared NAD is missing: {nads:?}");
+    assert!(
+        nads.items
+            .iter()
+            .any(|i| i == "nad-home: no NAD linkerd-cni"),
+        "{nads:?}"
+    );
+}
+
+/// Nodes whose Multus cannot be read are a warning (listed), never a failure; so is a cluster where
+/// no node published its Multus, or where NodeMultus cannot be listed.
+#[test]
+fn unreadable_or_unpublished_multus_is_a_warning() {
+    let shared = shared_settings("default");
+    let mut seen = healthy();
+    seen.node_multus = Ok(vec![
+        node(
+            "n1",
+            Isolation::Unknown {
+                reason: "00-multus.conf: it is not valid JSON".into(),
+            },
+        ),
+        node("n2", multus_node::isolation(true, None)),
+    ]);
+    let all = evaluate(&seen, &shared);
+    let unknown = verdict(&all, "node-multus");
+    assert!(unknown.ok && unknown.warning, "{unknown:?}");
+    assert_eq!(unknown.items, ["n1: 00-multus.conf: it is not valid JSON"]);
+    assert!(unknown.message.contains("1 of 2"), "{}", unknown.message);
+    assert!(verdict(&all, "shared-nad").ok, "default is global on n2");
+    // A warning alone leaves `check` successful.
+    let alone = [unknown.clone()];
+    let human = render_human(&alone);
+    assert!(human.contains("‼ node-multus:"), "{human}");
+    assert!(human.contains("Status check results are ✓"), "{human}");
+    let json: serde_json::Value = serde_json::from_str(&render_json(&alone)).expect("json");
+    assert_eq!(json["success"], true);
+    assert_eq!(json["checks"][0]["warning"], true);
+
+    seen.node_multus = Ok(vec![]);
+    let all = evaluate(&seen, &shared);
+    let unpublished = verdict(&all, "shared-nad");
+    assert!(unpublished.ok && unpublished.warning, "{unpublished:?}");
+    assert!(verdict(&all, "node-multus").ok);
+
+    seen.node_multus = Err("the server could not find the requested resource".into());
+    let all = evaluate(&seen, &shared);
+    for check in ["node-multus", "shared-nad"] {
+        let v = verdict(&all, check);
+        assert!(v.ok && v.warning, "{v:?}");
+    }
+    assert!(!verdict(&evaluate(&healthy(), &settings()), "shared-nad").warning);
+}

@@ -1,0 +1,227 @@
+//! Tests of the pod lines (`pods.rs`), on the fixtures of `evaluate_tests.rs`.
+
+use super::*;
+
+/// If this breaks, `check` stays silent about a proxy the rules do not exempt or a validator the SCC
+/// rejects.
+#[test]
+fn uid_disagreements_are_listed() {
+    let mut seen = healthy();
+    seen.containers.insert(
+        "app/web".into(),
+        PodView::from_spec_json(Some(&serde_json::json!({
+            "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 2102 } }],
+            "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 65534 } }],
+        }))),
+    );
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "proxy-uids");
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        [
+            "app/web: linkerd-proxy runs as 2102 but config.linkerd.io/proxy-uid is 3102: the rules exempt 3102",
+            "app/web: linkerd-network-validator runs as 65534, outside the namespace's uid range 1000/10000",
+        ]
+    );
+}
+
+/// Pods the webhook would leave alone are not flagged: restarting them would change nothing.
+#[test]
+fn pods_that_need_nothing_are_not_flagged() {
+    let cfg = settings().decision;
+    let ns = map(&[
+        ("linkerd.io/multus", "enabled"),
+        ("linkerd.io/inject", "disabled"),
+    ]);
+    assert_eq!(
+        pod_problem(&pod("app", "p", &[]), "app", Some(&ns), &cfg, |_| false),
+        None
+    );
+    // A custom uid inside the range is the admin's choice.
+    let ranged = map(&[
+        ("linkerd.io/multus", "enabled"),
+        ("openshift.io/sa.scc.uid-range", "1000/10000"),
+    ]);
+    let inside = pod(
+        "app",
+        "p",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "10999"),
+        ],
+    );
+    assert_eq!(
+        pod_problem(&inside, "app", Some(&ranged), &cfg, |_| false),
+        None
+    );
+    let outside = pod(
+        "app",
+        "p",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "11000"),
+        ],
+    );
+    assert!(pod_problem(&outside, "app", Some(&ranged), &cfg, |_| false).is_some());
+}
+
+/// A terminating pod is not flagged by either pod check: it is already going (e.g. evicted by the
+/// repairer).
+#[test]
+fn terminating_pods_are_not_flagged() {
+    let mut seen = healthy();
+    // Unattached, and its proxy outside the namespace's uid range 1000/10000.
+    seen.pods[0] = pod(
+        "app",
+        "web",
+        &[("config.linkerd.io/proxy-uid", "1000652102")],
+    );
+    let flagged = |seen: &Observed| {
+        let all = evaluate(seen, &settings());
+        [
+            verdict(&all, "pods").items.len(),
+            verdict(&all, "proxy-uids").items.len(),
+        ]
+    };
+    assert_eq!(flagged(&seen), [1, 1]);
+    seen.pods[0].deletion_timestamp = Some(Time(Default::default()));
+    assert_eq!(flagged(&seen), [0, 0]);
+}
+
+/// A pod listing the operator's NAD of another namespace (kept after a `--nad-namespace` switch while
+/// pods list it) is told so, not "created before its namespace was set up"; someone else's NAD there
+/// is no attachment at all.
+#[test]
+fn pods_on_our_nad_elsewhere_are_told_why() {
+    let mut seen = healthy();
+    seen.nads.push(owned_nad("default"));
+    seen.pods.push(pod(
+        "app",
+        "switched",
+        &[
+            ("k8s.v1.cni.cncf.io/networks", "default/linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "3102"),
+        ],
+    ));
+    let items = |seen: &Observed| verdict(&evaluate(seen, &settings()), "pods").items.clone();
+    assert_eq!(
+        items(&seen),
+        [
+            "app/switched: attached to default/linkerd-cni, not linkerd-cni: a NAD from before a \
+          --nad-namespace switch, kept only while pods list it: restart it to move it"
+        ]
+    );
+
+    seen.nads.last_mut().unwrap().metadata.labels =
+        Some(map(&[("app.kubernetes.io/managed-by", "helm")]));
+    let items = items(&seen);
+    assert_eq!(items.len(), 1);
+    assert!(
+        items[0].starts_with("app/switched: not attached to linkerd-cni"),
+        "{items:?}"
+    );
+}
+
+const ISOLATION_EVENT: &str = "Failed to create pod sandbox: rpc error: code = Unknown desc = failed \
+    to setup network for sandbox \"9f\": plugin type=\"multus\" name=\"multus-cni-network\" failed \
+    (add): [app/new:linkerd-cni]: error loading k8s delegates k8s args: TryLoadPodDelegates: error in \
+    getting k8s network for pod: GetNetworkDelegates: failed getting the delegate: namespace isolation \
+    enabled, annotation violates permission, pod is in namespace app but refers to target namespace \
+    nad-home";
+
+/// A pod that never started because Multus refuses its NAD is reported with Multus' message and the
+/// fix; it is not offered "restart it" advice in the pods line, and a pod that started since, or a
+/// failure of another network, is no failure of ours.
+#[test]
+fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
+    let mut seen = healthy();
+    seen.pods.push(pod(
+        "app",
+        "new",
+        &[("k8s.v1.cni.cncf.io/networks", "nad-home/linkerd-cni")],
+    ));
+    seen.sandbox_failures.insert(
+        "app/new".into(),
+        SandboxFailure {
+            message: ISOLATION_EVENT.into(),
+            count: 4,
+            started: false,
+        },
+    );
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "sandboxes");
+    assert!(!v.ok, "{v:?}");
+    assert_eq!(v.items.len(), 1, "{v:?}");
+    assert!(
+        v.items[0].starts_with(
+            "app/new: never started, its sandbox failed 4 time(s): [app/new:linkerd-cni]"
+        ) && v.items[0].ends_with("refers to target namespace nad-home"),
+        "{v:?}"
+    );
+    let hint = v.hint.as_deref().unwrap_or_default();
+    assert!(
+        hint.contains("nad-home") && hint.contains("globalNamespaces"),
+        "{hint}"
+    );
+    assert!(
+        !verdict(&all, "pods")
+            .items
+            .iter()
+            .any(|i| i.starts_with("app/new")),
+        "{:?}",
+        verdict(&all, "pods")
+    );
+
+    for (message, started) in [
+        (ISOLATION_EVENT, true),
+        (
+            "failed (add): [app/new:macvlan]: plugin type=\"macvlan\" failed",
+            false,
+        ),
+    ] {
+        let mut seen = seen.clone();
+        seen.sandbox_failures.insert(
+            "app/new".into(),
+            SandboxFailure {
+                message: message.into(),
+                count: 1,
+                started,
+            },
+        );
+        let all = evaluate(&seen, &settings());
+        assert!(verdict(&all, "sandboxes").ok, "{message} started={started}");
+    }
+}
+
+/// An owner is reported while its latest watchdog Event says halted, and no longer once resumed.
+#[test]
+fn halted_repair_is_reported_until_resumed() {
+    let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap());
+    let event = |owner: &str, halted: bool, t: i64| RepairEvent {
+        owner: owner.into(),
+        halted,
+        at: at(t),
+        message: if halted {
+            "Halted repair".into()
+        } else {
+            "Resumed".into()
+        },
+    };
+    let mut seen = healthy();
+    seen.repair_events = vec![
+        event("app/ReplicaSet web", true, 10),
+        event("app/ReplicaSet db", true, 10),
+        event("app/ReplicaSet db", false, 20),
+    ];
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "repair");
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        vec!["app/ReplicaSet web: Halted repair".to_string()]
+    );
+    seen.repair_events
+        .push(event("app/ReplicaSet web", false, 30));
+    assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
+}
