@@ -165,16 +165,20 @@ async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
     );
     assert!(file.exists());
 
+    // fs::write truncates first: the installer may read (and publish) the empty file on the way,
+    // refusing for that reason; the refusal that counts is the one of the written config.
     fs::write(node.net.join("00-multus.conf"), multus(None)).expect("conf");
-    let refused = eventually("the refusal is published", || async {
-        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
-        (spec(&obj)["auxChain"]["installed"] == false).then_some(obj)
-    })
+    eventually(
+        "the refusal is published, naming the missing chain",
+        || async {
+            let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+            let aux = &spec(&obj)["auxChain"];
+            let reason = aux["reason"].as_str().unwrap_or_default();
+            (aux["installed"] == false && reason.contains("sets no auxiliaryCNIChainName"))
+                .then_some(())
+        },
+    )
     .await;
-    let reason = spec(&refused)["auxChain"]["reason"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(reason.contains("sets no auxiliaryCNIChainName"), "{reason}");
     assert!(file.exists(), "a refusal keeps the file");
 
     let (status, log) = running.terminate();
