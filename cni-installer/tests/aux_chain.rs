@@ -205,11 +205,11 @@ fn ready_only_when_multus_runs_the_chain() {
     assert!(!subdir(&node).exists());
 
     let cluster = node.net.join("10-flannel.conflist");
-    fs::write(
-        node.net.join("00-multus.conf"),
+    // Atomically: a half-written config would be a second refusal, logged again.
+    write_atomically(
+        &node.net.join("00-multus.conf"),
         multus_conf(Some(DEFAULT_AUX_CHAIN_NAME), &cluster.to_string_lossy()),
-    )
-    .expect("configure Multus");
+    );
     wait_for_within("the chain file after Multus runs the chain", REPAIR, || {
         chain_file(&node).exists().then_some(())
     });

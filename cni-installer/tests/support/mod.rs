@@ -243,6 +243,14 @@ impl Node {
     }
 }
 
+/// Writes `path` as config writers do, by renaming a finished file over it, so a watching installer
+/// never reads it half-written (`fs::write` truncates first: the installer may read it empty).
+pub fn write_atomically(path: &Path, bytes: impl AsRef<[u8]>) {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).expect("write the new file");
+    fs::rename(&tmp, path).expect("rename it into place");
+}
+
 /// (inode, bytes) of a file: an unchanged inode proves no rewrite happened (writes rename a new file).
 pub fn identity(path: &Path) -> (u64, Vec<u8>) {
     let meta = fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
