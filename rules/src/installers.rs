@@ -13,13 +13,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::pod::is_ready;
 
-pub use vocab::CNI_INSTALLER_LABEL as INSTALLER_LABEL;
-
 /// True when the pod of `meta` is an installer: one of the chart's DaemonSet (label
-/// [`INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a
+/// [`vocab::CNI_INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a
 /// NodeMultus' `spec.installerPod`).
 pub fn is_installer(meta: &ObjectMeta, cni_namespace: &str, named: impl Fn(&str) -> bool) -> bool {
-    let (key, value) = INSTALLER_LABEL.split_once('=').unwrap_or_default();
+    let (key, value) = vocab::CNI_INSTALLER_LABEL
+        .split_once('=')
+        .unwrap_or_default();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     let labelled = namespace == cni_namespace
         && meta

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::ObjectMeta;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use rules::attach::Attach;
 use rules::decision::DecisionConfig;
 use rules::multus_node::{self, NodeIsolation};
 use rules::pod::PodView;
@@ -16,7 +17,6 @@ use serde::Serialize;
 
 use super::aux_chain::{self, AuxChainSeen};
 use crate::nad_config::{build_config, ConfigSource};
-use rules::attach::Attach;
 
 mod multus;
 mod nads;
