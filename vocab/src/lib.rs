@@ -9,7 +9,10 @@
 use std::collections::BTreeMap;
 
 pub mod duration;
+mod proxy_uid;
 pub mod report;
+
+pub use proxy_uid::{parse_proxy_uid, ProxyUidError, MAX_KUBERNETES_UID, PROXY_UID_CASES};
 
 // === Annotations and labels read or written on namespaces and pods ===
 
@@ -81,7 +84,8 @@ pub const VALIDATOR_CONTAINER: &str = "linkerd-network-validator";
 
 /// A Linux uid, the one type every part holds a uid in. `u32::MAX` is `(uid_t)-1`, "no uid" to the
 /// kernel, so it is never one. Kubernetes writes uids as int64 (`runAsUser`): [`uid_from_kubernetes`]
-/// is the one conversion, where a pod is read.
+/// is the one conversion, where a pod is read; a `config.linkerd.io/proxy-uid` value is read by
+/// [`parse_proxy_uid`].
 pub type Uid = u32;
 
 /// A Kubernetes `runAsUser` (int64) as a [`Uid`]; None when it names none (negative, `(uid_t)-1` or
