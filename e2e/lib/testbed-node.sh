@@ -335,14 +335,9 @@ EOF_POLICY
 }
 
 start_node_agents() {
-    local n="$STATE/node" bin extra=()
-    bin="$(k8s_path kubelet)"
-    step "start the kubelet ($("$bin" --version)) as node $NODE_NAME ($NODE_IP)" "see $STATE/kubelet.log"
+    local n="$STATE/node" bin
     write_kubelet_config
-    supports "$bin" --container-runtime=remote && extra+=(--container-runtime=remote)
-    daemon kubelet "$bin" --config="$n/kubelet.yaml" --kubeconfig="$n/kubelet.kubeconfig" \
-        --root-dir="$STATE/kubelet" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
-        --container-runtime-endpoint="unix://$STATE/containerd.sock" "${extra[@]}"
+    run_kubelet
 
     bin="$(k8s_path kube-proxy)"
     step "start kube-proxy (iptables mode, in the node's netns)" "see $STATE/kube-proxy.log"
@@ -352,6 +347,52 @@ start_node_agents() {
         --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 \
         --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 \
         --metrics-bind-address=127.0.0.1:10249 --healthz-bind-address=127.0.0.1:10256
+}
+
+# The kubelet on the config written at `up` (a reboot starts it again as it was).
+run_kubelet() {
+    local n="$STATE/node" bin extra=()
+    bin="$(k8s_path kubelet)"
+    step "start the kubelet ($("$bin" --version)) as node $NODE_NAME ($NODE_IP)" "see $STATE/kubelet.log"
+    supports "$bin" --container-runtime=remote && extra+=(--container-runtime=remote)
+    daemon kubelet "$bin" --config="$n/kubelet.yaml" --kubeconfig="$n/kubelet.kubeconfig" \
+        --root-dir="$STATE/kubelet" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
+        --container-runtime-endpoint="unix://$STATE/containerd.sock" "${extra[@]}"
+}
+
+# PIDs of containerd's shims in the node's namespaces (they outlive containerd, as on a node).
+shim_procs() {
+    local p
+    for p in $(namespace_procs); do
+        case "$(cat "/proc/$p/comm" 2>/dev/null)" in containerd-shim*) echo "$p" ;; esac
+    done
+}
+
+# A reboot as the node's pods see it: the kubelet and containerd stopped, every pod's process and
+# containerd's shims killed, the node's /run (a tmpfs) emptied with what is mounted under it (the
+# pods' network namespaces), then containerd and the kubelet started again, which recreate every pod's
+# sandbox through the CNI config of the moment. LINKERD_MULTUS_REBOOT_BOOT, a shell command, runs in the
+# node's mount namespace between the two (what a node's boot writes into /run first). The control plane (in the same namespaces, keeping its
+# state outside /run), kube-proxy and /var (persistent on a node) stay.
+node_reboot() {
+    local t0=$SECONDS
+    stop_pid "$STATE/kubelet.pid" kubelet
+    kill_all_of cgroup_procs
+    stop_pid "$STATE/containerd.pid" containerd
+    kill_all_of shim_procs
+    step "empty the node's /run (unmounting what is mounted under it)"
+    # Deepest first; lazily, as a namespace file may still be open somewhere for a moment.
+    "${IN_NODE[@]}" sh -c 'awk '"'"'$5 ~ "^/run/" {print $5}'"'"' /proc/self/mountinfo | sort -r |
+        while read -r m; do umount -l "$m"; done
+        find /run -mindepth 1 -maxdepth 1 -exec rm -rf {} +'
+    if [ -n "${LINKERD_MULTUS_REBOOT_BOOT:-}" ]; then
+        step "boot: $LINKERD_MULTUS_REBOOT_BOOT"
+        "${IN_NODE[@]}" sh -c "$LINKERD_MULTUS_REBOOT_BOOT" || fail "the reboot's boot command failed"
+    fi
+    run_containerd
+    run_kubelet
+    wait_for 120 "node $NODE_NAME Ready" kubelet:kubelet node_ready
+    echo "testbed: rebooted in $((SECONDS - t0)) s" >&2
 }
 
 node_ready() {

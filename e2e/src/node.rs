@@ -149,13 +149,16 @@ impl Node {
         }
     }
 
-    /// Stops the node's containerd and starts it again (`e2e/testbed restart-containerd --node`): the
-    /// pods' containers keep running, as when a real node's containerd restarts.
-    pub fn restart_containerd(&self) {
-        let out = self.script("restart-containerd");
+    /// Reboots the node as its pods see it (`e2e/testbed reboot --node`): the kubelet, every pod's
+    /// processes and containerd stopped, the node's /run emptied, containerd and the kubelet started
+    /// again, so every pod gets a new sandbox through the CNI config of the moment. `boot` (a shell
+    /// command, run in the node's mount namespace once /run is empty, before containerd starts) plays
+    /// what the node's boot writes there first. Returns when the node is Ready again.
+    pub fn reboot(&self, boot: &str) {
+        let out = self.script_with("reboot", &[("LINKERD_MULTUS_REBOOT_BOOT", boot)]);
         assert!(
             out.status.success(),
-            "e2e/testbed restart-containerd --node failed:\n{}",
+            "e2e/testbed reboot --node failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -175,10 +178,15 @@ impl Node {
     }
 
     fn script(&self, command: &str) -> Output {
+        self.script_with(command, &[])
+    }
+
+    fn script_with(&self, command: &str, env: &[(&str, &str)]) -> Output {
         Command::new(workspace_root().join("e2e/testbed"))
             .args([command, "--node"])
             .env("LINKERD_MULTUS_TESTBED_DIR", &self.dir)
             .env("LINKERD_MULTUS_IMAGES_NO_BUILD", "1")
+            .envs(env.iter().copied())
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command} --node: {e}"))
     }

@@ -45,7 +45,14 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         &meshed.test_image,
     );
     step_check_in_the_operator_pod(&node);
-    aux_chain::step_attach_through_the_aux_chain(&node, &meshed, &plain);
+    aux_chain::step_attach_through_the_aux_chain(&node, &mut cleanup, &meshed, &plain);
+    lifecycle::Lifecycle {
+        node: &node,
+        sets: vec!["attach=nad".into()],
+        chain_file: None,
+        mode: "nad",
+    }
+    .run(&mut cleanup);
     step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);
     drop(cleanup);
 }

@@ -4,10 +4,12 @@
 //! `auxiliaryCNIChainName: vendor-cni-chain`. The admin switches the release to `attach=auxChain`:
 //! the installer puts linkerd-cni's config in the chain's directory, the pods restarted come without
 //! a networks annotation and are redirected, the NADs go once no pod lists them (0 left), a pod that
-//! is not meshed gets no rules. A node "reboot" (the chain directory emptied, containerd restarted,
-//! the installer away meanwhile) lets one pod start without rules: its validator exits 95, repair
-//! leaves it while the node has no Ready installer and restarts it once the installer is back. A DaemonSet rollout fails no sandbox; `check` passes, and
-//! fails naming the node when its Multus loses the chain. Then back to NADs.
+//! is not meshed gets no rules. A node reboot (/run emptied, containerd and the kubelet restarted,
+//! every sandbox recreated, the installer away meanwhile) starts every meshed pod without rules: each
+//! validator exits 95, repair leaves them while the node has no Ready installer and restarts them once
+//! it is back; plain pods start throughout. A DaemonSet rollout fails no sandbox; `check` passes, and
+//! fails naming the node when its Multus loses the chain. The lifecycle drill (upgrade, rollback, the
+//! plugin's account deleted, uninstall, reinstall) runs in this mode. Then back to NADs.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,7 +19,9 @@ use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::wait_for_explained;
 use serde_json::{json, Value};
 
+use super::lifecycle::{plain_pod, sandbox_failures, wait_ready, Lifecycle};
 use super::*;
+use crate::support::temp_file;
 use crate::{assert_redirected, pod_names, step_cni_rollout_while_creating_pods, Meshed};
 
 /// Where OpenShift 4.18's Multus finds the cluster network's config, so the chain's parent too.
@@ -29,17 +33,94 @@ const CLUSTER_NETWORK: &str = "10-testbed.conflist";
 const NO_INSTALLER: &str = "linkerd-multus-test/no-installer";
 const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
 
-pub fn step_attach_through_the_aux_chain(node: &Node, meshed: &Meshed, plain: &str) {
+pub fn step_attach_through_the_aux_chain(
+    node: &Node,
+    cleanup: &mut Cleanup,
+    meshed: &Meshed,
+    plain: &str,
+) {
     let multus = MultusConf::new(node);
     let _aux_dir = RemovedOnDrop(node.in_node_mounts(AUX_DIR));
     write_multus(node, &multus, Some(CHAIN));
     switch_to_aux_chain(node, meshed, plain);
     unmeshed_pod_gets_no_rules(node, meshed, plain);
-    reboot_window(node, meshed);
+    reboot_window(node, cleanup, meshed, plain);
     step_cni_rollout_while_creating_pods(node, meshed);
     check_fails_without_the_chain(node, &multus);
+    let lifecycle = Lifecycle {
+        node,
+        sets: vec![
+            "attach=auxChain".into(),
+            format!("cni.auxChain.dir={AUX_DIR}"),
+        ],
+        chain_file: Some(chain_file(node)),
+        mode: "aux",
+    };
+    lifecycle.upgrade_and_rollback(cleanup);
+    plugin_account_deleted(node, cleanup, meshed);
+    lifecycle.uninstall_and_reinstall(cleanup);
     switch_back_to_nads(node, meshed);
     drop(multus);
+}
+
+/// The plugin's ServiceAccount deleted while the installation stays (its credential refused, as
+/// after an uninstall that left the chain file, or a token past its lifetime): linkerd-cni still runs
+/// for every pod from the chain, yet a plain pod starts, and a meshed pod starts without rules, so
+/// its validator exits 95 (it never runs unredirected). The uninstall that follows restores it.
+fn plugin_account_deleted(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) {
+    let ns = &meshed.ns;
+    node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "delete",
+        "serviceaccount",
+        PLUGIN_SERVICE_ACCOUNT,
+    ]);
+    let plain = create_namespace(node, cleanup, "no-plugin-account");
+    let start = Instant::now();
+    apply(node, &plain_pod(node, &plain, "p1"));
+    wait_ready(node, &plain, "p1", READY_WITHIN);
+    assert_eq!(
+        sandbox_failures(node, &plain),
+        0,
+        "a plain pod starts while the plugin's credential is refused: {}",
+        node.describe(&plain, "pods")
+    );
+    eprintln!(
+        "plugin's ServiceAccount deleted -> a plain pod Ready in {:?}",
+        start.elapsed()
+    );
+    let running: BTreeSet<String> = pod_names(node, ns).into_iter().collect();
+    node.kubectl_ok(&[
+        "-n",
+        ns,
+        "scale",
+        "deployment/meshed",
+        &format!("--replicas={}", running.len() + 1),
+    ]);
+    let caught = wait_for_explained(
+        "a meshed pod started while the plugin's credential is refused: validator exit 95",
+        READY_WITHIN,
+        || {
+            new_meshed_pods(node, ns, &running)
+                .into_iter()
+                .find(|p| validator_exit(p) == Some(95))
+        },
+        || node.describe(ns, "pods"),
+    );
+    assert!(
+        !is_ready(&caught),
+        "the meshed pod without rules never runs: {}",
+        caught["status"]
+    );
+    node.kubectl_ok(&[
+        "-n",
+        ns,
+        "scale",
+        "deployment/meshed",
+        &format!("--replicas={}", running.len()),
+    ]);
+    wait_deployment_ready(node, ns, "meshed");
 }
 
 /// The node's files of this step (the cluster network's config, the chain's directory), removed when
@@ -248,11 +329,13 @@ fn validator_exit(pod: &Value) -> Option<i64> {
         .find_map(|s| status[s]["terminated"]["exitCode"].as_i64())
 }
 
-/// A node "reboot": the installer away (kept off by a nodeSelector), the chain's directory emptied
-/// (the node's /run is a tmpfs), containerd restarted. Pods already running keep their rules; one
-/// created in the window starts without, its validator exits 95, and once the installer is back
-/// repair restarts it and the replacement is redirected.
-fn reboot_window(node: &Node, meshed: &Meshed) {
+/// A node reboot (`e2e/testbed reboot --node`: the node's /run emptied, containerd and the kubelet
+/// restarted, every pod's sandbox recreated), with the installer kept away meanwhile (a nodeSelector)
+/// so the window lasts. The boot writes the cluster network's config back into /run (OpenShift's
+/// network plugin does), not linkerd-cni's chain file. Plain pods start throughout; every meshed pod's
+/// new sandbox has no rules, so its validator exits 95 and it never runs; repair leaves them while
+/// the node has no Ready installer and restarts each once the installer is back, redirected.
+fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &str) {
     let ns = &meshed.ns;
     let off = json!({"spec": {"template": {"spec": {"nodeSelector": {(NO_INSTALLER): "true"}}}}});
     patch_installer(node, "merge", &off);
@@ -264,50 +347,65 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
     );
     assert!(
         chain_file(node).is_file(),
-        "the installer's SIGTERM leaves its chain file (a rollout must not unmesh new pods)"
+        "the installer's SIGTERM with its DaemonSet in place (a rollout) leaves its chain file"
     );
-    let chain_dir = node.in_node_mounts(&format!("{AUX_DIR}/{CHAIN}"));
-    std::fs::remove_dir_all(&chain_dir).expect("empty the chain's directory");
-    node.restart_containerd();
-    let running: BTreeSet<String> = pod_names(node, ns).into_iter().collect();
-
-    let replicas = running.len() + 1;
+    let cluster_network =
+        std::fs::read_to_string(node.in_node_mounts(&format!("{AUX_DIR}/{CLUSTER_NETWORK}")))
+            .expect("the cluster network's config in /run");
+    let saved = temp_file("cluster-network", &cluster_network);
+    let meshed_before: BTreeSet<String> = validated_pods(node, ns);
     let start = Instant::now();
-    node.kubectl_ok(&[
-        "-n",
-        ns,
-        "scale",
-        "deployment/meshed",
-        &format!("--replicas={replicas}"),
-    ]);
-    let window_pod = wait_for_explained(
-        "the pod started in the window: its validator exits 95 (no rules)",
+    node.reboot(&format!(
+        "mkdir -p {AUX_DIR} && cp {} {AUX_DIR}/{CLUSTER_NETWORK}",
+        saved.display()
+    ));
+    let _ = std::fs::remove_file(&saved);
+    eprintln!("node rebooted (Ready again) in {:?}", start.elapsed());
+    assert!(
+        !chain_file(node).exists(),
+        "the reboot emptied /run: no chain file until the installer is back"
+    );
+
+    // Plain pods: the one from before comes back on its new sandbox, a new one starts.
+    wait_pod_running(node, plain, "app=server");
+    let fresh = create_namespace(node, cleanup, "after-reboot");
+    apply(node, &plain_pod(node, &fresh, "p1"));
+    wait_ready(node, &fresh, "p1", READY_WITHIN);
+    eprintln!(
+        "after the reboot: plain pods Running {:?} after it began",
+        start.elapsed()
+    );
+
+    // Every meshed pod restarted on a sandbox without rules: its validator exits 95, it is not Ready.
+    let caught = wait_for_explained(
+        "every meshed pod's validator exits 95 on its new sandbox (no rules)",
         READY_WITHIN,
         || {
-            new_meshed_pods(node, ns, &running)
-                .into_iter()
-                .find(|p| validator_exit(p) == Some(95))
+            let pods = meshed_pods(node, ns);
+            (!pods.is_empty()
+                && pods
+                    .iter()
+                    .all(|p| validator_exit(p) == Some(95) && !is_ready(p)))
+            .then_some(pods.len())
         },
         || node.describe(ns, "pods"),
     );
-    let window_name = window_pod["metadata"]["name"]
-        .as_str()
-        .expect("pod name")
-        .to_string();
     eprintln!(
-        "reboot window: {window_name} started without rules, validator exit 95 after {:?}",
+        "reboot: {caught} meshed pods caught by their validator (95) {:?} after it began",
         start.elapsed()
     );
-    // Repair judges the pod at once and every 10 s; while the node has no Ready installer it must
+    // Repair judges pods at once and every 10 s; while the node has no Ready installer it must
     // wait: a replacement would start without the chain's file too.
     std::thread::sleep(Duration::from_secs(15));
-    let held = node.get_json(&["-n", ns, "pod", &window_name]);
+    let held: BTreeSet<String> = meshed_pods(node, ns)
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && !is_ready(p))
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
     assert!(
-        held.as_ref()
-            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
-        "repair left {window_name} alone while the node had no Ready installer: {held:?}"
+        meshed_before.is_subset(&held),
+        "repair left every caught pod alone while the node had no Ready installer: before {meshed_before:?}, held {held:?}"
     );
-    eprintln!("{window_name} not evicted in 15 s without a Ready installer");
 
     let back = Instant::now();
     let on = json!([{"op": "remove",
@@ -319,22 +417,32 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
         "the installer wrote its chain file again at start"
     );
     wait_for_explained(
-        &format!("repair restarted {window_name} and every meshed pod is Ready"),
-        Duration::from_secs(180),
+        "repair restarted every caught pod, and every meshed pod runs redirected",
+        Duration::from_secs(240),
         || {
-            let gone = node.get_json(&["-n", ns, "pod", &window_name]).is_none();
-            let d = node.get_json(&["-n", ns, "deployment", "meshed"])?;
-            let ready = count(&d, "/status/readyReplicas") == replicas as i64;
-            (gone && ready).then_some(())
+            let pods = meshed_pods(node, ns);
+            let names: BTreeSet<String> = pods
+                .iter()
+                .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            (names.is_disjoint(&meshed_before)
+                && names.len() >= meshed_before.len()
+                && pods.iter().all(is_ready))
+            .then_some(())
         },
         || node.describe(ns, "pods"),
     );
     eprintln!(
-        "installer back -> the window's pod caught by repair and replaced, Ready in {:?}",
+        "installer back -> {} caught pods evicted by repair, every meshed pod Ready in {:?}",
+        meshed_before.len(),
         back.elapsed()
     );
-    // The Event is on the pod's owner and names the last pod evicted: the window's own pod, since
-    // its replacement started with the installer back (and was not evicted again).
+    for pod in validated_pods(node, ns) {
+        assert!(
+            logs(node, ns, &pod, "linkerd-network-validator").contains("validated:"),
+            "after the reboot every meshed pod runs redirected: {pod}"
+        );
+    }
     let evicted = events(
         node,
         ns,
@@ -342,19 +450,34 @@ fn reboot_window(node: &Node, meshed: &Meshed) {
         &["jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"],
     );
     assert!(
-        evicted
-            .lines()
-            .any(|m| m.contains(&format!("Evicted pod {window_name} "))
-                && m.contains("exited with code 95")),
-        "repair evicted the window's pod once, for the validator's 95: {evicted}"
+        evicted.contains("exited with code 95"),
+        "repair evicted the caught pods for the validator's 95: {evicted}"
     );
-    eprintln!("repair evictions in the window: {evicted}");
-    for pod in pod_names(node, ns) {
-        assert!(
-            logs(node, ns, &pod, "linkerd-network-validator").contains("validated:"),
-            "after the reboot every meshed pod runs redirected: {pod}"
-        );
-    }
+}
+
+/// The pods of `ns` with Linkerd's network validator (the injected meshed pods), not on their way out.
+fn meshed_pods(node: &Node, ns: &str) -> Vec<Value> {
+    let list = node.get_json(&["-n", ns, "pods"]).expect("pods");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["spec"]["initContainers"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["name"] == "linkerd-network-validator"))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The names of [`meshed_pods`].
+fn validated_pods(node: &Node, ns: &str) -> BTreeSet<String> {
+    meshed_pods(node, ns)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// `kubectl patch --type kind` of the installer's DaemonSet.

@@ -12,6 +12,7 @@ use crate::support::{helm, path_str, temp_file};
 
 pub mod aux_chain;
 pub mod isolation;
+pub mod lifecycle;
 
 pub const RELEASE: &str = "ld-controller";
 pub const RELEASE_NS: &str = "linkerd-multus";
