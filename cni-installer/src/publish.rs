@@ -4,10 +4,15 @@
 //!
 //! The object is written at start and whenever the observation (or, in `aux-chain` mode, the chain
 //! file's state, `spec.auxChain`) changes; `observedAt` is when it did.
+//!
+//! It is owned by its Node (an ownerReference with the Node's uid, read once), so the garbage
+//! collector deletes it with the Node. A Node that cannot be read never holds publishing back: the
+//! object is published without the reference and the reason is logged once.
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
@@ -21,6 +26,8 @@ use crate::args::Publish;
 pub const FIELD_MANAGER: &str = "linkerd-cni-install";
 /// Retries of a failed publish back off up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// After a transient failure to read the Node, published without owner; asked again after this.
+const OWNER_RETRY: Duration = Duration::from_secs(60);
 
 /// What is published; a change of either is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,10 +98,11 @@ async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: 
     let mut published: Option<Observed> = None;
     let mut last_error: Option<String> = None;
     let mut backoff = Duration::from_secs(1);
+    let mut owner = NodeOwner::default();
     loop {
         let offer = rx.borrow_and_update().clone();
         if let Some(offer) = offer.filter(|o| published.as_ref() != Some(&o.observed)) {
-            match apply(&mut client, &publish, &net_dir, &offer).await {
+            match apply(&mut client, &mut owner, &publish, &net_dir, &offer).await {
                 Ok(()) => {
                     tracing::info!(
                         node = %publish.node_name,
@@ -123,15 +131,118 @@ async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: 
                 }
             }
         }
-        if rx.changed().await.is_err() {
+        if published.is_some() && owner.ask_again() {
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return },
+                // Published again, with the owner once the Node reads.
+                () = tokio::time::sleep(OWNER_RETRY) => published = None,
+            }
+        } else if rx.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// Whether the NodeMultus' owner (this node's Node) is known.
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Owner {
+    /// Not read yet, or a transient error: asked again.
+    #[default]
+    Unknown,
+    Known(OwnerReference),
+    /// Not readable for a reason asking again does not fix (no such Node, no `get` on nodes).
+    Unavailable,
+}
+
+/// The Node as owner, read once; why not, logged once per reason.
+#[derive(Debug, Default)]
+struct NodeOwner {
+    state: Owner,
+    logged: Option<String>,
+}
+
+impl NodeOwner {
+    /// The reference to publish, reading the Node when not known yet.
+    async fn resolve(&mut self, client: &Client, node: &str) -> Option<OwnerReference> {
+        match &self.state {
+            Owner::Known(reference) => return Some(reference.clone()),
+            Owner::Unavailable => return None,
+            Owner::Unknown => {}
+        }
+        let read = Api::<Node>::all(client.clone())
+            .get_metadata(node)
+            .await
+            .map_err(|e| why_no_owner(node, &e))
+            .and_then(|n| node_owner(node, n.metadata.uid));
+        match read {
+            Ok(reference) => {
+                if self.logged.take().is_some() {
+                    tracing::info!(node, "the NodeMultus is owned by its Node again");
+                }
+                self.state = Owner::Known(reference.clone());
+                Some(reference)
+            }
+            Err((reason, lasting)) => {
+                if self.logged.as_ref() != Some(&reason) {
+                    tracing::warn!(
+                        node,
+                        reason = %reason,
+                        "publishing the NodeMultus without its Node as owner: it is not deleted with \
+                         the Node (the operator and check ignore it once the Node is gone)"
+                    );
+                    self.logged = Some(reason);
+                }
+                if lasting {
+                    self.state = Owner::Unavailable;
+                }
+                None
+            }
+        }
+    }
+
+    /// The Node could not be read for a reason that may pass.
+    fn ask_again(&self) -> bool {
+        self.state == Owner::Unknown && self.logged.is_some()
+    }
+}
+
+/// The ownerReference of node `name` with `uid` (the garbage collector matches the uid).
+fn node_owner(name: &str, uid: Option<String>) -> Result<OwnerReference, (String, bool)> {
+    let uid = uid
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| (format!("Node {name} has no uid"), true))?;
+    Ok(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: name.into(),
+        uid,
+        ..OwnerReference::default()
+    })
+}
+
+/// Why the Node cannot be the owner, and whether asking again cannot help (no such Node, no
+/// permission: both last until the installer is reconfigured).
+fn why_no_owner(node: &str, error: &kube::Error) -> (String, bool) {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => (
+            format!("there is no Node {node} (is NODE_NAME the pod's spec.nodeName?)"),
+            true,
+        ),
+        kube::Error::Api(status) if status.code == 403 => (
+            format!(
+                "cannot read Node {node}: {} (the installer's service account needs get on nodes)",
+                status.message
+            ),
+            true,
+        ),
+        e => (format!("cannot read Node {node}: {e}"), false),
     }
 }
 
 /// One server-side apply of the node's NodeMultus; Err is the log line's reason.
 async fn apply(
     client: &mut Option<(String, Client)>,
+    owner: &mut NodeOwner,
     publish: &Publish,
     net_dir: &str,
     offer: &Offer,
@@ -153,6 +264,10 @@ async fn apply(
     spec.aux_chain = offer.observed.aux_chain.clone();
     let resource = node_multus::api_resource(publish.api_group.as_deref());
     let mut object = DynamicObject::new(&publish.node_name, &resource);
+    object.metadata.owner_references = owner
+        .resolve(client, &publish.node_name)
+        .await
+        .map(|reference| vec![reference]);
     object.data = serde_json::json!({ "spec": spec });
     let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -165,6 +280,16 @@ async fn apply(
             "the NodeMultus kind ({}) is not served: {} (the chart installs its CRD)",
             resource.api_version, status.message
         )),
+        // The chart's ValidatingAdmissionPolicy: only the installer on the node may write its object.
+        Err(kube::Error::Api(status))
+            if status.code == 403 && status.message.contains("ValidatingAdmissionPolicy") =>
+        {
+            Err(format!(
+                "{} (NODE_NAME must be this pod's node, and the pod's token must name it: \
+                 Kubernetes 1.30+ with ServiceAccountTokenPodNodeInfo)",
+                status.message
+            ))
+        }
         Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
             "{} (the installer's service account needs get, create and patch on nodemultuses)",
             status.message
@@ -213,5 +338,56 @@ pub fn describe(observation: &Observation) -> String {
                 .unwrap_or("(unset: default)"),
         ),
         Observation::Unreadable { reason, .. } => format!("unreadable: {reason}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        let status = serde_json::from_value(serde_json::json!({"code": code, "message": message}))
+            .expect("a Status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    /// The reference the garbage collector follows: core v1 Node, its name and uid; no uid, no owner.
+    #[test]
+    fn the_node_with_its_uid_is_the_owner() {
+        let reference = node_owner("node-1", Some("1f2e".into())).expect("an owner");
+        assert_eq!(
+            serde_json::to_value(&reference).expect("json"),
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "1f2e"})
+        );
+        for uid in [None, Some(String::new())] {
+            let (why, lasting) = node_owner("node-1", uid).expect_err("no uid");
+            assert_eq!(why, "Node node-1 has no uid");
+            assert!(lasting);
+        }
+    }
+
+    /// No such Node and no permission last (logged once, not asked again); anything else may pass.
+    #[test]
+    fn why_a_node_is_not_the_owner() {
+        let (why, lasting) = why_no_owner("n", &api_error(404, "nodes \"n\" not found"));
+        assert!(lasting);
+        assert!(why.contains("there is no Node n"), "{why}");
+        let (why, lasting) = why_no_owner("n", &api_error(403, "nodes \"n\" is forbidden"));
+        assert!(lasting);
+        assert!(why.contains("needs get on nodes"), "{why}");
+        let (why, lasting) = why_no_owner("n", &api_error(500, "etcdserver: request timed out"));
+        assert!(!lasting);
+        assert!(why.contains("request timed out"), "{why}");
+    }
+
+    /// A failure that may pass is asked again (after a publish without owner); a lasting one is not.
+    #[test]
+    fn only_a_passing_failure_is_asked_again() {
+        let mut owner = NodeOwner::default();
+        assert!(!owner.ask_again(), "not asked yet: the publish asks");
+        owner.logged = Some("cannot read Node n: timed out".into());
+        assert!(owner.ask_again());
+        owner.state = Owner::Unavailable;
+        assert!(!owner.ask_again());
     }
 }

@@ -1,12 +1,15 @@
 //! The installer publishes its node's Multus as a NodeMultus (the real binary, the testbed's apiserver
 //! through the kubeconfig it writes): at start, and again whenever Multus' config changes, malformed
 //! included. Its NodeMultus kind lives in an API group of this test's own (hidden
-//! `--node-multus-api-group`), so no other test's operator sees what it publishes.
+//! `--node-multus-api-group`), so no other test's operator sees what it publishes. The object is owned
+//! by its Node when the Node reads; published without owner (and the reason logged once) when not.
 
 mod support;
 
-use kube::api::DynamicObject;
-use linkerd_multus_e2e::{client, eventually, node_multus};
+use k8s_openapi::api::core::v1::Node as NodeObject;
+use kube::api::{DynamicObject, PostParams};
+use kube::Api;
+use linkerd_multus_e2e::{client, eventually, node_multus, DeleteOnDrop};
 use serde_json::{json, Value};
 use std::fs;
 use support::*;
@@ -68,6 +71,8 @@ async fn publishes_the_nodes_multus_and_its_changes() {
         .filter_map(|m| m.manager.clone())
         .collect();
     assert_eq!(managers, ["linkerd-cni-install"], "server-side apply");
+    // No Node of that name: published all the same, without owner.
+    assert_eq!(first.metadata.owner_references, None, "{}", running.log());
 
     // Multus' config changes (isolation on): published again, with a later observedAt.
     let mut conf: Value = serde_json::from_slice(&fixture("00-multus.conf")).expect("fixture JSON");
@@ -108,6 +113,59 @@ async fn publishes_the_nodes_multus_and_its_changes() {
     let (status, log) = running.terminate();
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("published the node's Multus"), "{log}");
+    let unowned = format!("there is no Node {node_name}");
+    assert_eq!(log.matches(&unowned).count(), 1, "the reason, once: {log}");
+}
+
+/// With its Node readable, the NodeMultus carries the Node as owner (name and uid), so the garbage
+/// collector deletes it with the Node (the testbed runs no collector: the reference is what is
+/// checked); republished changes keep it.
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
+async fn owned_by_its_node() {
+    let client = client().await;
+    let group = node_multus::test_group("nm-own");
+    let _crd = node_multus::install_crd_in(&client, &group).await;
+    let objects = node_multus::api(&client, &group);
+    let node_name = linkerd_multus_e2e::unique_name("node");
+    let nodes = Api::<NodeObject>::all(client.clone());
+    let node: NodeObject =
+        serde_json::from_value(json!({"metadata": {"name": node_name}})).expect("a Node");
+    let created = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create the Node");
+    let _node = DeleteOnDrop::new(nodes, &node_name);
+    let uid = created.metadata.uid.expect("the Node's uid");
+
+    let mut node = Node::with(&["00-multus.conf"]);
+    node.use_testbed_service_account();
+    node.env.extend([
+        ("NODE_NAME".to_string(), node_name.clone()),
+        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
+    ]);
+    let running = node.spawn(&["--chain-mode", "none", "--resync-seconds", "1"]);
+    let owned = |o: &DynamicObject| serde_json::to_value(&o.metadata.owner_references).ok();
+    let expected = json!([{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid}]);
+    let first = eventually("the installer publishes its node's Multus", || async {
+        objects.get_opt(&node_name).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(owned(&first), Some(expected.clone()), "{}", running.log());
+
+    let mut conf: Value = serde_json::from_slice(&fixture("00-multus.conf")).expect("fixture JSON");
+    conf["namespaceIsolation"] = json!(true);
+    fs::write(node.net.join("00-multus.conf"), conf.to_string()).expect("write conf");
+    let changed = eventually("the change is published", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        (spec(&obj)["namespaceIsolation"] == true).then_some(obj)
+    })
+    .await;
+    assert_eq!(owned(&changed), Some(expected), "the owner is kept");
+
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(!log.contains("without its Node as owner"), "{log}");
 }
 
 /// In `aux-chain` mode the NodeMultus also carries linkerd-cni's file in the chain (`spec.auxChain`):
@@ -180,6 +238,24 @@ async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
     )
     .await;
     assert!(file.exists(), "a refusal keeps the file");
+
+    // The chain named, but Multus' clusterNetwork in another directory: Multus would read the chain
+    // from there, never this file, so the node is published not installed, with that reason (check's
+    // aux-chain line fails on it: operator check::aux_chain's tests).
+    let elsewhere = "/var/run/elsewhere/10-flannel.conflist";
+    let mut conf: serde_json::Value =
+        serde_json::from_str(&multus(Some("vendor-cni-chain"))).expect("conf");
+    conf["clusterNetwork"] = json!(elsewhere);
+    write_atomically(&node.net.join("00-multus.conf"), conf.to_string());
+    eventually("the directory mismatch is published as not installed", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        let aux = &spec(&obj)["auxChain"];
+        let reason = aux["reason"].as_str().unwrap_or_default();
+        (aux["installed"] == false
+            && reason.contains("Multus reads the chain from /var/run/elsewhere/vendor-cni-chain/"))
+        .then_some(())
+    })
+    .await;
 
     let (status, log) = running.terminate();
     assert!(status.success(), "{status:?}\n{log}");
