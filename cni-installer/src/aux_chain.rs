@@ -88,6 +88,25 @@ pub enum Plan {
     Refuse { reason: String },
 }
 
+/// The plugin entry as the chain runs it: `linkerd.aux-chain: true` ([`vocab::CNI_CONFIG_AUX_CHAIN_KEY`])
+/// tells the plugin it runs for every pod of the node, so that the product's own absence (its
+/// kubeconfig gone, its credential refused: an uninstall) passes pods through instead of failing
+/// them. A `linkerd` value that is not an object is left for the plugin to report.
+pub fn mark(mut entry: serde_json::Value) -> serde_json::Value {
+    if let Some(obj) = entry.as_object_mut() {
+        let linkerd = obj
+            .entry("linkerd")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(linkerd) = linkerd.as_object_mut() {
+            linkerd.insert(
+                vocab::CNI_CONFIG_AUX_CHAIN_KEY.to_string(),
+                serde_json::Value::Bool(true),
+            );
+        }
+    }
+    entry
+}
+
 /// The chain file's bytes for a plugin entry: pretty JSON and a final newline, as an admin reading
 /// the node expects.
 pub fn render(entry: &serde_json::Value) -> Vec<u8> {
@@ -112,9 +131,16 @@ pub fn decide(
         Observation::Multus { config, .. } => config.cluster_network.as_deref(),
         _ => None,
     };
-    Plan::Install {
-        write: write_reason(current, desired),
-        warning: dir_warning(target, cluster_network),
+    match dir_check(target, cluster_network) {
+        DirCheck::Elsewhere(reason) => Plan::Refuse { reason },
+        DirCheck::Same => Plan::Install {
+            write: write_reason(current, desired),
+            warning: None,
+        },
+        DirCheck::NotAPath(warning) => Plan::Install {
+            write: write_reason(current, desired),
+            warning: Some(warning),
+        },
     }
 }
 
@@ -165,32 +191,48 @@ pub fn refusal(
     }
 }
 
-/// A warning when Multus' `clusterNetwork` is a path in another directory than `--aux-chain-dir`, as
-/// written or with the leading `/host` thick Multus' daemon sees the node under removed: Multus would
-/// read the chain from there. Also when it is no path at all (a network's name), with which Multus
-/// fails every ADD while a chain is configured. `None` when unset: nothing to compare.
-pub fn dir_warning(target: &Target, cluster_network: Option<&str>) -> Option<String> {
-    let written = cluster_network?;
+/// Where Multus reads the chain from, against `--aux-chain-dir`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DirCheck {
+    /// The same directory, or `clusterNetwork` unset (nothing to compare).
+    Same,
+    /// Another directory: Multus would never run the file written here, so the node must not look
+    /// meshed (a refusal: not ready, `installed: false`, `check` fails).
+    Elsewhere(String),
+    /// No path at all (a network's name): Multus then fails every ADD while a chain is configured,
+    /// whatever linkerd-cni does, so writing the file changes nothing; a warning.
+    NotAPath(String),
+}
+
+/// Compares the directory of Multus' `clusterNetwork`, as written or with the leading `/host` thick
+/// Multus' daemon sees the node under removed, with `--aux-chain-dir`.
+pub fn dir_check(target: &Target, cluster_network: Option<&str>) -> DirCheck {
+    let Some(written) = cluster_network else {
+        return DirCheck::Same;
+    };
     if !written.contains('/') {
-        return Some(format!(
+        return DirCheck::NotAPath(format!(
             "Multus' clusterNetwork {written:?} is not a config file's path: Multus then finds no \
              directory for the auxiliary chain and fails every pod's ADD (its own configuration, \
              not linkerd-cni's)"
         ));
     }
     let path = Path::new(written);
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return DirCheck::Same;
+    };
     let unprefixed = dir
         .strip_prefix("/host")
         .ok()
         .map(|d| Path::new("/").join(d));
     if dir == target.dir_on_node || unprefixed.as_deref() == Some(target.dir_on_node.as_path()) {
-        return None;
+        return DirCheck::Same;
     }
     let shown = unprefixed.as_deref().unwrap_or(dir);
-    Some(format!(
+    DirCheck::Elsewhere(format!(
         "Multus' clusterNetwork is {}, so Multus reads the chain from {}/{}/, not from {} \
-         (--aux-chain-dir, env AUX_CHAIN_DIR): set --aux-chain-dir {}",
+         (--aux-chain-dir, env AUX_CHAIN_DIR), and would never run linkerd-cni from there: set \
+         --aux-chain-dir {} (helm: cni.auxChain.dir)",
         path.display(),
         shown.display(),
         target.name,

@@ -203,56 +203,77 @@ fn decide_table() {
         }
     }
 
-    // Thick with /host, but --aux-chain-dir left at the net dir: installed, with the warning.
-    let Plan::Install { write, warning } =
-        decide(&t, NET_DIR, &thick_host, &Current::Missing, DESIRED)
-    else {
-        panic!("a dir mismatch still installs")
+    // Thick with /host, but --aux-chain-dir left at the net dir: Multus would never run the file,
+    // so nothing is written and the node is refused (not ready, installed false), a file there kept.
+    for current in [Current::Missing, ours()] {
+        let Plan::Refuse { reason } = decide(&t, NET_DIR, &thick_host, &current, DESIRED) else {
+            panic!("a dir mismatch is a refusal ({current:?})")
+        };
+        for words in [
+            "reads the chain from /run/multus/cni/net.d/vendor-cni-chain/",
+            "not from /etc/cni/net.d/vendor-cni-chain",
+            "would never run linkerd-cni from there",
+            "set --aux-chain-dir /run/multus/cni/net.d",
+        ] {
+            assert!(reason.contains(words), "{reason}");
+        }
+    }
+    // clusterNetwork not a path: Multus' own fault; installed, with the warning.
+    let by_name = multus(Flavour::Thin, chain, Some("ovn-kubernetes"));
+    let Plan::Install { write, warning } = decide(&t, NET_DIR, &by_name, &ours(), DESIRED) else {
+        panic!("a clusterNetwork that is not a path still installs")
     };
-    assert_eq!(write, Some("it was missing"));
-    let warning = warning.expect("a warning");
+    assert_eq!(write, None);
     assert!(
-        warning.contains("reads the chain from /run/multus/cni/net.d/vendor-cni-chain/"),
-        "{warning}"
-    );
-    assert!(
-        warning.contains("not from /etc/cni/net.d/vendor-cni-chain"),
-        "{warning}"
-    );
-    assert!(
-        warning.contains("set --aux-chain-dir /run/multus/cni/net.d"),
-        "{warning}"
+        warning.is_some_and(|w| w.contains("is not a config file's path")),
+        "a warning"
     );
 }
 
 #[test]
-fn dir_warning_cases() {
+fn dir_check_cases() {
     let t = target("/run/multus/cni/net.d/");
-    let cases: [(Option<&str>, Option<&str>); 7] = [
-        (None, None),
-        (Some("/run/multus/cni/net.d/10-ovn-kubernetes.conf"), None),
+    let cases: [(Option<&str>, fn(&DirCheck) -> bool, &str); 7] = [
+        (None, |c| *c == DirCheck::Same, ""),
+        (
+            Some("/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
+            |c| *c == DirCheck::Same,
+            "",
+        ),
         (
             Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
-            None,
+            |c| *c == DirCheck::Same,
+            "",
         ),
         (
             Some("/etc/cni/net.d/10-flannel.conflist"),
-            Some("reads the chain from /etc/cni/net.d/vendor-cni-chain/"),
+            |c| matches!(c, DirCheck::Elsewhere(_)),
+            "reads the chain from /etc/cni/net.d/vendor-cni-chain/",
         ),
         (
             Some("/host/etc/cni/net.d/10-flannel.conflist"),
-            Some("set --aux-chain-dir /etc/cni/net.d"),
+            |c| matches!(c, DirCheck::Elsewhere(_)),
+            "set --aux-chain-dir /etc/cni/net.d",
         ),
-        (Some("ovn-kubernetes"), Some("is not a config file's path")),
-        (Some(""), Some("is not a config file's path")),
+        (
+            Some("ovn-kubernetes"),
+            |c| matches!(c, DirCheck::NotAPath(_)),
+            "is not a config file's path",
+        ),
+        (
+            Some(""),
+            |c| matches!(c, DirCheck::NotAPath(_)),
+            "is not a config file's path",
+        ),
     ];
-    for (cluster_network, want) in cases {
-        let got = dir_warning(&t, cluster_network);
-        match (got.as_deref(), want) {
-            (None, None) => {}
-            (Some(got), Some(want)) => assert!(got.contains(want), "{cluster_network:?}: {got}"),
-            (got, want) => panic!("{cluster_network:?}: got {got:?}, want {want:?}"),
-        }
+    for (cluster_network, kind, words) in cases {
+        let got = dir_check(&t, cluster_network);
+        assert!(kind(&got), "{cluster_network:?}: {got:?}");
+        let text = match &got {
+            DirCheck::Same => String::new(),
+            DirCheck::Elsewhere(t) | DirCheck::NotAPath(t) => t.clone(),
+        };
+        assert!(text.contains(words), "{cluster_network:?}: {text}");
     }
 }
 
@@ -306,4 +327,23 @@ fn leftovers_of_ours_are_recognised() {
             String::from_utf8_lossy(other)
         );
     }
+}
+
+/// The chain's entry carries the marker in its `linkerd` block, created when absent; other keys kept.
+#[test]
+fn the_chain_entry_is_marked() {
+    let marked = mark(json!({"type": "linkerd-cni", "linkerd": {"proxy-uid": 2102}}));
+    assert_eq!(
+        marked,
+        json!({"type": "linkerd-cni", "linkerd": {"proxy-uid": 2102, "aux-chain": true}})
+    );
+    assert_eq!(
+        mark(json!({"type": "linkerd-cni"})),
+        json!({"type": "linkerd-cni", "linkerd": {"aux-chain": true}})
+    );
+    // Not an object: left as it is, for the plugin to name the bad key.
+    assert_eq!(
+        mark(json!({"type": "linkerd-cni", "linkerd": 3})),
+        json!({"type": "linkerd-cni", "linkerd": 3})
+    );
 }

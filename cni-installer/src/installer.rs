@@ -359,7 +359,7 @@ impl Installer {
     /// Multus runs the chain; otherwise nothing is written and a file already there stays.
     fn ensure_aux_chain(&self, observation: &Observation) -> Result<AuxStep, InstallError> {
         let aux = &self.settings.aux_chain;
-        let desired = aux_chain::render(&self.entry()?);
+        let desired = aux_chain::render(&aux_chain::mark(self.entry()?));
         let path = aux.file();
         let current = match files::read_optional(&path) {
             Ok(None) => Current::Missing,

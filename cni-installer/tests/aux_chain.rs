@@ -59,10 +59,16 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Our file as the plugin would get it: the same entry `append` mode chains.
+/// Our file as the plugin would get it: the same entry `append` mode chains, marked as the chain's
+/// (the plugin then passes pods through when the product is absent).
 fn assert_is_ours(node: &Node, bytes: &[u8]) {
     let v = json(bytes);
     assert_eq!(v["type"], PLUGIN_TYPE, "{v}");
+    assert_eq!(
+        v["linkerd"][vocab::CNI_CONFIG_AUX_CHAIN_KEY],
+        json!(true),
+        "{v}"
+    );
     assert!(
         v.get("plugins").is_none(),
         "a plugin object, not a list: {v}"
@@ -400,7 +406,7 @@ fn uninstall_in_append_and_none_modes() {
 /// OpenShift's layout under a host prefix: Multus' config in the net dir, thick, its clusterNetwork
 /// the path as the Multus daemon sees the node (`/host/run/...`); the chain under
 /// `--aux-chain-dir /run/multus/cni/net.d`. The file lands there, with the kubeconfig's node path,
-/// and no warning. Left at the net dir instead, it is still written, with the warning.
+/// and no warning. Left at the net dir instead, nothing is written: a refusal.
 #[test]
 fn openshift_layout_under_a_host_prefix() {
     let node = Node::new();
@@ -451,15 +457,72 @@ fn openshift_layout_under_a_host_prefix() {
         stderr(&out)
     );
 
+    // Left at the net dir instead: Multus would never run a file there, so none is written and the
+    // node is refused (not installed, unready), the reason naming the directory to set.
     let out = run(None);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(under("/etc/kubernetes/cni/net.d/vendor-cni-chain/linkerd-cni.conf").exists());
+    assert!(!under("/etc/kubernetes/cni/net.d/vendor-cni-chain").exists());
+    let said = stderr(&out);
     assert!(
-        stderr(&out)
-            .contains("Multus reads the chain from /run/multus/cni/net.d/vendor-cni-chain/"),
-        "{}",
-        stderr(&out)
+        said.contains("not installed")
+            && said.contains("Multus reads the chain from /run/multus/cni/net.d/vendor-cni-chain/")
+            && said.contains("set --aux-chain-dir /run/multus/cni/net.d"),
+        "{said}"
     );
+}
+
+/// The directory mismatch makes the watching installer unready, its probe giving the reason: the
+/// node must not look meshed while Multus reads the chain from elsewhere.
+#[test]
+fn a_chain_dir_multus_does_not_read_is_unready() {
+    let node = Node::with(&["10-flannel.conflist"]);
+    let elsewhere = tempfile::tempdir().expect("Multus' real directory");
+    let cluster = elsewhere.path().join("10-flannel.conflist");
+    fs::write(
+        node.net.join("00-multus.conf"),
+        multus_conf(Some(DEFAULT_AUX_CHAIN_NAME), &cluster.to_string_lossy()),
+    )
+    .expect("multus conf");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ready = tmp.path().join("ready");
+    let running = node.spawn(
+        &[
+            AUX,
+            &[
+                "--resync",
+                "1h",
+                "--ready-file",
+                ready.to_str().expect("utf-8"),
+            ],
+        ]
+        .concat(),
+    );
+    let refused = wait_for("the probe to give the refusal", || {
+        let out = std::process::Command::new(INSTALLER)
+            .env_remove("READY_FILE")
+            .args(["--ready-check", "--ready-file"])
+            .arg(&ready)
+            .output()
+            .expect("probe");
+        (!out.status.success() && stdout(&out).contains("Multus reads the chain from"))
+            .then_some(stdout(&out))
+    });
+    assert!(
+        refused.contains(&format!(
+            "set --aux-chain-dir {}",
+            elsewhere.path().display()
+        )),
+        "{refused}"
+    );
+    assert!(
+        !subdir(&node).exists(),
+        "nothing written where Multus does not read"
+    );
+    assert!(
+        node.kubeconfig().is_some(),
+        "the kubeconfig is still kept up"
+    );
+    drop(running);
 }
 
 /// An --aux-chain-dir that does not exist is an error that says what the directory must be; the
@@ -468,6 +531,15 @@ fn openshift_layout_under_a_host_prefix() {
 fn missing_aux_dir_is_a_clear_error() {
     let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
     let missing = node.net.join("no-such-dir");
+    // Multus' clusterNetwork names it too (else the mismatch is refused before any write).
+    fs::write(
+        node.net.join("00-multus.conf"),
+        multus_conf(
+            Some(DEFAULT_AUX_CHAIN_NAME),
+            &missing.join("10-flannel.conflist").to_string_lossy(),
+        ),
+    )
+    .expect("multus conf");
     let out = node.once(&[AUX, &["--aux-chain-dir", missing.to_str().expect("utf-8")]].concat());
     assert!(!out.status.success());
     assert!(

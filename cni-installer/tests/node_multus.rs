@@ -247,14 +247,18 @@ async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
         serde_json::from_str(&multus(Some("vendor-cni-chain"))).expect("conf");
     conf["clusterNetwork"] = json!(elsewhere);
     write_atomically(&node.net.join("00-multus.conf"), conf.to_string());
-    eventually("the directory mismatch is published as not installed", || async {
-        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
-        let aux = &spec(&obj)["auxChain"];
-        let reason = aux["reason"].as_str().unwrap_or_default();
-        (aux["installed"] == false
-            && reason.contains("Multus reads the chain from /var/run/elsewhere/vendor-cni-chain/"))
-        .then_some(())
-    })
+    eventually(
+        "the directory mismatch is published as not installed",
+        || async {
+            let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+            let aux = &spec(&obj)["auxChain"];
+            let reason = aux["reason"].as_str().unwrap_or_default();
+            (aux["installed"] == false
+                && reason
+                    .contains("Multus reads the chain from /var/run/elsewhere/vendor-cni-chain/"))
+            .then_some(())
+        },
+    )
     .await;
 
     let (status, log) = running.terminate();

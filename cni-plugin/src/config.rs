@@ -42,6 +42,10 @@ pub struct LinkerdConfig {
     pub use_wait_flag: bool,
     pub iptables_mode: IptablesMode,
     pub ipv6: bool,
+    /// `linkerd.aux-chain` ([`vocab::CNI_CONFIG_AUX_CHAIN_KEY`]), set by the installer in Multus'
+    /// auxiliary chain: the plugin runs for every pod of the node, so the product's own absence (its
+    /// kubeconfig gone, its credential refused) passes a pod through instead of failing its ADD.
+    pub aux_chain: bool,
 }
 
 /// A config problem, naming the key.
@@ -258,6 +262,12 @@ impl LinkerdConfig {
                 .unwrap_or(d.use_wait_flag),
             iptables_mode,
             ipv6: boolean(l, "ipv6", &key("ipv6"))?.unwrap_or(d.ipv6),
+            aux_chain: boolean(
+                l,
+                vocab::CNI_CONFIG_AUX_CHAIN_KEY,
+                &key(vocab::CNI_CONFIG_AUX_CHAIN_KEY),
+            )?
+            .unwrap_or(d.aux_chain),
         })
     }
 }
@@ -335,7 +345,7 @@ mod tests {
                 "inbound-ports-to-ignore": ["4191", "4190", "9000-9100"],
                 "outbound-ports-to-ignore": ["443", 6443], "subnets-to-ignore": ["10.0.0.0/8", "fd00::/8"],
                 "simulate": false, "use-wait-flag": true, "iptables-mode": "nft", "ipv6": true,
-                "some-future-key": {"x": 1}
+                "aux-chain": true, "some-future-key": {"x": 1}
             }
         }))
         .unwrap();
@@ -359,7 +369,7 @@ mod tests {
         );
         assert_eq!(l.subnets_to_ignore.len(), 2);
         let w = &cfg.linkerd;
-        assert!(w.use_wait_flag && w.ipv6 && !w.simulate);
+        assert!(w.use_wait_flag && w.ipv6 && !w.simulate && w.aux_chain);
         assert_eq!(w.iptables_mode, IptablesMode::Nft);
     }
 
@@ -369,6 +379,10 @@ mod tests {
         assert_eq!(cfg.linkerd, LinkerdConfig::default());
         assert_eq!(cfg.linkerd.rules.proxy_uid, Some(2102));
         assert_eq!(cfg.linkerd.iptables_mode, IptablesMode::Legacy);
+        assert!(
+            !cfg.linkerd.aux_chain,
+            "a NAD's config: the pod asked to be meshed"
+        );
         assert_eq!(cfg.prev_result, None);
     }
 
@@ -418,6 +432,10 @@ mod tests {
                 "linkerd.iptables-mode",
             ),
             (json!({"linkerd": {"ipv6": "true"}}), "linkerd.ipv6"),
+            (
+                json!({"linkerd": {"aux-chain": "yes"}}),
+                "linkerd.aux-chain",
+            ),
             (json!({"linkerd": {"proxy-gid": 1.5}}), "linkerd.proxy-gid"),
             (json!({"linkerd": ["x"]}), "linkerd"),
             (

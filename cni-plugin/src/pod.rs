@@ -109,6 +109,32 @@ impl PodError {
     pub fn is_transient(&self) -> bool {
         matches!(self, PodError::Unreachable { .. })
     }
+
+    /// Why this failure means the product itself is absent from the node (uninstalled, or its
+    /// installer gone past the token's lifetime), not that the pod or the apiserver is at fault: the
+    /// kubeconfig cannot be read or used, or the apiserver refuses its credential (401, 403). In
+    /// Multus' auxiliary chain, which runs the plugin for every pod, such a pod is passed through
+    /// rather than failed. `None` for the rest: an unreachable apiserver (transient: the kubelet
+    /// retries), a pod that does not exist.
+    pub fn product_absence(&self) -> Option<&'static str> {
+        match self {
+            PodError::Kubeconfig { .. } => Some("the plugin's kubeconfig cannot be read"),
+            PodError::Client { .. } => Some("the plugin's kubeconfig cannot be used"),
+            PodError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 401 => {
+                Some("the apiserver refuses the plugin's credential (401 Unauthorized)")
+            }
+            PodError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 403 => Some(
+                "the apiserver forbids the plugin's credential to read the pod (403 Forbidden)",
+            ),
+            PodError::Api { .. } | PodError::Unreachable { .. } => None,
+        }
+    }
 }
 
 /// Is this error worth another attempt (network, timeout, server-side 5xx/429)?
@@ -223,6 +249,76 @@ mod tests {
             "spec": spec
         }))
         .unwrap()
+    }
+
+    fn api(code: u16) -> PodError {
+        PodError::Api {
+            what: "pod demo/web".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("refused", "Refused")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    /// Which failures say the product is absent (passed through in the auxiliary chain), which are
+    /// transient (the kubelet retries), and which stay failures.
+    #[test]
+    fn product_absence_and_transience() {
+        let missing =
+            Kubeconfig::read_from("/nonexistent/linkerd-cni-kubeconfig").expect_err("no such file");
+        let cases: Vec<(&str, PodError, Option<&str>, bool)> = vec![
+            (
+                "kubeconfig missing",
+                PodError::Kubeconfig {
+                    path: "/nonexistent/linkerd-cni-kubeconfig".into(),
+                    source: missing,
+                },
+                Some("kubeconfig cannot be read"),
+                false,
+            ),
+            (
+                "kubeconfig unusable",
+                PodError::Client {
+                    path: "k".into(),
+                    message: "bad certificate-authority-data".into(),
+                },
+                Some("kubeconfig cannot be used"),
+                false,
+            ),
+            ("401", api(401), Some("401 Unauthorized"), false),
+            ("403", api(403), Some("403 Forbidden"), false),
+            ("404: the pod does not exist", api(404), None, false),
+            ("400", api(400), None, false),
+            (
+                "a non-API error",
+                PodError::Api {
+                    what: "pod demo/web".into(),
+                    source: kube::Error::LinesCodecMaxLineLengthExceeded,
+                },
+                None,
+                false,
+            ),
+            (
+                "unreachable",
+                PodError::Unreachable {
+                    url: "https://10.96.0.1".into(),
+                    path: "k".into(),
+                    message: "connection refused".into(),
+                },
+                None,
+                true,
+            ),
+        ];
+        for (case, e, absence, transient) in cases {
+            match (e.product_absence(), absence) {
+                (None, None) => {}
+                (Some(got), Some(want)) => assert!(got.contains(want), "{case}: {got}"),
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+            assert_eq!(e.is_transient(), transient, "{case}");
+        }
     }
 
     #[test]

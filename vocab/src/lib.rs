@@ -75,6 +75,10 @@ pub const CNI_INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";
 /// linkerd-cni's plugin config in the auxiliary chain's directory. libcni reads `*.conf` there in
 /// byte order, so this name runs after numbered vendor files.
 pub const AUX_CHAIN_FILE_NAME: &str = "linkerd-cni.conf";
+/// Key of the plugin config's `linkerd` block that the installer sets to `true` in the auxiliary
+/// chain's file: the plugin then runs for every pod of the node, and passes a pod through unmeshed
+/// (instead of failing its ADD) when its own kubeconfig is gone or its credential refused.
+pub const CNI_CONFIG_AUX_CHAIN_KEY: &str = "aux-chain";
 
 /// Containers the CNI plugin looks for in a pod.
 pub const PROXY_CONTAINER: &str = "linkerd-proxy";

@@ -37,6 +37,13 @@ proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-port
 nft, plain: that iptables-restore; nftables: nf_tables over netlink, no iptables or nft binary),
 ipv6. Pods override them with config.linkerd.io/* annotations.
 
+`linkerd.aux-chain: true` (the installer sets it in Multus' auxiliary chain, which runs the plugin
+for every pod): when the kubeconfig is missing or unusable, or the apiserver refuses the plugin's
+credential (401/403), ADD and CHECK pass the pod through (its prevResult, no rules) and log why,
+since the product is absent rather than the pod at fault; a meshed pod passed through is stopped by
+its linkerd-network-validator. An unreachable apiserver still fails ADD with code 11 (the kubelet
+retries). Without the key (a NAD: the pod asked to be meshed) all of these fail the ADD.
+
 Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
 ";
 
@@ -141,9 +148,21 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
                 e.to_string(),
             )
         })?;
-    let facts = runtime
-        .block_on(pod::fetch(&cfg.kubeconfig, namespace, name))
-        .map_err(|e| pod_error(&e))?;
+    let facts = match runtime.block_on(pod::fetch(&cfg.kubeconfig, namespace, name)) {
+        Ok(facts) => facts,
+        Err(e) => {
+            return match fail_open(&e, cfg.linkerd.aux_chain) {
+                Some(why) => {
+                    tracing::warn!(pod = %format!("{namespace}/{name}"), error = %vocab::report::Chain(&e),
+                        "passing the pod through without rules: {why}, and in Multus' auxiliary chain \
+                         the product's own absence must not fail every pod of the node (a meshed pod \
+                         stays stopped by its linkerd-network-validator)");
+                    Ok(None)
+                }
+                None => Err(pod_error(&e)),
+            };
+        }
+    };
     if let Some(reason) = facts.skip_reason() {
         tracing::info!(pod = %format!("{namespace}/{name}"), "skipping: {reason}");
         return Ok(None);
@@ -160,6 +179,14 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
     })?;
     tracing::debug!(pod = %format!("{namespace}/{name}"), ?settings, "settings");
     Ok(Some(settings))
+}
+
+/// PURE: why a failed pod lookup passes the pod through rather than failing it: only in Multus'
+/// auxiliary chain (`linkerd.aux-chain`), which runs the plugin for every pod, and only when the
+/// failure is the product's own absence ([`PodError::product_absence`]). Through a NAD the pod asked
+/// to be meshed: it fails, as does every transient failure (the kubelet retries).
+pub fn fail_open(e: &PodError, aux_chain: bool) -> Option<&'static str> {
+    e.product_absence().filter(|_| aux_chain)
 }
 
 fn pod_error(e: &PodError) -> CniError {

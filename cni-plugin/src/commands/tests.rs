@@ -190,3 +190,54 @@ fn del_in_simulate_enters_no_netns() {
         del::del(&env, &cfg).unwrap_or_else(|e| panic!("{mode}: {e}"));
     }
 }
+
+/// Only in the auxiliary chain does the product's absence pass a pod through; through a NAD the pod
+/// asked to be meshed and fails, and a transient failure fails everywhere (the kubelet retries).
+#[test]
+fn fail_open_only_for_the_products_absence_in_the_aux_chain() {
+    use crate::pod::PodError;
+    let refused = |code: u16| PodError::Api {
+        what: "pod demo/web".into(),
+        source: kube::Error::Api(
+            kube::core::Status::failure("refused", "Refused")
+                .with_code(code)
+                .boxed(),
+        ),
+    };
+    let no_kubeconfig = || PodError::Client {
+        path: "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig".into(),
+        message: "no such file".into(),
+    };
+    let unreachable = || PodError::Unreachable {
+        url: "https://10.96.0.1".into(),
+        path: "k".into(),
+        message: "connection refused".into(),
+    };
+    let cases: [(&str, PodError, bool, bool); 8] = [
+        ("401 in the chain", refused(401), true, true),
+        ("403 in the chain", refused(403), true, true),
+        ("kubeconfig gone in the chain", no_kubeconfig(), true, true),
+        ("401 through a NAD", refused(401), false, false),
+        (
+            "kubeconfig gone through a NAD",
+            no_kubeconfig(),
+            false,
+            false,
+        ),
+        ("unreachable in the chain", unreachable(), true, false),
+        ("pod not found in the chain", refused(404), true, false),
+        ("server error in the chain", refused(500), true, false),
+    ];
+    for (case, e, aux_chain, passes) in cases {
+        assert_eq!(super::fail_open(&e, aux_chain).is_some(), passes, "{case}");
+    }
+    // The failure that is not passed through keeps its code: transient asks for a retry.
+    assert_eq!(
+        super::pod_error(&unreachable()).code,
+        codes::TRY_AGAIN_LATER
+    );
+    assert_eq!(
+        super::pod_error(&refused(401)).code,
+        codes::POD_LOOKUP_FAILED
+    );
+}
