@@ -7,12 +7,18 @@
 //!
 //! Nodes that publish nothing (linkerd-cni installed by Linkerd's own chart) are not known to refuse;
 //! when the NodeMultus kind is not served, the flag alone decides and the input gauge says so.
+//!
+//! Only the objects of nodes that exist count (a watch of the Nodes' names): a deleted node's object
+//! (one published before it was owned by its Node, or written by hand) never decides. Until the Nodes
+//! can be listed, every object counts.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use futures::{future, Stream, StreamExt};
-use kube::api::{ApiResource, DynamicObject};
+use futures::{future, stream, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
@@ -45,7 +51,76 @@ pub struct PlacementWatch {
     pub changes: std::pin::Pin<Box<dyn Stream<Item = Placement> + Send>>,
 }
 
-/// Builds the watch of the NodeMultus kind `resource` for `--nad-namespace` `configured`.
+/// One event of either watch.
+enum Input {
+    Objects(Result<watcher::Event<DynamicObject>, watcher::Error>),
+    Nodes(Result<watcher::Event<PartialObjectMeta<Node>>, watcher::Error>),
+}
+
+/// The Nodes' names as the watch last listed them, kept by hand (names are all it needs).
+#[derive(Default)]
+struct NodeNames {
+    /// None until the first list.
+    known: Option<BTreeSet<String>>,
+    /// A list in progress.
+    listing: BTreeSet<String>,
+    /// Listed or failed once: the placement no longer waits for it.
+    tried: bool,
+    failing: bool,
+}
+
+impl NodeNames {
+    /// Takes one event; true when the set of names changed.
+    fn take(
+        &mut self,
+        event: &Result<watcher::Event<PartialObjectMeta<Node>>, watcher::Error>,
+    ) -> bool {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                self.tried = true;
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(error = %e, "watching Nodes failed (the operator needs list and watch \
+                        on nodes); until it works, the NodeMultus objects of nodes as last listed \
+                        count (all of them before a first list); retrying");
+                }
+                return false;
+            }
+        };
+        if std::mem::replace(&mut self.failing, false) {
+            tracing::info!("watching Nodes works again");
+        }
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                false
+            }
+            watcher::Event::InitApply(node) => {
+                self.listing.insert(node.name_any());
+                false
+            }
+            watcher::Event::InitDone => {
+                self.tried = true;
+                let listed = std::mem::take(&mut self.listing);
+                let changed = self.known.as_ref() != Some(&listed);
+                self.known = Some(listed);
+                changed
+            }
+            // Status updates come often; only a new name changes anything.
+            watcher::Event::Apply(node) => self
+                .known
+                .as_mut()
+                .is_some_and(|known| known.insert(node.name_any())),
+            watcher::Event::Delete(node) => self
+                .known
+                .as_mut()
+                .is_some_and(|known| known.remove(&node.name_any())),
+        }
+    }
+}
+
+/// Builds the watch of the NodeMultus kind `resource` (and of the Nodes' names) for
+/// `--nad-namespace` `configured`.
 pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>) -> PlacementWatch {
     let (tx, rx) = watch::channel(multus_node::placement(configured.as_deref(), &[]));
     let (mark, listed) = listed();
@@ -53,22 +128,34 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
     let failing = health.0.clone();
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
-    let api = Api::<DynamicObject>::all_with(client, resource);
+    let api = Api::<DynamicObject>::all_with(client.clone(), resource);
     let kind = resource.api_version.clone();
-    let events =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    // Changes before the first list are decided once the list is done.
+    let objects = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .map(Input::Objects);
+    let nodes = watcher(
+        Api::<PartialObjectMeta<Node>>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(Input::Nodes);
+    // Decided once both have listed (or failed): before, a deleted node's object could count.
     let mut listed_once = false;
-    let changes = events.filter_map(move |event| {
-        let recompute = match &event {
-            Ok(watcher::Event::InitDone) => {
-                mark.mark();
+    let mut names = NodeNames::default();
+    let mut ignored: Vec<String> = Vec::new();
+    let changes = stream::select(objects, nodes).filter_map(move |input| {
+        let recompute = match &input {
+            Input::Nodes(event) => {
+                let was_tried = names.tried;
+                names.take(event) || !was_tried
+            }
+            Input::Objects(Ok(watcher::Event::InitDone)) => {
                 listed_once = true;
                 true
             }
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => listed_once,
-            Ok(_) => false,
-            Err(e) => {
+            Input::Objects(Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) => true,
+            Input::Objects(Ok(_)) => false,
+            Input::Objects(Err(e)) => {
                 let was_failing = failing.swap(true, Ordering::Relaxed);
                 if !was_failing {
                     let missing = if watch_api_missing(e) {
@@ -83,16 +170,23 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
                     };
                     tracing::warn!(error = %e, kind = %kind, "watching NodeMultus failed{missing}; until it works {meanwhile}; retrying");
                 }
-                // Nothing waits for a watch that cannot list.
-                mark.mark();
+                // Nothing waits for a watch that cannot list (marked below).
                 false
             }
         };
-        if event.is_ok() && failing.swap(false, Ordering::Relaxed) {
+        if matches!(input, Input::Objects(Ok(_))) && failing.swap(false, Ordering::Relaxed) {
             tracing::info!("watching NodeMultus works again");
         }
-        let changed = recompute && {
-            let next = decide(configured.as_deref(), &store);
+        let objects_tried = listed_once || failing.load(Ordering::Relaxed);
+        if objects_tried && names.tried {
+            mark.mark();
+        }
+        let changed = recompute && listed_once && names.tried && {
+            let (next, now_ignored) = decide(configured.as_deref(), &store, names.known.as_ref());
+            if now_ignored != ignored {
+                log_ignored(&now_ignored);
+                ignored = now_ignored;
+            }
             tx.send_if_modified(|current| {
                 let changed = *current != next;
                 if changed {
@@ -112,10 +206,62 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
     }
 }
 
-/// The placement from every NodeMultus in `store`.
-fn decide(configured: Option<&str>, store: &Store<DynamicObject>) -> Placement {
-    let nodes: Vec<NodeIsolation> = store.state().iter().map(|o| node_isolation(o)).collect();
-    multus_node::placement(configured, &nodes)
+/// The placement from every NodeMultus in `store` of a node in `nodes` (`None`: not listed, all
+/// count), and the names of the objects ignored.
+fn decide(
+    configured: Option<&str>,
+    store: &Store<DynamicObject>,
+    nodes: Option<&BTreeSet<String>>,
+) -> (Placement, Vec<String>) {
+    let published = store.state().iter().map(|o| node_isolation(o)).collect();
+    let counted = of_existing_nodes(published, nodes);
+    (
+        multus_node::placement(configured, &counted.nodes),
+        counted.ignored,
+    )
+}
+
+/// The published NodeMultus objects split by whether their node exists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// Those of nodes that exist: what decides.
+    pub nodes: Vec<NodeIsolation>,
+    /// The names of those whose node does not exist, sorted.
+    pub ignored: Vec<String>,
+}
+
+/// Only the objects of nodes that exist count: a deleted node's Multus no longer takes pods. `nodes`:
+/// the cluster's nodes' names; `None` when they cannot be listed, and then every object counts (the
+/// operator cannot tell, and refusing the shared NAD for a node that may exist is the safe side).
+pub fn of_existing_nodes(
+    published: Vec<NodeIsolation>,
+    nodes: Option<&BTreeSet<String>>,
+) -> Counted {
+    let Some(nodes) = nodes else {
+        return Counted {
+            nodes: published,
+            ignored: Vec::new(),
+        };
+    };
+    let (nodes_that_exist, gone): (Vec<_>, Vec<_>) =
+        published.into_iter().partition(|n| nodes.contains(&n.node));
+    let mut ignored: Vec<String> = gone.into_iter().map(|n| n.node).collect();
+    ignored.sort();
+    Counted {
+        nodes: nodes_that_exist,
+        ignored,
+    }
+}
+
+fn log_ignored(ignored: &[String]) {
+    if !ignored.is_empty() {
+        tracing::info!(
+            nodes = %ignored.join(","),
+            "NodeMultus objects of nodes that do not exist are ignored (left by deleted nodes; \
+             kubectl delete nodemultus <node> removes one, the garbage collector those owned by \
+             their Node)"
+        );
+    }
 }
 
 /// One NodeMultus as the decision reads it; an object whose spec does not parse is not known.
@@ -169,6 +315,89 @@ mod tests {
         let mut o = DynamicObject::new(name, &resource);
         o.data = json!({ "spec": spec });
         o
+    }
+
+    fn isolating(node: &str) -> NodeIsolation {
+        NodeIsolation {
+            node: node.into(),
+            isolation: Isolation::On {
+                global_namespaces: vec!["default".into()],
+            },
+        }
+    }
+
+    fn names(nodes: &[&str]) -> BTreeSet<String> {
+        nodes.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// A deleted node's object is ignored, so its isolating Multus no longer refuses the shared NAD;
+    /// an existing node's still does. Nodes not listed: every object counts.
+    #[test]
+    fn only_objects_of_existing_nodes_count() {
+        let published = vec![isolating("gone-b"), isolating("here"), isolating("gone-a")];
+        let counted = of_existing_nodes(published.clone(), Some(&names(&["here", "other"])));
+        assert_eq!(counted.nodes, vec![isolating("here")]);
+        assert_eq!(counted.ignored, ["gone-a", "gone-b"]);
+
+        let deleted_only = of_existing_nodes(vec![isolating("gone")], Some(&names(&["here"])));
+        let placement = multus_node::placement(Some("nad-home"), &deleted_only.nodes);
+        assert_eq!(placement.shared.as_deref(), Some("nad-home"), "not refused");
+        let existing = of_existing_nodes(vec![isolating("here")], Some(&names(&["here"])));
+        let placement = multus_node::placement(Some("nad-home"), &existing.nodes);
+        assert_eq!(placement.refused_by, ["here"]);
+
+        let unlisted = of_existing_nodes(published.clone(), None);
+        assert_eq!(unlisted.nodes, published);
+        assert!(unlisted.ignored.is_empty());
+        let none = of_existing_nodes(published, Some(&BTreeSet::new()));
+        assert!(none.nodes.is_empty(), "no node exists: nothing counts");
+        assert_eq!(none.ignored.len(), 3);
+    }
+
+    fn node(name: &str) -> PartialObjectMeta<Node> {
+        let mut meta = PartialObjectMeta::<Node>::default();
+        meta.metadata.name = Some(name.into());
+        meta
+    }
+
+    /// The names change only with a list, a new node or a deleted one; a node's status update (an
+    /// Apply of a known name) decides nothing again. A failure keeps the names as last listed.
+    #[test]
+    fn node_names_change_only_with_the_set() {
+        let mut n = NodeNames::default();
+        assert!(!n.take(&Ok(watcher::Event::Init)));
+        assert!(!n.take(&Ok(watcher::Event::InitApply(node("a")))));
+        assert!(!n.tried && n.known.is_none(), "not listed before InitDone");
+        assert!(n.take(&Ok(watcher::Event::InitDone)));
+        assert!(n.tried);
+        assert_eq!(n.known, Some(names(&["a"])));
+        assert!(
+            !n.take(&Ok(watcher::Event::Apply(node("a")))),
+            "a status update"
+        );
+        assert!(n.take(&Ok(watcher::Event::Apply(node("b")))), "a new node");
+        assert!(n.take(&Ok(watcher::Event::Delete(node("a")))));
+        assert!(!n.take(&Ok(watcher::Event::Delete(node("a")))));
+        assert_eq!(n.known, Some(names(&["b"])));
+        // A relist with the same names changes nothing; one without "b" does.
+        for (list, changed) in [(vec!["b"], false), (vec![], true)] {
+            assert!(!n.take(&Ok(watcher::Event::Init)));
+            for name in list {
+                n.take(&Ok(watcher::Event::InitApply(node(name))));
+            }
+            assert_eq!(n.take(&Ok(watcher::Event::InitDone)), changed);
+        }
+        let failed = n.take(&Err(watcher::Error::NoResourceVersion));
+        assert!(!failed && n.failing);
+        assert_eq!(n.known, Some(BTreeSet::new()), "kept as last listed");
+
+        let mut refused = NodeNames::default();
+        assert!(!refused.take(&Err(watcher::Error::NoResourceVersion)));
+        assert!(
+            refused.tried,
+            "a failed list does not hold the placement back"
+        );
+        assert_eq!(refused.known, None, "then every object counts");
     }
 
     /// Published objects read as their isolation; one that does not parse is unknown, not "off".

@@ -211,15 +211,35 @@ async fn observe(
         .await
         .map(|list| list.items)
         .map_err(|e| e.to_string());
-    let node_multus = node_multus_objects.as_ref().map_or_else(
-        |e| Err(e.clone()),
-        |items| Ok(items.iter().map(crate::placement::node_isolation).collect()),
-    );
+    // Only the objects of nodes that exist count, as for the operator (`placement::of_existing_nodes`).
+    let node_names: Result<BTreeSet<String>, String> = Api::<Node>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|list| list.items.into_iter().map(|n| n.name_any()).collect())
+        .map_err(|e| e.to_string());
+    let counted = node_multus_objects.as_ref().map(|items| {
+        let published = items.iter().map(crate::placement::node_isolation).collect();
+        crate::placement::of_existing_nodes(published, node_names.as_ref().ok())
+    });
+    let node_multus_ignored = match (&node_names, &counted) {
+        (Err(why), _) => Err(why.clone()),
+        (Ok(_), Ok(counted)) => Ok(counted.ignored.clone()),
+        (Ok(_), Err(_)) => Ok(Vec::new()),
+    };
+    let node_multus = counted.map(|c| c.nodes).map_err(|e| e.clone());
+    let node_multus_objects = node_multus_objects.map(|items| {
+        let ignored = node_multus_ignored.as_deref().unwrap_or_default();
+        items
+            .into_iter()
+            .filter(|o| !ignored.contains(&o.name_any()))
+            .collect::<Vec<_>>()
+    });
     let (aux_chain, validator_failed) = if s.decision.nad.attach.uses_nads() {
         (None, BTreeSet::new())
     } else {
+        let nodes = node_names.clone().map(|n| n.into_iter().collect());
         (
-            Some(aux_chain_seen(client, s, &node_multus_objects).await?),
+            Some(aux_chain_seen(client, s, &node_multus_objects, nodes).await?),
             validator_failures(client, &enabled).await?,
         )
     };
@@ -269,6 +289,7 @@ async fn observe(
         pods,
         containers,
         node_multus,
+        node_multus_ignored,
         sandbox_failures,
         repair_events,
         aux_chain,
@@ -276,13 +297,14 @@ async fn observe(
     })
 }
 
-/// Aux-chain mode: the NodeMultus specs, the installer pods (those the NodeMultus objects name and the
-/// chart's in the CNI namespace: one pod list per namespace, with the pods `list` the operator has) and
-/// the nodes (`rbac.check`; refused: said by the line, not an error). See `aux_chain.rs`.
+/// Aux-chain mode: the NodeMultus specs (of nodes that exist), the installer pods (those the NodeMultus
+/// objects name and the chart's in the CNI namespace: one pod list per namespace, with the pods `list`
+/// the operator has) and the nodes (refused: said by the line, not an error). See `aux_chain.rs`.
 async fn aux_chain_seen(
     client: &Client,
     s: &CheckSettings,
     objects: &Result<Vec<DynamicObject>, String>,
+    nodes: Result<Vec<String>, String>,
 ) -> Result<AuxChainSeen, CheckError> {
     let (published, unlisted) = match objects {
         Ok(items) => (
@@ -325,11 +347,6 @@ async fn aux_chain_seen(
                 .map(InstallerPod::of),
         );
     }
-    let nodes = Api::<Node>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .map(|list| list.items.into_iter().map(|n| n.name_any()).collect())
-        .map_err(|e| e.to_string());
     Ok(AuxChainSeen {
         published,
         unlisted,

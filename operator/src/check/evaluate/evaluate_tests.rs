@@ -126,6 +126,7 @@ fn healthy() -> Observed {
             }))),
         )]),
         node_multus: Ok(vec![]),
+        node_multus_ignored: Ok(vec![]),
         sandbox_failures: BTreeMap::new(),
         repair_events: Vec::new(),
         aux_chain: None,

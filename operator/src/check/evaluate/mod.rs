@@ -109,8 +109,12 @@ pub struct Observed {
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
     pub containers: BTreeMap<String, PodView>,
-    /// Every node's Multus as published (NodeMultus); Err: why they could not be listed.
+    /// Every node's Multus as published (NodeMultus) by a node that exists; Err: why they could not
+    /// be listed.
     pub node_multus: Result<Vec<NodeIsolation>, String>,
+    /// The NodeMultus objects ignored because their node does not exist (names); Err: why the nodes
+    /// could not be listed (then every object counts).
+    pub node_multus_ignored: Result<Vec<String>, String>,
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
@@ -185,7 +189,7 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
                  linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
             ),
         },
-        node_multus_verdict(&seen.node_multus, &placement),
+        node_multus_verdict(&seen.node_multus, &seen.node_multus_ignored, &placement),
     ];
     if aux {
         verdicts.push(match &seen.aux_chain {

@@ -1,12 +1,16 @@
 //! The nodes' Multus lines: NodeMultus readable, and the shared NAD allowed by every node's Multus.
+//! Objects of nodes that do not exist are left out before (`placement::of_existing_nodes`); the
+//! node-multus line says how many and why.
 
 use rules::multus_node::{Isolation, NodeIsolation, Placement};
 
 use super::Verdict;
 
-/// Nodes whose Multus could not be read (a warning: the shared NAD is not held back for them).
+/// Nodes whose Multus could not be read (a warning: the shared NAD is not held back for them), and
+/// the objects ignored for want of their node (or the nodes not listed: a warning, all count).
 pub(super) fn node_multus_verdict(
     nodes: &Result<Vec<NodeIsolation>, String>,
+    ignored: &Result<Vec<String>, String>,
     p: &Placement,
 ) -> Verdict {
     const CHECK: &str = "node-multus";
@@ -44,13 +48,31 @@ pub(super) fn node_multus_verdict(
         .iter()
         .filter(|n| matches!(n.isolation, Isolation::On { .. }))
         .count();
-    Verdict::pass(
-        CHECK,
-        format!(
-            "{} node(s) published their Multus, {isolating} with namespace isolation",
-            nodes.len()
+    let published = format!(
+        "{} node(s) published their Multus, {isolating} with namespace isolation",
+        nodes.len()
+    );
+    match ignored {
+        Ok(ignored) if ignored.is_empty() => Verdict::pass(CHECK, published),
+        Ok(ignored) => Verdict::pass(
+            CHECK,
+            format!(
+                "{published}; {} NodeMultus object(s) ignored: their node does not exist (left by \
+                 a deleted node; kubectl delete nodemultus <node> removes one)",
+                ignored.len()
+            ),
+        )
+        .with_items(ignored.clone()),
+        Err(why) => Verdict::warn(
+            CHECK,
+            format!(
+                "{published}; the nodes cannot be listed ({why}), so a deleted node's NodeMultus \
+                 would count too"
+            ),
+            "the operator's ClusterRole needs list and watch on nodes (the chart and config/rbac \
+             grant them)",
         ),
-    )
+    }
 }
 
 /// The configured shared NAD's namespace against every node's Multus: a node that refuses it to pods

@@ -110,3 +110,44 @@ fn unreadable_or_unpublished_multus_is_a_warning() {
     }
     assert!(!verdict(&evaluate(&healthy(), &settings()), "shared-nad").warning);
 }
+
+/// A deleted node's NodeMultus is left out (by `placement::of_existing_nodes`, before evaluate): the
+/// node-multus line names it and says why, the shared-nad line goes by the nodes that exist. Nodes
+/// that cannot be listed: a warning that says every object counts.
+#[test]
+fn ignored_objects_of_deleted_nodes_are_named() {
+    let shared = shared_settings("nad-home");
+    let mut seen = healthy();
+    seen.namespaces.push(namespace("nad-home", &[]));
+    seen.node_multus = Ok(vec![node("n2", Isolation::Off)]);
+    seen.node_multus_ignored = Ok(vec!["gone".into()]);
+    let all = evaluate(&seen, &shared);
+    let line = verdict(&all, "node-multus");
+    assert!(line.ok && !line.warning, "{line:?}");
+    assert!(
+        line.message.contains(
+            "1 NodeMultus object(s) ignored: their node does not exist (left by a deleted node;"
+        ),
+        "{}",
+        line.message
+    );
+    assert_eq!(line.items, ["gone"]);
+    assert!(verdict(&all, "shared-nad").ok, "{all:?}");
+
+    seen.node_multus_ignored = Err("nodes is forbidden".into());
+    let all = evaluate(&seen, &shared);
+    let line = verdict(&all, "node-multus");
+    assert!(line.ok && line.warning, "{line:?}");
+    assert!(
+        line.message.contains("(nodes is forbidden)"),
+        "{}",
+        line.message
+    );
+    assert!(
+        line.hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("list and watch on nodes"),
+        "{line:?}"
+    );
+}
