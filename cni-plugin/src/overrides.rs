@@ -60,7 +60,14 @@ fn ranges(pod: &PodFacts, key: &'static str) -> Result<Option<Vec<PortRange>>, A
         .transpose()
 }
 
-/// An id annotation: an integer; negative means "none".
+/// The proxy-uid annotation, read by the one parser the webhook and `check` use too.
+fn uid(pod: &PodFacts, key: &'static str) -> Result<Option<Uid>, AnnotationError> {
+    lookup(pod, key)
+        .map(|(v, src)| vocab::parse_proxy_uid(v).map_err(|e| error(key, v, src, e.to_string())))
+        .transpose()
+}
+
+/// The proxy-gid annotation: an integer; negative means "none" (Linkerd's `proxy.gid: -1`).
 fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, AnnotationError> {
     lookup(pod, key)
         .map(|(v, src)| match v.trim().parse::<i64>() {
@@ -73,16 +80,14 @@ fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, Annotati
         .transpose()
 }
 
-/// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; None when the winning
-/// annotation is negative (no exemption).
+/// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; an annotation that is no uid
+/// ([`vocab::parse_proxy_uid`]) is an error.
 pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
     use vocab::ProxyUidSource::*;
     let key = vocab::PROXY_UID_ANNOTATION;
     for source in vocab::PROXY_UID_PRECEDENCE {
         match source {
-            PodAnnotation if pod.annotations.contains_key(key) => {
-                return Ok(id(pod, key)?.flatten())
-            }
+            PodAnnotation if pod.annotations.contains_key(key) => return uid(pod, key),
             ProxyRunAsUser => {
                 if let Some(uid) = pod.proxy_run_as_user {
                     return Ok(Some(uid));
@@ -90,7 +95,7 @@ pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, Anno
             }
             // The pod has none by now, so this reads the namespace's.
             NamespaceAnnotation if pod.namespace_annotations.contains_key(key) => {
-                return Ok(id(pod, key)?.flatten())
+                return uid(pod, key)
             }
             Configured => return Ok(cfg.proxy_uid),
             _ => {}
@@ -104,7 +109,7 @@ pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, Anno
 pub fn proxy_uid_disagreement(pod: &PodFacts) -> Option<String> {
     let annotation = pod.annotations.get(vocab::PROXY_UID_ANNOTATION)?;
     let run_as = pod.proxy_run_as_user?;
-    (annotation.trim().parse::<i64>().ok() != Some(i64::from(run_as))).then(|| {
+    (vocab::parse_proxy_uid(annotation).ok() != Some(run_as)).then(|| {
         format!(
             "pod annotation {}={annotation:?} differs from the {} container's runAsUser {run_as}; \
              the rules exempt the annotation's uid",
@@ -253,9 +258,32 @@ mod tests {
         pod.annotations
             .insert(vocab::PROXY_UID_ANNOTATION.into(), "4321".into());
         assert_eq!(settings_for(&cfg(), &pod).unwrap().proxy_uid, Some(4321));
-        pod.annotations
-            .insert(vocab::PROXY_UID_ANNOTATION.into(), "-1".into());
-        assert_eq!(settings_for(&cfg(), &pod).unwrap().proxy_uid, None);
+    }
+
+    /// The plugin's verdict on each value of the table the webhook and `check` share: a uid is
+    /// exempted, anything else fails the ADD naming the annotation, the value and the parser's reason.
+    #[test]
+    fn proxy_uids_follow_the_shared_table() {
+        for (value, want) in vocab::PROXY_UID_CASES {
+            for (on_pod, where_) in [(true, "pod"), (false, "namespace")] {
+                let kv = [(vocab::PROXY_UID_ANNOTATION, *value)];
+                let pod = if on_pod {
+                    facts(&kv, &[])
+                } else {
+                    facts(&[], &kv)
+                };
+                let got = settings_for(&cfg(), &pod).map(|s| s.proxy_uid);
+                match want {
+                    Ok(uid) => assert_eq!(got, Ok(Some(*uid)), "{value:?}"),
+                    Err(e) => assert_eq!(
+                        got.unwrap_err().to_string(),
+                        format!(
+                            "annotation config.linkerd.io/proxy-uid={value:?} on the {where_}: {e}"
+                        ),
+                    ),
+                }
+            }
+        }
     }
 
     #[test]
@@ -293,7 +321,7 @@ mod tests {
     #[test]
     fn bad_annotations_are_errors() {
         let cases = [
-            (facts(&[(vocab::PROXY_UID_ANNOTATION, "root")], &[]), "annotation config.linkerd.io/proxy-uid=\"root\" on the pod: not an integer"),
+            (facts(&[(vocab::PROXY_UID_ANNOTATION, "root")], &[]), "annotation config.linkerd.io/proxy-uid=\"root\" on the pod: not a uid: it is not a decimal number; write the uid in digits, e.g. 2102"),
             (facts(&[], &[(vocab::PROXY_GID_ANNOTATION, "99999999999")]), "annotation config.linkerd.io/proxy-gid=\"99999999999\" on the namespace: too large for an id"),
             (facts(&[(vocab::SKIP_INBOUND_PORTS_ANNOTATION, "80,http")], &[]), "annotation config.linkerd.io/skip-inbound-ports=\"80,http\" on the pod: `http` is not a port (1-65535)"),
             (facts(&[(vocab::SKIP_OUTBOUND_PORTS_ANNOTATION, "9-1")], &[]), "annotation config.linkerd.io/skip-outbound-ports=\"9-1\" on the pod: `9-1` is an empty range"),

@@ -143,7 +143,7 @@ async fn bad_annotations_fail_and_change_nothing() {
     assert_eq!(err.code(), Some(100), "{err}");
     assert_eq!(
         err.msg(),
-        Some(format!("pod {}/bad-uid: annotation config.linkerd.io/proxy-uid=\"proxy\" on the pod: not an integer", tns.name).as_str())
+        Some(format!("pod {}/bad-uid: annotation config.linkerd.io/proxy-uid=\"proxy\" on the pod: not a uid: it is not a decimal number; write the uid in digits, e.g. 2102", tns.name).as_str())
     );
     assert_eq!(rules(&ns, "iptables-legacy-save"), Vec::<String>::new());
 

@@ -37,11 +37,13 @@ impl Container {
     }
 }
 
-/// The pod's `containers` and `initContainers`, in order (a list that is not an array is empty).
+/// The pod's `containers` and `initContainers`, in order (a list that is not an array is empty), and
+/// the pod's own `runAsUser` (what a container without one runs as).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodContainers {
     pub containers: Vec<Container>,
     pub init_containers: Vec<Container>,
+    pub pod_run_as_user: Option<Uid>,
 }
 
 impl PodContainers {
@@ -56,6 +58,9 @@ impl PodContainers {
         Self {
             containers: list("containers"),
             init_containers: list("initContainers"),
+            pod_run_as_user: spec
+                .and_then(|s| s.get("securityContext")?.get("runAsUser")?.as_i64())
+                .and_then(vocab::uid_from_kubernetes),
         }
     }
 
@@ -103,7 +108,7 @@ impl PodContainers {
 }
 
 /// `runAsUser`/`runAsGroup` of the container's own securityContext, when it names a uid (or gid).
-fn run_as(c: &Container, field: &str) -> Option<Uid> {
+pub(crate) fn run_as(c: &Container, field: &str) -> Option<Uid> {
     vocab::uid_from_kubernetes(c.security_context.as_ref()?.get(field)?.as_i64()?)
 }
 

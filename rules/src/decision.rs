@@ -13,6 +13,8 @@ use serde_json::Value;
 use crate::containers::{self, PodContainers};
 use crate::namespaces::OurNad;
 use crate::networks::{self, Attachment};
+use crate::pod::PodView;
+use crate::uid_collision;
 use crate::uid_range::UidRange;
 
 /// The flags the decision depends on, parsed straight into this type (feature `cli`): the one value
@@ -154,17 +156,18 @@ pub fn decide(
     // the injected proxy and validator made to run inside it (the pod is seen again after Linkerd's
     // injector, as the webhook is reinvoked, so the containers are there in either webhook order).
     let mut spec_ops = Vec::new();
+    // The uid the proxy is made to run as, and the range's first uid (what the SCC gives the apps).
+    let (mut aligned_proxy, mut range_first) = (None, None);
     if attached && !control_plane {
         if let Some(range_text) = ns.get(&cfg.uids.range_annotation) {
             let chosen = effective(vocab::PROXY_UID_ANNOTATION);
             let range = UidRange::parse(range_text);
             let proxy_uid = match (chosen, &range) {
                 (Some(user), Ok(range)) => {
-                    let inside = user
-                        .parse::<vocab::Uid>()
-                        .ok()
-                        .filter(|u| range.contains(*u));
-                    if inside.is_none() && containers.has_proxy() {
+                    let parsed = vocab::parse_proxy_uid(user);
+                    let inside = parsed.ok().filter(|u| range.contains(*u));
+                    // A value that is no uid at all is told in step 5, with or without a range.
+                    if parsed.is_ok() && inside.is_none() && containers.has_proxy() {
                         warnings.push(format!(
                             "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \
                              {range_text:?}: container {} left as it is, and a restricted SCC rejects \
@@ -203,7 +206,40 @@ pub fn decide(
                 let aligned = containers::align(containers, range, proxy_uid);
                 spec_ops = aligned.ops;
                 warnings.extend(aligned.warnings);
+                (aligned_proxy, range_first) = (proxy_uid, Some(range.first));
             }
+        }
+    }
+
+    // 5. The proxy uid as linkerd-cni will read it: a value that is no uid fails the pod's sandbox, and
+    // a uid an app container runs as lets that container's traffic bypass the mesh. Warned, not refused:
+    // refusing would be a new way for this webhook to stop a workload.
+    if attached && !control_plane && containers.has_proxy() {
+        let key = vocab::PROXY_UID_ANNOTATION;
+        let (on_pod, on_ns) = (pod.get(key), ns.get(key));
+        if let Some((value, place)) = on_pod
+            .map(|v| (v, "pod"))
+            .or(on_ns.map(|v| (v, "namespace")))
+        {
+            if let Err(e) = vocab::parse_proxy_uid(value) {
+                warnings.push(format!(
+                    "linkerd-multus: {key} {value:?} on the {place} is {e}. Until it is fixed, \
+                     linkerd-cni fails the pod's sandbox"
+                ));
+            }
+        }
+        let read = |v: Option<&String>| v.and_then(|v| vocab::parse_proxy_uid(v).ok());
+        let view = PodView::from_containers(containers);
+        let exempted = uid_collision::exempted(
+            read(set.get(key).or(on_pod)),
+            aligned_proxy.or(view.proxy_uid()),
+            read(on_ns),
+        );
+        for collision in exempted
+            .map(|e| uid_collision::collisions(&view, e, range_first))
+            .unwrap_or_default()
+        {
+            warnings.push(format!("linkerd-multus: {}", collision.explain()));
         }
     }
 
@@ -252,6 +288,60 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The webhook's verdict on each value of the shared table: a uid is taken (the proxy made to run as
+    /// it, in a range holding every uid), anything else is warned about with the parser's reason.
+    #[test]
+    fn proxy_uids_follow_the_shared_table() {
+        let ns = BTreeMap::from([(
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "0/4294967295".to_string(),
+        )]);
+        let containers = PodContainers::from_spec(Some(&serde_json::json!({
+            "containers": [{ "name": vocab::PROXY_CONTAINER }],
+        })));
+        for (value, want) in vocab::PROXY_UID_CASES {
+            let meta = ObjectMeta {
+                annotations: Some(BTreeMap::from([
+                    (vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string()),
+                    (
+                        vocab::NETWORKS_ANNOTATION.to_string(),
+                        vocab::NAD_NAME.to_string(),
+                    ),
+                    (vocab::PROXY_UID_ANNOTATION.to_string(), value.to_string()),
+                ])),
+                ..ObjectMeta::default()
+            };
+            let d = decide(
+                &meta,
+                &containers,
+                "app",
+                Some(&ns),
+                &DecisionConfig::default(),
+            );
+            let patch = serde_json::to_value(&d.patch).unwrap();
+            match want {
+                Ok(uid) => {
+                    assert!(d.warnings.is_empty(), "{value:?}: {:?}", d.warnings);
+                    assert_eq!(
+                        patch,
+                        serde_json::json!([{ "op": "add", "path": "/spec/containers/0/securityContext",
+                                             "value": { "runAsUser": uid } }]),
+                        "{value:?}"
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(d.warnings.len(), 1, "{value:?}: {:?}", d.warnings);
+                    assert!(
+                        d.warnings[0].contains(&format!("{value:?} on the pod is {e}")),
+                        "{:?}",
+                        d.warnings
+                    );
+                    assert_eq!(patch, serde_json::json!([]), "{value:?}");
+                }
+            }
+        }
+    }
 
     /// RFC 6901: `~` becomes `~0` and `/` becomes `~1`, in that order (else `/` → `~1` → `~01`).
     #[test]

@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::Value;
 use vocab::{uid_from_kubernetes, Uid};
 
+use crate::containers::{self, PodContainers};
+
 /// What the rules read of a pod's spec: Linkerd's containers, their own uids and the pod's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodView {
@@ -17,6 +19,8 @@ pub struct PodView {
     linkerd_init: bool,
     /// The pod's `securityContext.runAsUser`: what a container without its own runs as.
     pod_run_as_user: Option<Uid>,
+    /// The app containers: every container of `containers` but the proxy, with its own `runAsUser`.
+    apps: Vec<(String, Option<Uid>)>,
 }
 
 /// One container as this view reads it: name, whether it is an init container, restart policy, uid.
@@ -83,6 +87,21 @@ impl PodView {
         )
     }
 
+    /// From the containers the webhook reads off an admission review.
+    pub fn from_containers(pod: &PodContainers) -> Self {
+        fn member(c: &containers::Container, init: bool) -> Member<'_> {
+            Member {
+                name: c.name.as_deref().unwrap_or_default(),
+                init,
+                restart_policy: c.restart_policy.as_deref(),
+                run_as_user: containers::run_as(c, "runAsUser"),
+            }
+        }
+        let containers = pod.containers.iter().map(|c| member(c, false));
+        let inits = pod.init_containers.iter().map(|c| member(c, true));
+        Self::from_members(containers.chain(inits), pod.pod_run_as_user)
+    }
+
     fn from_members<'a>(members: impl Iterator<Item = Member<'a>>, pod_uid: Option<Uid>) -> Self {
         let mut view = Self {
             pod_run_as_user: pod_uid,
@@ -95,6 +114,8 @@ impl PodView {
                 view.validator = Some(m.run_as_user);
             } else if m.init && m.name == vocab::INIT_CONTAINER {
                 view.linkerd_init = true;
+            } else if !m.init && !vocab::is_proxy_container(m.name, false, m.restart_policy) {
+                view.apps.push((m.name.to_string(), m.run_as_user));
             }
         }
         view
@@ -118,6 +139,16 @@ impl PodView {
     /// The uid Linkerd's validator runs as: its own `runAsUser`, else the pod's.
     pub fn validator_uid(&self) -> Option<Uid> {
         self.validator.map(|own| own.or(self.pod_run_as_user))?
+    }
+
+    /// The app containers (`containers` but the proxy): name and own `runAsUser`.
+    pub fn apps(&self) -> impl Iterator<Item = (&str, Option<Uid>)> {
+        self.apps.iter().map(|(name, uid)| (name.as_str(), *uid))
+    }
+
+    /// The pod's own `runAsUser`.
+    pub fn pod_run_as_user(&self) -> Option<Uid> {
+        self.pod_run_as_user
     }
 }
 

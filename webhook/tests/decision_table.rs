@@ -96,6 +96,13 @@ const P_VALIDATOR: &str = "/spec/initContainers/0/securityContext";
 const W_OUTSIDE_PREFIX: &str = "linkerd-multus: config.linkerd.io/proxy-uid ";
 const W_OUTSIDE_SUFFIX: &str = " is not a uid inside namespace annotation openshift.io/sa.scc.uid-range \"1000650000/10000\": container linkerd-proxy left as it is, and a restricted SCC rejects it; set config.linkerd.io/proxy-uid to a uid of the range other than its first, or remove it";
 
+const W_NOT_A_UID: &str = "linkerd-multus: config.linkerd.io/proxy-uid \"abc\" on the pod is not a uid: it is not a decimal number; write the uid in digits, e.g. 2102. Until it is fixed, linkerd-cni fails the pod's sandbox";
+const W_SPACE: &str = "linkerd-multus: config.linkerd.io/proxy-uid \" 1000652102\" on the pod is not a uid: it has whitespace around the digits; write the digits alone (Linkerd's injector ignores such a value, so the proxy would not run as it). Until it is fixed, linkerd-cni fails the pod's sandbox";
+const W_NEGATIVE_NS: &str = "linkerd-multus: config.linkerd.io/proxy-uid \"-1\" on the namespace is not a uid: it is negative; a uid is 0 to 2147483647 (Kubernetes refuses a negative runAsUser). Until it is fixed, linkerd-cni fails the pod's sandbox";
+const W_COLLISION_RANGE_FIRST: &str = "linkerd-multus: container app runs as uid 1000650000 (the first uid of the namespace's uid range, which the restricted SCC gives a container without runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
+const W_COLLISION_POD: &str = "linkerd-multus: container app runs as uid 5000 (the pod's runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
+const W_COLLISION_PROXY: &str = "linkerd-multus: container app runs as uid 2102, the uid linkerd-proxy runs as: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; run container app as another uid, or set config.linkerd.io/proxy-uid to a uid no app container runs as";
+
 fn w_outside(value: &str) -> &'static str {
     leak(format!("{W_OUTSIDE_PREFIX}{value:?}{W_OUTSIDE_SUFFIX}"))
 }
@@ -341,7 +348,38 @@ fn cases() -> Vec<Case> {
           vec![w_outside("1234")], Attached),
         c("user proxy uid not a number: kept, proxy untouched, warning", NS,
           injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "abc")], proxy_sc(2102), None),
-          Some(map(&range)), vec![], vec![w_outside("abc")], Unchanged),
+          Some(map(&range)), vec![], vec![W_NOT_A_UID], Unchanged),
+        c("user proxy uid with a space: not trimmed, warning (Linkerd's injector ignores it)", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, " 1000652102")], proxy_sc(2102), None),
+          Some(map(&range)), vec![], vec![W_SPACE], Unchanged),
+        c("namespace's proxy uid negative, no range: warning", NS,
+          injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None),
+          Some(map(&[(U, "-1")])), vec![], vec![W_NEGATIVE_NS], Unchanged),
+        c("user proxy uid is the range's first, the app without runAsUser: admitted, warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650000")],
+                                 proxy_sc(1000650000), validator_sc());
+            p["spec"]["containers"][0] = json!({ "name": "app", "image": "x" });
+            p },
+          Some(map(&range)),
+          vec![add(&format!("{P_VALIDATOR}/runAsUser"), json!(1000650001)),
+               add(&format!("{P_VALIDATOR}/runAsGroup"), json!(1000650001))],
+          vec![W_COLLISION_RANGE_FIRST], Attached),
+        c("user proxy uid is the pod's runAsUser, no range: admitted, warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni"), (U, "5000")], proxy_sc(5000), None);
+            p["spec"]["containers"][0] = json!({ "name": "app", "image": "x" });
+            p["spec"]["securityContext"] = json!({ "runAsUser": 5000 });
+            p },
+          Some(map(&[])), vec![], vec![W_COLLISION_POD], Unchanged),
+        c("no annotation, the app runs as the proxy's 2102: admitted, warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None);
+            p["spec"]["containers"][0]["securityContext"] = json!({ "runAsUser": 2102 });
+            p },
+          Some(map(&[])), vec![], vec![W_COLLISION_PROXY], Unchanged),
+        c("an init container as the proxy uid is Linkerd's recipe for network access: no warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None);
+            p["spec"]["initContainers"] = json!([{ "name": "fetch", "securityContext": { "runAsUser": 2102 } }]);
+            p },
+          Some(map(&[])), vec![], vec![], Unchanged),
         c("namespace's proxy uid inside the range: the proxy made to match, no pod annotation", NS,
           injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None),
           Some(map(&[(R, "1000650000/10000"), (U, "1000650009")])),

@@ -223,3 +223,51 @@ fn bodies_that_are_not_reviews() {
         &format!("{ar}missing field `allowed` at line 1 column 83"),
     );
 }
+
+/// A proxy uid an app container runs as (here the pod's runAsUser, read off the review in its one
+/// pass) is admitted with a warning naming the container, the uid and the fix; the pod is still
+/// patched as usual (the validator moved off the proxy's uid).
+#[test]
+fn a_proxy_uid_the_app_runs_as_is_admitted_with_a_warning() {
+    let ns = BTreeMap::from([
+        (vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string()),
+        (
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "1000650000/10000".to_string(),
+        ),
+    ]);
+    let body = review(
+        r#","object":{"metadata":{"name":"p","annotations":{"config.linkerd.io/proxy-uid":"1000650000"}},
+           "spec":{"securityContext":{"runAsUser":1000650000},
+                   "containers":[{"name":"app"},{"name":"linkerd-proxy","securityContext":{"runAsUser":1000650000}}],
+                   "initContainers":[{"name":"linkerd-network-validator","securityContext":{"runAsUser":65534}}]}}"#,
+    );
+    let reply = match parse(body.as_bytes()) {
+        Parsed::Reply(r) => r,
+        Parsed::Pod(p) => p.answer(Ok(&ns), &cfg()),
+    };
+    assert_eq!(
+        (reply.status.as_u16(), reply.outcome),
+        (200, outcome::WARNING)
+    );
+    let review: serde_json::Value = serde_json::from_slice(&reply.body).expect("a review");
+    let response = &review["response"];
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        response["warnings"],
+        serde_json::json!(["linkerd-multus: container app runs as uid 1000650000 (the pod's runAsUser), \
+            the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from \
+            the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid \
+            from the pod's template, or set it to a uid no app container runs as"])
+    );
+    let patch = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        response["patch"].as_str().expect("a patch"),
+    )
+    .expect("base64");
+    let patch = String::from_utf8_lossy(&patch);
+    assert!(
+        patch.contains("/spec/initContainers/0/securityContext/runAsUser"),
+        "{patch}"
+    );
+}

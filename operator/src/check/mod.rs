@@ -150,20 +150,16 @@ async fn observe(
                 .is_some_and(|ns| enabled.contains(ns))
         })
         .collect();
-    // Containers only where the uid check applies: enabled namespaces with a uid range.
+    // Containers where the uid check applies: enabled namespaces (an app container running as the
+    // proxy uid bypasses the mesh anywhere; the proxy and validator are judged where there is a range).
     let mut containers = BTreeMap::new();
-    let ranged = namespaces.iter().filter(|ns| {
+    let with_pods = namespaces.iter().filter(|ns| {
         ns.metadata
             .name
             .as_deref()
             .is_some_and(|n| enabled.contains(n))
-            && ns
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(&s.decision.uids.range_annotation))
     });
-    for ns in ranged {
+    for ns in with_pods {
         let name = ns.metadata.name.as_deref().unwrap_or_default();
         let list = Api::<Pod>::namespaced(client.clone(), name)
             .list(&ListParams::default())

@@ -1,4 +1,5 @@
-//! PURE: the `proxy-uids` check. In a namespace with an OpenShift uid range, an attached pod's proxy
+//! PURE: the `proxy-uids` check. No app container may run as the uid the plugin's rules exempt (its
+//! traffic would bypass the mesh). In a namespace with an OpenShift uid range, an attached pod's proxy
 //! must run as the uid its `config.linkerd.io/proxy-uid` names (the uid the plugin's rules exempt,
 //! [`vocab::PROXY_UID_PRECEDENCE`]), inside the range, and Linkerd's validator inside the range as
 //! another uid (its test connection must be redirected).
@@ -8,10 +9,12 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use rules::decision::DecisionConfig;
 use rules::pod::PodView;
+use rules::uid_collision;
 use rules::uid_range::UidRange;
 
-/// What is wrong with the pod's uids, one line each; empty when nothing is (or there is no range, or
-/// it is Linkerd's control plane, whose uids the webhook leaves to Linkerd's installation).
+/// What is wrong with the pod's uids, one line each; empty when nothing is (or it is Linkerd's control
+/// plane, whose uids the webhook leaves to Linkerd's installation). An app container running as the
+/// exempted uid is named in any namespace; the rest is judged only where there is a uid range.
 pub fn uid_problems(
     pod: &ObjectMeta,
     pod_view: &PodView,
@@ -22,29 +25,28 @@ pub fn uid_problems(
     if vocab::is_linkerd_control_plane(namespace, &cfg.nad.linkerd_namespace, pod.labels.as_ref()) {
         return Vec::new();
     }
-    let Some(range) = ns_annotations
+    let range = ns_annotations
         .and_then(|a| a.get(&cfg.uids.range_annotation))
-        .and_then(|r| UidRange::parse(r).ok())
-    else {
-        return Vec::new();
-    };
+        .and_then(|r| UidRange::parse(r).ok());
     let annotation = |on: Option<&BTreeMap<String, String>>| {
         on.and_then(|a| a.get(vocab::PROXY_UID_ANNOTATION))
-            .and_then(|v| v.trim().parse::<vocab::Uid>().ok())
+            .and_then(|v| vocab::parse_proxy_uid(v).ok())
     };
     let pod_annotation = annotation(pod.annotations.as_ref());
     let ns_annotation = annotation(ns_annotations);
     let run_as = pod_view.proxy_uid();
     // The uid the rules exempt; the configured default is not known here.
-    let rules = vocab::PROXY_UID_PRECEDENCE
+    let exempted = uid_collision::exempted(pod_annotation, run_as, ns_annotation);
+    let mut problems: Vec<String> = exempted
+        .map(|e| uid_collision::collisions(pod_view, e, range.map(|r| r.first)))
+        .unwrap_or_default()
         .iter()
-        .find_map(|source| match source {
-            vocab::ProxyUidSource::PodAnnotation => pod_annotation,
-            vocab::ProxyUidSource::ProxyRunAsUser => run_as,
-            vocab::ProxyUidSource::NamespaceAnnotation => ns_annotation,
-            vocab::ProxyUidSource::Configured => None,
-        });
-    let mut problems = Vec::new();
+        .map(|c| format!("{}; then restart the pod", c.explain()))
+        .collect();
+    let Some(range) = range else {
+        return problems;
+    };
+    let rules = exempted.map(|e| e.uid);
     if let Some(uid) = run_as {
         if let Some(named) = pod_annotation.or(ns_annotation).filter(|n| *n != uid) {
             problems.push(format!(
@@ -124,6 +126,41 @@ mod tests {
             problems(json!({}), pod_level(3102)),
             ["linkerd-network-validator runs as the proxy's uid 3102, which the rules do not redirect"]
         );
+    }
+
+    /// Without a range only a collision is judged: here the app runs as the pod's uid, which the
+    /// namespace's proxy-uid names (a value that is no uid names nothing: `pods` reports it).
+    #[test]
+    fn a_collision_is_named_without_a_range() {
+        let meta: ObjectMeta = serde_json::from_value(json!({ "namespace": "app" })).unwrap();
+        let spec = json!({
+            "securityContext": { "runAsUser": 5000 },
+            "containers": [{ "name": "app" }, { "name": "linkerd-proxy" , "securityContext": { "runAsUser": 2102 } }],
+        });
+        let view = PodView::from_spec_json(Some(&spec));
+        let cfg = DecisionConfig::default();
+        let ns = |uid: &str| {
+            BTreeMap::from([(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string())])
+        };
+        assert!(uid_problems(&meta, &view, None, &cfg).is_empty());
+        // The proxy's runAsUser comes before the namespace's annotation: 2102 is exempted, no app runs as it.
+        assert!(uid_problems(&meta, &view, Some(&ns("5000")), &cfg).is_empty());
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "namespace": "app", "annotations": { (vocab::PROXY_UID_ANNOTATION): "5000" },
+        }))
+        .unwrap();
+        assert_eq!(
+            uid_problems(&meta, &view, None, &cfg),
+            ["container app runs as uid 5000 (the pod's runAsUser), the proxy uid the pod's \
+              config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the \
+              container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's \
+              template, or set it to a uid no app container runs as; then restart the pod"]
+        );
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "namespace": "app", "annotations": { (vocab::PROXY_UID_ANNOTATION): " 5000" },
+        }))
+        .unwrap();
+        assert!(uid_problems(&meta, &view, None, &cfg).is_empty());
     }
 
     #[test]

@@ -135,6 +135,11 @@ pub(super) fn containers(pod: Option<&RawValue>) -> PodContainers {
     PodContainers {
         containers: list("containers"),
         init_containers: list("initContainers"),
+        pod_run_as_user: spec
+            .and_then(|s| member(s, "securityContext"))
+            .and_then(|sc| member(sc, "runAsUser"))
+            .and_then(|u| serde_json::from_str::<i64>(u.get()).ok())
+            .and_then(vocab::uid_from_kubernetes),
     }
 }
 

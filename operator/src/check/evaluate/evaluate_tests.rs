@@ -303,8 +303,9 @@ fn each_broken_state_fails_its_own_check() {
                 ))
             },
             "pods",
-            &["app/typo: config.linkerd.io/proxy-uid \"21o2\" is not a uid: fix it in the workload's \
-               pod template (a restart keeps it)"],
+            &["app/typo: config.linkerd.io/proxy-uid \"21o2\" is not a uid: it is not a decimal \
+               number; write the uid in digits, e.g. 2102. Fix it in the workload's pod template (a \
+               restart keeps it)"],
         ),
         (
             "pod still attached after its namespace opted out",

@@ -107,7 +107,7 @@ pub struct Observed {
     pub serves_scc: bool,
     /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
     pub pods: Vec<ObjectMeta>,
-    /// The containers of those pods in namespaces with a uid range, by `<namespace>/<name>`.
+    /// The containers of those pods in enabled namespaces, by `<namespace>/<name>`.
     pub containers: BTreeMap<String, PodView>,
     /// Every node's Multus as published (NodeMultus) by a node that exists; Err: why they could not
     /// be listed.

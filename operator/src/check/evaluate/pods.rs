@@ -83,8 +83,9 @@ pub(super) fn repair_verdict(seen: &Observed) -> Verdict {
     .with_items(halted)
 }
 
-/// Pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose
-/// validator the range would reject.
+/// Meshed pods with an app container running as the proxy uid (its traffic bypasses the mesh), and
+/// pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose validator
+/// the range would reject.
 pub(super) fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "proxy-uids";
     let annotations = ns_annotations(seen);
@@ -103,15 +104,17 @@ pub(super) fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     if wrong.is_empty() {
         return Verdict::pass(
             CHECK,
-            "every meshed pod in a namespace with a uid range runs its proxy and validator inside it, \
-             as the uids the rules expect",
+            "no app container of a meshed pod runs as the proxy uid, and every meshed pod in a \
+             namespace with a uid range runs its proxy and validator inside it, as the uids the rules \
+             expect",
         );
     }
     Verdict::fail(
         CHECK,
         format!("{} uid disagreement(s) in meshed pods", wrong.len()),
-        "set config.linkerd.io/proxy-uid to a uid of the range other than its first (or remove it), \
-         then recreate the pods so the webhook sets the proxy's and the validator's uids again",
+        "each line says what to fix; in a namespace with a uid range, set config.linkerd.io/proxy-uid \
+         to a uid of the range other than its first (or remove it), then recreate the pods so the \
+         webhook sets the proxy's and the validator's uids again",
     )
     .with_items(wrong)
 }
@@ -221,11 +224,14 @@ pub fn pod_problem(
     }
     let uid = pod.annotations.as_ref()?.get(vocab::PROXY_UID_ANNOTATION)?;
     // The webhook never writes a uid that is not a number, so the pod's template (or another tool) did.
-    let Ok(uid_value) = uid.parse::<vocab::Uid>() else {
-        return Some(format!(
-            "{} {uid:?} is not a uid: fix it in the workload's pod template (a restart keeps it)",
-            vocab::PROXY_UID_ANNOTATION
-        ));
+    let uid_value = match vocab::parse_proxy_uid(uid) {
+        Ok(uid) => uid,
+        Err(e) => {
+            return Some(format!(
+                "{} {uid:?} is {e}. Fix it in the workload's pod template (a restart keeps it)",
+                vocab::PROXY_UID_ANNOTATION
+            ))
+        }
     };
     let range = UidRange::parse(ns_annotations?.get(&cfg.uids.range_annotation)?).ok()?;
     (!range.contains(uid_value)).then(|| {

@@ -225,3 +225,84 @@ fn halted_repair_is_reported_until_resumed() {
         .push(event("app/ReplicaSet web", false, 30));
     assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
 }
+
+/// The issue's case: a user-set proxy uid equal to the range's first, which the restricted SCC gives
+/// the app container (no runAsUser of its own): `check` fails, naming the pod, the container, the uid
+/// and the fix. The same pod with the webhook's uid passes.
+#[test]
+fn an_app_container_running_as_the_proxy_uid_fails() {
+    let mut seen = healthy();
+    seen.pods[0] = pod(
+        "app",
+        "web",
+        &[
+            ("linkerd.io/multus", "enabled"),
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "1000"),
+        ],
+    );
+    let with_proxy_as = |uid: vocab::Uid| {
+        PodView::from_spec_json(Some(&serde_json::json!({
+            "containers": [{ "name": "app" },
+                           { "name": "linkerd-proxy", "securityContext": { "runAsUser": uid } }],
+            "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 1001 } }],
+        })))
+    };
+    seen.containers
+        .insert("app/web".into(), with_proxy_as(1000));
+    let v = verdict(&evaluate(&seen, &settings()), "proxy-uids").clone();
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        ["app/web: container app runs as uid 1000 (the first uid of the namespace's uid range, which \
+          the restricted SCC gives a container without runAsUser), the proxy uid the pod's \
+          config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the \
+          container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's \
+          template, or set it to a uid no app container runs as; then restart the pod"]
+    );
+
+    seen.pods[0] = pod(
+        "app",
+        "web",
+        &[
+            ("linkerd.io/multus", "enabled"),
+            ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+            ("config.linkerd.io/proxy-uid", "3102"),
+        ],
+    );
+    seen.containers
+        .insert("app/web".into(), with_proxy_as(3102));
+    assert!(verdict(&evaluate(&seen, &settings()), "proxy-uids").ok);
+}
+
+/// `check`'s verdict on each value of the table the webhook and the plugin share: a uid inside the
+/// range is fine, anything else is named with the parser's reason.
+#[test]
+fn proxy_uids_follow_the_shared_table() {
+    let cfg = settings().decision;
+    let ns = map(&[
+        ("linkerd.io/multus", "enabled"),
+        ("openshift.io/sa.scc.uid-range", "0/4294967295"),
+    ]);
+    for (value, want) in vocab::PROXY_UID_CASES {
+        let p = pod(
+            "app",
+            "p",
+            &[
+                ("k8s.v1.cni.cncf.io/networks", "linkerd-cni"),
+                ("config.linkerd.io/proxy-uid", value),
+            ],
+        );
+        let got = pod_problem(&p, "app", Some(&ns), &cfg, |_| false);
+        match want {
+            Ok(_) => assert_eq!(got, None, "{value:?}"),
+            Err(e) => assert_eq!(
+                got,
+                Some(format!(
+                    "config.linkerd.io/proxy-uid {value:?} is {e}. Fix it in the workload's pod \
+                     template (a restart keeps it)"
+                ))
+            ),
+        }
+    }
+}
