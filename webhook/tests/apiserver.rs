@@ -224,3 +224,96 @@ async fn stored_pods_carry_the_expected_annotations() {
     );
     wh.stop().await;
 }
+
+/// The issue's case through the real apiserver: a user-set proxy uid that is also the app container's
+/// (the range's first, which the restricted SCC gives a container without runAsUser). The pod is
+/// admitted and kubectl shows the webhook's warning naming the container, the uid and the fix. The
+/// server's own bound on runAsUser is the one `vocab::parse_proxy_uid` applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn a_proxy_uid_the_app_runs_as_is_admitted_with_a_warning() {
+    let kube = client().await;
+    let control_plane = TestNamespace::create(&kube, "wh-cp").await;
+    let range = TestNamespace::create_with(
+        &kube,
+        "wh-collide",
+        ann(&[
+            (vocab::MULTUS_ANNOTATION, "enabled"),
+            (vocab::OPENSHIFT_UID_RANGE_ANNOTATION, "1000650000/10000"),
+        ]),
+    )
+    .await;
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::start(
+        args(dir.path()),
+        decision(&control_plane.name),
+        "default",
+        kube.clone(),
+    )
+    .await;
+    let selector = unique_name("sel");
+    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bundle.ca_pem);
+    let _guard = create_config(
+        &kube,
+        &unique_name("linkerd-multus-webhook-test"),
+        vec![webhook_entry(
+            "pods.linkerd-multus.test",
+            json!({ "url": wh.url(), "caBundle": ca }),
+            &selector,
+        )],
+    )
+    .await;
+    wait_until_called(&kube, &range.name, &selector).await;
+
+    let mut pod = pod_json(
+        "collides",
+        &selector,
+        json!({ (vocab::PROXY_UID_ANNOTATION): "1000650000" }),
+        json!({}),
+    );
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+            "name": vocab::PROXY_CONTAINER, "image": "example.invalid/proxy",
+            "securityContext": { "runAsUser": 1000650000 },
+        }));
+    let stderr = kubectl_create(&range.name, &pod);
+    assert!(
+        stderr.contains(
+            "Warning: linkerd-multus: container app runs as uid 1000650000 (the first uid of the \
+             namespace's uid range, which the restricted SCC gives a container without runAsUser), \
+             the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid \
+             from the redirect, so the container's traffic bypasses the mesh; remove \
+             config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container \
+             runs as"
+        ),
+        "{stderr}"
+    );
+    let stored = stored_annotations(&kube, &range.name, "collides").await;
+    assert_eq!(
+        stored.get(vocab::PROXY_UID_ANNOTATION).map(String::as_str),
+        Some("1000650000"),
+        "admitted as it was asked for"
+    );
+    wh.stop().await;
+
+    // The apiserver refuses a runAsUser above the parser's bound and takes the bound itself (pods
+    // without the selector label: the webhook is not asked).
+    let pods = Api::<Pod>::namespaced(kube.clone(), &range.name);
+    for (uid, admitted) in [
+        (i64::from(vocab::MAX_KUBERNETES_UID), true),
+        (i64::from(vocab::MAX_KUBERNETES_UID) + 1, false),
+        (-1, false),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "generateName": "bound-" },
+            "spec": { "containers": [{ "name": "app", "image": "example.invalid/app",
+                                       "securityContext": { "runAsUser": uid } }] },
+        }))
+        .unwrap();
+        let result = pods.create(&PostParams::default(), &pod).await;
+        assert_eq!(result.is_ok(), admitted, "runAsUser {uid}: {result:?}");
+    }
+}
