@@ -69,6 +69,10 @@ fn aux_chain_mode_writes_no_nad_and_no_annotation_and_migrates_both_ways() {
     let webhook_port = before_the_operator(c);
     ensure_node_multus_crd(&c.testbed.kubeconfig());
     c.apply(&isolating_node());
+    // Only the NodeMultus of a node that exists counts.
+    c.apply(
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}).to_string(),
+    );
     c.kubectl(&["create", "namespace", NAD_HOME]);
 
     // 1. NAD mode first: NADs for the control plane and team-a, and a pod that lists team-a's.

@@ -3,7 +3,8 @@
 //! operator (a real process, webhook served, on a control plane of this test's own) says so at once
 //! (Warning Event, the input gauge at 0, a log line, a failing `check` line with the fix), keeps one
 //! NAD per namespace and has the webhook attach pods to their own namespace's NAD; fixing the node's
-//! Multus heals it without a restart.
+//! Multus heals it without a restart. A NodeMultus of a node that does not exist counts for nothing:
+//! `check` names it as ignored.
 
 mod scenario_parts;
 
@@ -31,6 +32,12 @@ fn node_multus(node: &str, isolation: bool, global_namespaces: Option<&str>) -> 
         "metadata": {"name": node}, "spec": spec,
     })
     .to_string()
+}
+
+/// A Node object (the bare apiserver takes one directly): only the NodeMultus of a node that exists
+/// counts.
+fn node(name: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}).to_string()
 }
 
 fn networks(pod: &Value) -> Value {
@@ -63,6 +70,10 @@ fn shared_nad_refused_by_a_nodes_multus_falls_back_and_heals() {
     // What OpenShift ships: isolation on, `default` global; and a node without isolation.
     c.apply(&node_multus("node-a", true, Some("default")));
     c.apply(&node_multus("node-b", false, None));
+    c.apply(&node("node-a"));
+    c.apply(&node("node-b"));
+    // A deleted node's object (isolating too): ignored, it refuses nothing.
+    c.apply(&node_multus("node-gone", true, None));
 
     let flags = ["--nad-namespace", NAD_HOME];
     let operator = start_operator_with(c, webhook_port, &flags);
@@ -115,6 +126,14 @@ fn shared_nad_refused_by_a_nodes_multus_falls_back_and_heals() {
     let (ok, report) = c.check_with(&flags);
     assert!(!ok, "{report:#}");
     assert_eq!(failed_checks(&report), ["shared-nad"], "{report:#}");
+    let nodes_line = check_line(&report, "node-multus");
+    assert_eq!(nodes_line["items"], json!(["node-gone"]), "{nodes_line:#}");
+    assert!(
+        nodes_line["message"].as_str().is_some_and(
+            |m| m.contains("1 NodeMultus object(s) ignored: their node does not exist")
+        ),
+        "{nodes_line:#}"
+    );
     let line = check_line(&report, "shared-nad");
     assert_eq!(
         line["items"],
