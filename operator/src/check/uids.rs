@@ -163,6 +163,33 @@ mod tests {
         assert!(uid_problems(&meta, &view, None, &cfg).is_empty());
     }
 
+    /// This site on the shared table: a uid is compared with the proxy's (`007` is 7), a value that is
+    /// no uid names nothing here (the `pods` row names it, `pods_tests.rs`).
+    #[test]
+    fn proxy_uids_follow_the_shared_table() {
+        let ns = BTreeMap::from([(
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            "0/4294967295".to_string(),
+        )]);
+        let view = PodView::from_spec_json(Some(&json!({
+            "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": 7 } }],
+        })));
+        for (value, want) in vocab::PROXY_UID_CASES {
+            let meta: ObjectMeta = serde_json::from_value(
+                json!({ "annotations": { (vocab::PROXY_UID_ANNOTATION): value } }),
+            )
+            .unwrap();
+            let got = uid_problems(&meta, &view, Some(&ns), &DecisionConfig::default());
+            let expected: Vec<String> = match want {
+                Ok(7) | Err(_) => vec![],
+                Ok(uid) => vec![format!(
+                    "linkerd-proxy runs as 7 but config.linkerd.io/proxy-uid is {uid}: the rules exempt {uid}"
+                )],
+            };
+            assert_eq!(got, expected, "{value:?}");
+        }
+    }
+
     #[test]
     fn uids_that_agree_pass_and_each_disagreement_is_named() {
         let uid = json!({ "config.linkerd.io/proxy-uid": "3102" });
