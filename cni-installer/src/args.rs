@@ -237,6 +237,16 @@ pub struct Settings {
     pub aux_chain: AuxChain,
     /// `--uninstall`.
     pub uninstall: bool,
+    /// This installer pod (POD_NAMESPACE, POD_NAME): on SIGTERM its DaemonSet tells an uninstall
+    /// from a rollout ([`crate::termination`]).
+    pub own_pod: Option<OwnPod>,
+}
+
+/// This installer's pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnPod {
+    pub namespace: String,
+    pub name: String,
 }
 
 /// Where `aux-chain` mode puts linkerd-cni's file.
@@ -305,6 +315,15 @@ impl Settings {
             (None, Some(name)) => Some(name.clone()),
             _ => None,
         };
+        let own_pod = match (&args.pod_namespace, &args.pod_name) {
+            (Some(namespace), Some(name)) if !namespace.is_empty() && !name.is_empty() => {
+                Some(OwnPod {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })
+            }
+            _ => None,
+        };
         let publish = args
             .node_name
             .clone()
@@ -327,6 +346,7 @@ impl Settings {
         };
         Settings {
             aux_chain,
+            own_pod,
             uninstall: args.uninstall,
             net_dir: under_prefix(&args.dest_cni_net_dir),
             net_dir_on_node: args.dest_cni_net_dir.to_string_lossy().into_owned(),
@@ -480,6 +500,16 @@ mod tests {
             s.net_dir_on_node, DEFAULT_CNI_NET_DIR,
             "as the node sees it"
         );
+        assert_eq!(
+            s.own_pod,
+            Some(OwnPod {
+                namespace: "linkerd-cni".into(),
+                name: "cni-abc".into()
+            }),
+            "asked about on SIGTERM"
+        );
+        let s = Settings::resolve(parse(&["--pod-name=cni-abc"]), |_| None, None);
+        assert_eq!(s.own_pod, None, "no namespace: nothing to ask about");
     }
 
     /// `aux-chain` mode: the chain's name and directory, each with its env name (the chart sets

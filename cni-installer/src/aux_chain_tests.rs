@@ -233,46 +233,43 @@ fn decide_table() {
 #[test]
 fn dir_check_cases() {
     let t = target("/run/multus/cni/net.d/");
-    let cases: [(Option<&str>, fn(&DirCheck) -> bool, &str); 7] = [
-        (None, |c| *c == DirCheck::Same, ""),
+    let kind = |c: &DirCheck| match c {
+        DirCheck::Same => ("same", String::new()),
+        DirCheck::Elsewhere(why) => ("elsewhere", why.clone()),
+        DirCheck::NotAPath(why) => ("not a path", why.clone()),
+    };
+    let cases: [(Option<&str>, &str, &str); 7] = [
+        (None, "same", ""),
         (
             Some("/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
-            |c| *c == DirCheck::Same,
+            "same",
             "",
         ),
         (
             Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
-            |c| *c == DirCheck::Same,
+            "same",
             "",
         ),
         (
             Some("/etc/cni/net.d/10-flannel.conflist"),
-            |c| matches!(c, DirCheck::Elsewhere(_)),
+            "elsewhere",
             "reads the chain from /etc/cni/net.d/vendor-cni-chain/",
         ),
         (
             Some("/host/etc/cni/net.d/10-flannel.conflist"),
-            |c| matches!(c, DirCheck::Elsewhere(_)),
+            "elsewhere",
             "set --aux-chain-dir /etc/cni/net.d",
         ),
         (
             Some("ovn-kubernetes"),
-            |c| matches!(c, DirCheck::NotAPath(_)),
+            "not a path",
             "is not a config file's path",
         ),
-        (
-            Some(""),
-            |c| matches!(c, DirCheck::NotAPath(_)),
-            "is not a config file's path",
-        ),
+        (Some(""), "not a path", "is not a config file's path"),
     ];
-    for (cluster_network, kind, words) in cases {
-        let got = dir_check(&t, cluster_network);
-        assert!(kind(&got), "{cluster_network:?}: {got:?}");
-        let text = match &got {
-            DirCheck::Same => String::new(),
-            DirCheck::Elsewhere(t) | DirCheck::NotAPath(t) => t.clone(),
-        };
+    for (cluster_network, want, words) in cases {
+        let (got, text) = kind(&dir_check(&t, cluster_network));
+        assert_eq!(got, want, "{cluster_network:?}: {text}");
         assert!(text.contains(words), "{cluster_network:?}: {text}");
     }
 }

@@ -101,18 +101,24 @@ pub(crate) fn read_service_account(
     std::fs::read(&path).map_err(|source| InstallError::ServiceAccount { path, source })
 }
 
-/// The installer's own client: the in-cluster address, the CA and the rotating token of
-/// `--service-account-dir`, and the namespace named there.
+/// The installer's own client config: the in-cluster address, the CA and the rotating token of
+/// `--service-account-dir`.
+pub async fn installer_config(settings: &Settings) -> Result<kube::Config, InstallError> {
+    let text = installer_kubeconfig(settings)?;
+    let boxed = |e: kube::config::KubeconfigError| InstallError::ApiClient(Box::new(e));
+    let parsed = kube::config::Kubeconfig::from_yaml(&text).map_err(boxed)?;
+    kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+        .await
+        .map_err(boxed)
+}
+
+/// The installer's own client ([`installer_config`]), and the namespace named in
+/// `--service-account-dir`.
 pub async fn installer_client(settings: &Settings) -> Result<(kube::Client, String), InstallError> {
     let namespace = String::from_utf8_lossy(&read_service_account(settings, "namespace")?)
         .trim()
         .to_string();
-    let text = installer_kubeconfig(settings)?;
-    let boxed = |e: kube::config::KubeconfigError| InstallError::ApiClient(Box::new(e));
-    let parsed = kube::config::Kubeconfig::from_yaml(&text).map_err(boxed)?;
-    let config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
-        .await
-        .map_err(boxed)?;
+    let config = installer_config(settings).await?;
     let client =
         kube::Client::try_from(config).map_err(|e| InstallError::ApiClient(Box::new(e)))?;
     Ok((client, namespace))

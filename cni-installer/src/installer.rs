@@ -182,30 +182,29 @@ impl Installer {
         report.aux_chain = Some(status);
     }
 
-    /// SIGTERM: removes what the installer added in `append` mode (see [`Self::remove_installed`]).
-    /// In `none` mode it removes nothing: every NAD points at the binary and the kubeconfig, and
-    /// SIGTERM comes with every rolling update of the DaemonSet, so removing them would fail the CNI
-    /// ADD of each attached pod scheduled on the node before the new installer runs. Without a NAD
-    /// naming them they are never run. In `aux-chain` mode it removes nothing either: without the
-    /// chain file, pods started during the rollout would run unmeshed; without the binary or the
-    /// kubeconfig the file names, Multus would fail them. `--uninstall` removes it all.
-    pub fn uninstall(&mut self) -> Report {
+    /// SIGTERM: in `append` mode removes what the installer added (see [`Self::remove_installed`]).
+    /// In `none` and `aux-chain` modes only on an `uninstall` ([`crate::termination`]); on a rollout
+    /// it removes nothing: every NAD points at the binary and the kubeconfig, and without the chain
+    /// file pods started during the rollout would run unmeshed, without the binary or the kubeconfig
+    /// it names Multus would fail them.
+    pub fn terminate(&mut self, uninstall: bool) -> Report {
         let s = &self.settings;
         let binary = s.bin_dir.join(PLUGIN_TYPE);
         let kubeconfig = s.net_dir.join(&s.kubeconfig_name);
         match s.chain_mode {
+            ChainMode::Append => return self.remove_installed(),
+            _ if uninstall => return self.remove_installed(),
             ChainMode::None => tracing::info!(
                 binary = %binary.display(),
                 kubeconfig = %kubeconfig.display(),
-                "--chain-mode none: leaving the plugin binary and its kubeconfig in place (NADs point at them; see the README's Uninstall)"
+                "--chain-mode none: leaving the plugin binary and its kubeconfig in place (NADs point at them)"
             ),
             ChainMode::AuxChain => tracing::info!(
                 binary = %binary.display(),
                 kubeconfig = %kubeconfig.display(),
                 chain_file = %s.aux_chain.file().display(),
-                "--chain-mode aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place (a rollout must not start pods unmeshed or failing; `linkerd-cni-install --uninstall` removes them, see the README's Uninstall)"
+                "--chain-mode aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place (a rollout must not start pods unmeshed or failing)"
             ),
-            ChainMode::Append => return self.remove_installed(),
         }
         Report::default()
     }
@@ -213,7 +212,9 @@ impl Installer {
     /// Removes what `--chain-mode` installs: in `append` mode its entry in network configs (the
     /// original bytes when nobody else changed the file since), in `aux-chain` mode linkerd-cni's
     /// file in the chain directory (nothing else there); then the kubeconfig, and the binary if
-    /// asked to. SIGTERM in `append` mode, and `--uninstall` in any mode.
+    /// asked to. SIGTERM in `append` mode and on an uninstall, and `--uninstall` in any mode. The
+    /// binary stays by default: the runtime still runs its DEL for the pods it set up (DEL reads no
+    /// kubeconfig, so that one can go).
     pub fn remove_installed(&mut self) -> Report {
         let mut report = Report::default();
         match self.settings.chain_mode {

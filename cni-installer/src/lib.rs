@@ -6,8 +6,9 @@
 //!   `auxiliaryCNIChainName`, OpenShift 4.18+), written only while the node's Multus runs that chain;
 //! - `none`: nothing more (NADs point at the binary and the kubeconfig).
 //!
-//! In `none` and `aux-chain` modes SIGTERM leaves the node as it is (a DaemonSet rollout must not
-//! start pods unmeshed or failing); `--uninstall` removes what the mode installed.
+//! In `none` and `aux-chain` modes SIGTERM leaves the node as it is on a rollout (it must not start
+//! pods unmeshed or failing) and removes what the mode installed on an uninstall, told apart by the
+//! installer's DaemonSet ([`termination`]); `--uninstall` removes it by hand.
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
 //! remove the entry), [`aux_chain`] (write / refuse the chain file), [`kubeconfig`], [`revert`],
@@ -31,6 +32,7 @@ pub mod publish;
 pub mod ready;
 pub mod revert;
 pub mod run;
+pub mod termination;
 
 pub use args::{Args, ChainMode, Settings};
 pub use error::InstallError;

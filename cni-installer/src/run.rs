@@ -1,7 +1,8 @@
 //! The long-running shell: a pass at start, a pass whenever the net dir or the service-account dir
 //! change (in `aux-chain` mode also the chain's directory and its subdirectory; inotify via
-//! `notify`), a pass every `--resync` as a safety net for missed events, and the uninstall on
-//! SIGTERM/SIGINT. After each pass the node's Multus (and in `aux-chain` mode the chain file's state)
+//! `notify`), a pass every `--resync` as a safety net for missed events, and on SIGTERM/SIGINT the
+//! uninstall (`append` mode always; `none` and `aux-chain` when [`crate::termination`] finds the
+//! installer's DaemonSet deleted). After each pass the node's Multus (and in `aux-chain` mode the chain file's state)
 //! is handed to the publisher ([`crate::publish`]), which writes it when it changed. `--uninstall`
 //! runs once, without the loop.
 
@@ -11,6 +12,7 @@ use crate::error::InstallError;
 use crate::installer::{Installer, Report};
 use crate::publish::Publisher;
 use crate::ready::{self, Status};
+use crate::termination::{self, Verdict};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -77,7 +79,8 @@ fn uninstall_main(settings: Settings) -> ExitCode {
     }
 }
 
-/// Installs, then (unless `--once`) keeps the node installed until SIGTERM/SIGINT and uninstalls.
+/// Installs, then (unless `--once`) keeps the node installed until SIGTERM/SIGINT, and uninstalls
+/// when that is an uninstall (see [`crate::termination`]).
 pub async fn run(settings: Settings) -> Result<(), InstallError> {
     tracing::info!(
         net_dir = %settings.net_dir.display(),
@@ -158,8 +161,8 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
             tracing::info!(every = ?resync, "first pass done; watching for changes");
         }
         tokio::select! {
-            _ = sigterm.recv() => { tracing::info!("SIGTERM received: uninstalling"); break; }
-            _ = sigint.recv() => { tracing::info!("SIGINT received: uninstalling"); break; }
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT received"); break; }
             Some(()) = events.recv() => {
                 tokio::time::sleep(DEBOUNCE).await;
                 while events.try_recv().is_ok() {}
@@ -170,7 +173,23 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     }
     drop(watch);
     status_file.clear();
-    let report = installer.uninstall();
+    let uninstall = match installer.settings().chain_mode {
+        ChainMode::Append => true,
+        mode => match termination::decide(&termination::observe(installer.settings()).await) {
+            Verdict::Uninstall(reason) => {
+                tracing::info!(
+                    "uninstall: {reason}; removing what --chain-mode {} installed on this node",
+                    mode.name()
+                );
+                true
+            }
+            Verdict::Keep(reason) => {
+                tracing::info!("not an uninstall: {reason}");
+                false
+            }
+        },
+    };
+    let report = installer.terminate(uninstall);
     log_report(&report, &mut Logged::default(), false);
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
     // the kubelet retry a pod that is going away.

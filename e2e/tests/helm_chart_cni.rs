@@ -79,11 +79,37 @@ fn cni_common_and_pod_labels() {
         cni_objects += usize::from(is_cni);
     }
     assert_eq!(
-        cni_objects, 10,
-        "ServiceAccounts (installer, plugin), Role(Binding) for the plugin's token, the plugin's and the \
-         NodeMultus ClusterRole(Binding)s, DaemonSet, ConfigMap"
+        cni_objects, 12,
+        "ServiceAccounts (installer, plugin), Role(Binding)s for the plugin's token and for the \
+         installer's SIGTERM question, the plugin's and the NodeMultus ClusterRole(Binding)s, \
+         DaemonSet, ConfigMap"
     );
+    // On SIGTERM the installer reads its own pod and its DaemonSet (an uninstall or a rollout?), in
+    // its namespace, and nothing else; bound to its own account.
     let ds = find(&docs, "DaemonSet", None);
+    let role = find(
+        &docs,
+        "Role",
+        Some("ld-controller-linkerd-multus-cni-installer"),
+    );
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+            {"apiGroups": ["apps"], "resources": ["daemonsets"],
+             "resourceNames": [name(ds)], "verbs": ["get"]},
+        ])
+    );
+    let binding = find(
+        &docs,
+        "RoleBinding",
+        Some("ld-controller-linkerd-multus-cni-installer"),
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "ld-controller-linkerd-multus-cni-installer"
+    );
+    assert_eq!(binding["subjects"][0]["name"], "linkerd-cni");
     let pod_labels = &ds["spec"]["template"]["metadata"]["labels"];
     assert_eq!(pod_labels["team"], "net");
     assert_eq!(pod_labels["tier"], "node");

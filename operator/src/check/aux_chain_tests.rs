@@ -165,6 +165,30 @@ fn each_node_failure_names_the_node_and_why() {
              is not run by its Multus: /run/multus/cni/net.d/vendor-cni-chain/linkerd-cni.conf is missing",
         ),
         (
+            "Multus reads the chain from another directory (the installer's refusal quoted)",
+            |s| {
+                s.published.insert(
+                    "node-b".into(),
+                    Ok(spec(
+                        "node-b",
+                        Some("vendor-cni-chain"),
+                        Some(AuxChainFile {
+                            installed: false,
+                            reason: Some(
+                                "Multus' clusterNetwork is /etc/cni/net.d/10-flannel.conflist, so \
+                                 Multus reads the chain from /etc/cni/net.d/vendor-cni-chain/"
+                                    .into(),
+                            ),
+                            ..installed().expect("file")
+                        }),
+                    )),
+                );
+            },
+            "node-b: /run/multus/cni/net.d/vendor-cni-chain/linkerd-cni.conf (chain vendor-cni-chain) \
+             is not run by its Multus: Multus' clusterNetwork is /etc/cni/net.d/10-flannel.conflist, \
+             so Multus reads the chain from /etc/cni/net.d/vendor-cni-chain/",
+        ),
+        (
             "the installer is not in aux-chain mode",
             |s| {
                 s.published
