@@ -16,12 +16,14 @@ pub enum ChainMode {
     /// Append linkerd-cni as the last plugin of the primary network config (plain clusters).
     Append,
     /// Touch no network config: Multus attaches the plugin through a NetworkAttachmentDefinition
-    /// (OpenShift, Multus clusters). SIGTERM leaves the binary and the kubeconfig in place: NADs
-    /// point at them, and a rolling update must not fail the pods scheduled meanwhile.
+    /// (OpenShift, Multus clusters). SIGTERM on a rollout leaves the binary and the kubeconfig in
+    /// place (NADs point at them, and a rolling update must not fail the pods scheduled meanwhile);
+    /// on an uninstall (its DaemonSet deleted) it removes the kubeconfig.
     None,
     /// Put linkerd-cni into Multus' auxiliary CNI chain (Multus v4.2.1+ with
     /// `auxiliaryCNIChainName`; OpenShift 4.18+), which Multus runs for every pod: no NAD, no pod
-    /// annotation. Written only while the node's Multus runs that chain; SIGTERM leaves it all.
+    /// annotation. Written only while the node's Multus runs that chain; SIGTERM on a rollout leaves
+    /// it all, on an uninstall (its DaemonSet deleted) removes the file and the kubeconfig.
     AuxChain,
 }
 
@@ -37,8 +39,10 @@ impl ChainMode {
 }
 
 /// Installs the linkerd-cni plugin on this node and keeps it installed until SIGTERM, which (in
-/// `append` mode) removes what it added; in `none` and `aux-chain` modes SIGTERM leaves the node as
-/// it is (`--uninstall` removes it).
+/// `append` mode) removes what it added; in `none` and `aux-chain` modes SIGTERM removes it only on
+/// an uninstall: when the apiserver says this pod's DaemonSet (POD_NAME, POD_NAMESPACE) is deleted,
+/// or refuses the installer's own credential (asked within 5 s; a rollout, or an apiserver that
+/// cannot be asked, leaves the node as it is, and `--uninstall` removes it by hand).
 ///
 /// Every pass: copies the plugin binary into the CNI bin dir, writes the plugin's kubeconfig from this
 /// pod's service account, and then, by --chain-mode: `append` makes linkerd-cni the last plugin of the
@@ -112,8 +116,8 @@ pub struct Args {
     pub host_prefix: Option<PathBuf>,
 
     /// Also remove the plugin binary: on SIGTERM in `append` mode, and with --uninstall (by default
-    /// it stays, so pods already set up by it can still be torn down by the runtime). SIGTERM in
-    /// `none` and `aux-chain` modes removes nothing.
+    /// it stays, so pods already set up by it can still be torn down by the runtime). In `none` and
+    /// `aux-chain` modes, on SIGTERM only on an uninstall (the DaemonSet deleted).
     #[arg(long, env = "UNINSTALL_BINARY")]
     pub uninstall_binary: bool,
 
@@ -143,8 +147,9 @@ pub struct Args {
     /// if a removal failed): `aux-chain`, linkerd-cni's file in the chain directory (never the
     /// directory or another file in it); `append`, its entry in the network configs; every mode, the
     /// plugin's kubeconfig, and the binary with --uninstall-binary. Give the same --chain-mode and
-    /// directories as the DaemonSet, after deleting it (`none` and `aux-chain` leave everything on
-    /// SIGTERM), e.g. from the installer's image with the node's root mounted at --host-prefix.
+    /// directories as the DaemonSet, after deleting it, when its installers could not remove it on
+    /// SIGTERM (the apiserver unreachable then), e.g. from the installer's image with the node's root
+    /// mounted at --host-prefix.
     #[arg(long, conflicts_with_all = ["once", "ready_check"])]
     pub uninstall: bool,
 
@@ -169,7 +174,8 @@ pub struct Args {
     #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,
 
-    /// This installer pod's name, named in the NodeMultus it publishes.
+    /// This installer pod's name, named in the NodeMultus it publishes; on SIGTERM its DaemonSet
+    /// (the pod's ownerReference) tells an uninstall from a rollout.
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
 
