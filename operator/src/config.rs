@@ -78,7 +78,11 @@ impl Config {
                 let operator_namespace = run.operator_namespace();
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
-                        repair: repair.settings(decision.clone(), &run.cni_namespace),
+                        repair: repair.settings(
+                            decision.clone(),
+                            &run.cni_namespace,
+                            reconcile::nad_resource(run.nad_api_group.as_deref()),
+                        ),
                         ..controller(&run, decision.nad.clone(), &operator_namespace)
                     },
                     webhook,

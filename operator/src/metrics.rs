@@ -116,7 +116,9 @@ impl RepairMetrics {
             "pod_repairs",
             "Pods the repairer acted on, by outcome: evicted, blocked (a PodDisruptionBudget refused), \
              gone, failed, dry_run, rate_limited (waits for the per-minute budget; counted at each try), \
-             halted (an owner's replacement did not become Ready: its repair stops)",
+             halted (an owner's replacement did not become Ready: its repair stops), waiting_nad_crd_missing, \
+             waiting_nad_missing, waiting_nad_refused, waiting_nads_not_listed (nad mode: left running because \
+             the NAD its replacement would name is not there; counted once per pod and reason)",
             m.outcomes.clone(),
         );
         m

@@ -13,8 +13,8 @@ mod uids;
 
 pub use aux_chain::{AuxChainSeen, InstallerPod};
 pub use evaluate::{
-    evaluate, pod_problem, CheckSettings, Observed, RepairEvent, SandboxFailure, Verdict,
-    WebhookConfiguration, WebhookProbe,
+    evaluate, pod_problem, CheckSettings, Observed, RepairEvent, RepairWaiting, SandboxFailure,
+    Verdict, WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
 
@@ -274,6 +274,23 @@ async fn observe(
             });
         }
     }
+    let mut repair_waiting = Vec::new();
+    for e in events(client, &format!("reason={}", crate::repair::REASON_WAITING)).await? {
+        let object = &e.involved_object;
+        let Some(ns) = object
+            .namespace
+            .as_deref()
+            .filter(|ns| enabled.contains(ns))
+        else {
+            continue;
+        };
+        repair_waiting.push(RepairWaiting {
+            pod: format!("{ns}/{}", object.name.as_deref().unwrap_or_default()),
+            uid: object.uid.clone(),
+            at: crate::repair::event_time(&e),
+            message: e.message.clone().unwrap_or_default(),
+        });
+    }
     Ok(Observed {
         crd,
         configmap,
@@ -288,6 +305,7 @@ async fn observe(
         node_multus_ignored,
         sandbox_failures,
         repair_events,
+        repair_waiting,
         aux_chain,
         validator_failed,
     })

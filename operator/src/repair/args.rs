@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use kube::api::ApiResource;
 use rules::decision::DecisionConfig;
 
 use super::RepairSettings;
@@ -31,25 +32,38 @@ pub struct RepairArgs {
           default_value = vocab::DEFAULT_REPAIR_COOLDOWN, value_parser = vocab::duration::flag)]
     pub repair_cooldown: Duration,
 
+    /// How long the replacement of an evicted pod may take to become Ready: past it, the owner's pods
+    /// are not evicted again until one is (Event PodRepairHalted), and with 3 owners halted all repair
+    /// stops. E.g. 2m, 90s (a bare number is seconds).
+    #[arg(long, global = true, env = "REPAIR_DEADLINE", value_name = "DURATION",
+          default_value = DEFAULT_DEADLINE, value_parser = vocab::duration::flag)]
+    pub repair_deadline: Duration,
+
     /// Only report (log and metric `pod_repairs_total{outcome="dry_run"}`) what would be evicted:
     /// no eviction, no Event.
     #[arg(long, global = true, env = "REPAIR_DRY_RUN")]
     pub repair_dry_run: bool,
 }
 
+/// `--repair-deadline`'s default, [`super::watchdog::DEFAULT_DEADLINE`] as the flag writes it.
+const DEFAULT_DEADLINE: &str = "2m";
+
 impl RepairArgs {
     /// The repairer's settings (it decides like the webhook, with `decision`; the installer pods run
-    /// in `cni_namespace`); None when it is off.
+    /// in `cni_namespace`; the NAD kind is `nad_resource`); None when it is off.
     pub fn settings(
         &self,
         decision: DecisionConfig,
         cni_namespace: &str,
+        nad_resource: ApiResource,
     ) -> Option<RepairSettings> {
         self.repair_unattached_pods.then(|| RepairSettings {
             decision,
             cni_namespace: cni_namespace.to_string(),
+            nad_resource,
             max_per_minute: self.repair_max_per_minute,
             cooldown: self.repair_cooldown,
+            deadline: self.repair_deadline,
             dry_run: self.repair_dry_run,
         })
     }
@@ -89,18 +103,23 @@ mod tests {
             vocab::duration::flag(vocab::DEFAULT_REPAIR_COOLDOWN)
         );
         assert!(!s.dry_run);
+        assert_eq!(s.deadline, super::super::watchdog::DEFAULT_DEADLINE);
+        assert_eq!(s.nad_resource.group, "k8s.cni.cncf.io");
         let s = run_config(&[
             "x",
             "--repair-unattached-pods",
             "--repair-max-per-minute=2",
             "--repair-cooldown=90s",
             "--repair-dry-run",
+            "--repair-deadline=15s",
+            "--nad-api-group=example.com",
         ])
         .expect("on");
         assert_eq!(
-            (s.max_per_minute, s.cooldown, s.dry_run),
-            (2, Duration::from_secs(90), true)
+            (s.max_per_minute, s.cooldown, s.dry_run, s.deadline),
+            (2, Duration::from_secs(90), true, Duration::from_secs(15))
         );
+        assert_eq!(s.nad_resource.group, "example.com");
     }
 
     #[test]
@@ -109,6 +128,7 @@ mod tests {
             &["x", "--repair-max-per-minute", "0"][..],
             &["x", "--repair-cooldown", "10x"],
             &["x", "--repair-cooldown", "0m"],
+            &["x", "--repair-deadline", "soon"],
         ] {
             let err = Cli::try_parse_from(argv).expect_err("refused");
             assert_eq!(

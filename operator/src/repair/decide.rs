@@ -1,6 +1,9 @@
 //! PURE: does this pod need a restart, and may the repairer restart it? A function of the pod, its
 //! namespace (as the controller's watch sees it), the flags and, in aux-chain mode, which nodes have a
-//! Ready linkerd-cni installer (as the repairer's pod watch sees them).
+//! Ready linkerd-cni installer (as the repairer's pod watch sees them). In nad mode, [`nad_unavailable`]
+//! then says whether the NAD the replacement would name is there to attach it.
+
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -116,6 +119,99 @@ pub fn decide(
         why,
         owner: owner.clone(),
     }
+}
+
+/// What the repairer has seen of the NADs named `--nad-name` (nad mode).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NadsSeen {
+    /// `None`: the NAD kind's watch has not answered yet; `Some(false)`: the kind is not served.
+    pub served: Option<bool>,
+    /// Namespaces holding a NAD named `--nad-name`.
+    pub namespaces: BTreeSet<String>,
+    /// The configured shared namespace (`--nad-namespace`) when some node's Multus refuses it to pods
+    /// of other namespaces, and those nodes (the placement's, from every node's NodeMultus).
+    pub refused: Option<(String, Vec<String>)>,
+}
+
+/// Why a pod that needs a restart is left running: its replacement would name a NAD that Multus
+/// cannot use, so the restart would turn a running pod into one that never starts. Judged again at
+/// every scan, so the pod is restarted once the NAD is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NadUnavailable {
+    /// The repairer's NAD watch has not listed yet (just started, or the API server is not answering).
+    NotListed,
+    /// The NetworkAttachmentDefinition kind is not served: Multus or its CRD is not installed.
+    CrdMissing,
+    /// No NAD of that name in the namespace the webhook would name: not written yet (the namespace
+    /// was just enabled, the CNI ConfigMap is missing), or deleted.
+    NadMissing,
+    /// Multus on the pod's node has namespaceIsolation on and refuses a NAD of that namespace to pods
+    /// of the pod's.
+    RefusedByMultus,
+}
+
+impl NadUnavailable {
+    /// For the log, the Event and `check`: `nad` as `namespace/name`, `node` the pod's.
+    pub fn describe(self, nad: &str, node: &str) -> String {
+        match self {
+            Self::NotListed => format!(
+                "the operator has not yet listed NetworkAttachmentDefinitions, so it cannot tell \
+                 whether {nad} exists"
+            ),
+            Self::CrdMissing => format!(
+                "its replacement would name NAD {nad}, but the NetworkAttachmentDefinition kind is \
+                 not served (Multus or its CRD is not installed)"
+            ),
+            Self::NadMissing => {
+                format!("its replacement would name NAD {nad}, which does not exist (yet)")
+            }
+            Self::RefusedByMultus => format!(
+                "its replacement would name NAD {nad}, which Multus on node {node} refuses to pods \
+                 of other namespaces (namespaceIsolation)"
+            ),
+        }
+    }
+
+    /// The `pod_repairs_total` outcome label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::NotListed => "waiting_nads_not_listed",
+            Self::CrdMissing => "waiting_nad_crd_missing",
+            Self::NadMissing => "waiting_nad_missing",
+            Self::RefusedByMultus => "waiting_nad_refused",
+        }
+    }
+}
+
+/// The NAD (`namespace/name`) a replacement of a pod of `pod_namespace` would name under `cfg`.
+pub fn replacement_nad(pod_namespace: &str, cfg: &DecisionConfig) -> (String, String) {
+    let namespace = cfg.nad.shared().unwrap_or(pod_namespace);
+    (namespace.to_string(), cfg.nad.name.clone())
+}
+
+/// Nad mode: why `pod`'s replacement could not be attached, if it could not; `cfg` as placed. In
+/// aux-chain mode no pod names a NAD: always `None`.
+pub fn nad_unavailable(pod: &Pod, cfg: &DecisionConfig, nads: &NadsSeen) -> Option<NadUnavailable> {
+    if !cfg.nad.attach.uses_nads() {
+        return None;
+    }
+    let pod_namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let (nad_namespace, _) = replacement_nad(pod_namespace, cfg);
+    match nads.served {
+        None => return Some(NadUnavailable::NotListed),
+        Some(false) => return Some(NadUnavailable::CrdMissing),
+        Some(true) => {}
+    }
+    if !nads.namespaces.contains(&nad_namespace) {
+        return Some(NadUnavailable::NadMissing);
+    }
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let refused = nads.refused.as_ref().is_some_and(|(refused_ns, nodes)| {
+        nad_namespace != pod_namespace
+            && *refused_ns == nad_namespace
+            && node.is_some_and(|n| nodes.iter().any(|r| r == n))
+    });
+    refused.then_some(NadUnavailable::RefusedByMultus)
 }
 
 /// Aux-chain mode: the pod is bound to a node where an installer pod is Ready.

@@ -493,3 +493,112 @@ fn aux_chain_waits_for_the_nodes_installer() {
         }
     }
 }
+
+/// Nad mode: a pod is restarted only into a NAD that exists where the webhook would name it and
+/// that Multus on its node accepts; each reason otherwise. Aux-chain mode names no NAD.
+#[test]
+fn the_replacement_nad_must_exist() {
+    use rules::namespaces::NadPlacement;
+    let per_namespace = DecisionConfig::default();
+    let mut shared = DecisionConfig::default();
+    shared.nad.placement = NadPlacement::Shared("nads".into());
+    let mut aux = DecisionConfig::default();
+    aux.nad.attach = rules::attach::Attach::AuxChain;
+    let seen =
+        |served: Option<bool>, namespaces: &[&str], refused: Option<(&str, &[&str])>| NadsSeen {
+            served,
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+            refused: refused.map(|(ns, nodes)| {
+                (
+                    ns.to_string(),
+                    nodes.iter().map(|n| n.to_string()).collect(),
+                )
+            }),
+        };
+    use NadUnavailable::*;
+    // (case, config, NADs seen, verdict) for `pod()`: namespace app, node n1.
+    let cases: Vec<(&str, &DecisionConfig, NadsSeen, Option<NadUnavailable>)> = vec![
+        (
+            "its namespace's NAD",
+            &per_namespace,
+            seen(Some(true), &["app"], None),
+            None,
+        ),
+        (
+            "not listed yet",
+            &per_namespace,
+            seen(None, &["app"], None),
+            Some(NotListed),
+        ),
+        (
+            "no CRD",
+            &per_namespace,
+            seen(Some(false), &[], None),
+            Some(CrdMissing),
+        ),
+        // A CRD deleted after a list: the stale list does not count.
+        (
+            "CRD gone, stale list",
+            &per_namespace,
+            seen(Some(false), &["app"], None),
+            Some(CrdMissing),
+        ),
+        (
+            "not written yet",
+            &per_namespace,
+            seen(Some(true), &["other"], None),
+            Some(NadMissing),
+        ),
+        (
+            "shared NAD",
+            &shared,
+            seen(Some(true), &["nads"], None),
+            None,
+        ),
+        (
+            "shared NAD missing, own there",
+            &shared,
+            seen(Some(true), &["app"], None),
+            Some(NadMissing),
+        ),
+        (
+            "shared NAD refused on its node",
+            &shared,
+            seen(Some(true), &["nads"], Some(("nads", &["n1"]))),
+            Some(RefusedByMultus),
+        ),
+        (
+            "shared NAD refused on another node",
+            &shared,
+            seen(Some(true), &["nads"], Some(("nads", &["n2"]))),
+            None,
+        ),
+        (
+            // Its own namespace's NAD is never refused.
+            "own NAD, another namespace refused",
+            &per_namespace,
+            seen(Some(true), &["app"], Some(("nads", &["n1"]))),
+            None,
+        ),
+        (
+            "aux-chain, no CRD",
+            &aux,
+            seen(Some(false), &[], None),
+            None,
+        ),
+    ];
+    for (name, cfg, nads, want) in cases {
+        assert_eq!(nad_unavailable(&pod(), cfg, &nads), want, "{name}");
+    }
+    assert_eq!(
+        replacement_nad("app", &shared),
+        ("nads".to_string(), vocab::NAD_NAME.to_string())
+    );
+    // Every reason names the NAD; the refusal its node.
+    for reason in [NotListed, CrdMissing, NadMissing, RefusedByMultus] {
+        let text = reason.describe("nads/linkerd-cni", "n1");
+        assert!(text.contains("nads/linkerd-cni"), "{text}");
+        assert!(reason.label().starts_with("waiting_"));
+    }
+    assert!(RefusedByMultus.describe("a/b", "n1").contains("node n1"));
+}

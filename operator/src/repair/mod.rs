@@ -5,24 +5,34 @@
 //! Layout: [`decide`] (pure: pod + namespace → repair or skip, and the owner rule), [`limiter`]
 //! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
 //! PodDisruptionBudgets apply), [`watchdog`] (pure: stop evicting an owner whose replacement does not
-//! become Ready, and everything past a threshold), and this file, the shell: a pod watch, the leader
-//! gate, Events and metrics.
+//! become Ready, and everything past a threshold), [`nads`] (nad mode: which NADs exist, so a pod is
+//! never evicted into one that does not), and this file, the shell: the watches, the leader gate,
+//! Events and metrics.
+//!
+//! A leader change: the watchdog is in memory, so a replica that gains the lead reads its halts back
+//! from the `PodRepairHalted`/`PodRepairResumed` Events (the same ones `check` reads) before it
+//! evicts anything. An eviction whose deadline had not passed yet is not carried over: at most one
+//! more pod of that owner is evicted, and that eviction is watched.
 
 pub mod args;
 pub mod decide;
 pub mod evict;
 pub mod limiter;
+pub mod nads;
 pub mod watchdog;
 
 pub use args::RepairArgs;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Namespace, ObjectReference, Pod, PodSpec, PodStatus,
+    Container, ContainerStatus, Event, Namespace, ObjectReference, Pod, PodSpec, PodStatus,
 };
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, ListParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -35,10 +45,11 @@ use rules::pod::is_ready;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use self::decide::{decide, Skip, Verdict, Why};
+use self::decide::{decide, nad_unavailable, NadUnavailable, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
-use self::watchdog::{Allow, Change, Replacement, Watchdog};
+use self::nads::{NadEvent, NadWatch};
+use self::watchdog::{before, still_halted, Allow, Change, Replacement, Reported, Watchdog};
 use crate::events::Events;
 use crate::metrics::RepairMetrics;
 
@@ -47,11 +58,16 @@ use crate::metrics::RepairMetrics;
 /// installer Ready, should the watch have missed that).
 const SCAN_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How long gaining the lead waits for the namespace watch's first list before reading halts back.
+const NAMESPACES_LISTED: Duration = Duration::from_secs(30);
+
 pub const REASON_EVICTED: &str = "PodEvictedForRepair";
 pub const REASON_BLOCKED: &str = "PodRepairBlocked";
 pub const REASON_FAILED: &str = "PodRepairFailed";
 pub const REASON_HALTED: &str = "PodRepairHalted";
 pub const REASON_RESUMED: &str = "PodRepairResumed";
+/// On the pod: it needs a restart, but is left running until its replacement's NAD exists.
+pub const REASON_WAITING: &str = "PodRepairWaiting";
 const ACTION: &str = "EvictPod";
 
 /// The repairer's configuration (`RepairArgs`, validated).
@@ -61,8 +77,12 @@ pub struct RepairSettings {
     /// `--cni-namespace`: where the chart's installer pods run (aux-chain mode: a pod whose validator
     /// failed is restarted only on a node with a Ready one).
     pub cni_namespace: String,
+    /// The NAD kind (`--nad-api-group`): nad mode evicts only into a NAD that exists.
+    pub nad_resource: ApiResource,
     pub max_per_minute: u32,
     pub cooldown: Duration,
+    /// `--repair-deadline`: the watchdog's.
+    pub deadline: Duration,
     pub dry_run: bool,
 }
 
@@ -87,6 +107,17 @@ enum Scan {
     /// A pod deleted: forgotten if it was an installer.
     Gone(Box<Pod>),
     All,
+    Nads(NadEvent),
+}
+
+/// What the loop keeps between scans.
+struct State {
+    limiter: Limiter,
+    watchdog: Watchdog<ObjectReference>,
+    installers: InstallerPods,
+    nads: NadWatch,
+    /// Pods left running for their NAD, by uid, with the reason last reported (reported once each).
+    waiting: BTreeMap<String, NadUnavailable>,
 }
 
 impl Repairer {
@@ -143,26 +174,61 @@ impl Repairer {
             tokio::time::sleep(SCAN_INTERVAL).await;
             Some((Scan::All, ()))
         });
-        let mut scans = std::pin::pin!(stream::select(pods, ticks));
-        let mut limiter = Limiter::new(self.settings.max_per_minute, self.settings.cooldown);
-        let mut watchdog = Watchdog::default();
-        // Aux-chain mode: the installer pods, from this same watch (nad mode never reads them).
+        // Aux-chain mode: the installer pods, from this same watch (nad mode never reads them); nad
+        // mode: the NADs (aux-chain mode names none).
         let aux_chain = !self.settings.decision.nad.attach.uses_nads();
+        let nad_events = if aux_chain {
+            stream::pending().boxed()
+        } else {
+            nads::watch(
+                self.client.clone(),
+                &self.settings.nad_resource,
+                &self.settings.decision.nad.name,
+            )
+            .map(Scan::Nads)
+            .boxed()
+        };
+        let mut scans = std::pin::pin!(stream::select(stream::select(pods, ticks), nad_events));
+        let mut st = State {
+            limiter: Limiter::new(self.settings.max_per_minute, self.settings.cooldown),
+            watchdog: self.new_watchdog(),
+            installers: InstallerPods::default(),
+            nads: NadWatch::default(),
+            waiting: BTreeMap::new(),
+        };
         let cni_namespace = self.settings.cni_namespace.as_str();
-        let mut installers = InstallerPods::default();
+        let mut was_leading = false;
         tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
         loop {
             let scan = tokio::select! {
                 () = shutdown.cancelled() => break,
                 scan = scans.next() => scan,
             };
+            let leading = *self.is_leader.borrow();
+            if leading && !was_leading {
+                // Before anything is evicted: the halts of the previous leader (or of this process
+                // before a restart) hold.
+                st.watchdog = self.new_watchdog();
+                self.restore(&mut st.watchdog).await;
+            }
+            was_leading = leading;
+            if let Some(placement) = &self.placement {
+                let p = placement.borrow();
+                let refused = p
+                    .configured
+                    .clone()
+                    .filter(|_| p.refused())
+                    .map(|ns| (ns, p.refused_by.clone()));
+                if st.nads.seen.refused != refused {
+                    st.nads.seen.refused = refused;
+                }
+            }
             match scan {
                 Some(Scan::One(pod)) => {
                     let now_ready = aux_chain
-                        .then(|| installers.observe(&pod, cni_namespace))
+                        .then(|| st.installers.observe(&pod, cni_namespace))
                         .flatten();
-                    self.consider(&pod, &mut limiter, &mut watchdog, &installers)
-                        .await;
+                    self.consider(&pod, &mut st).await;
                     // An installer just became Ready: its node's pods that waited for it
                     // (Skip::ChainNotInstalled) are judged now, not at the next scan. Its Ready
                     // transition is an event of this watch already, so this costs one pass over the
@@ -175,23 +241,32 @@ impl Repairer {
                         for pod in store.state() {
                             if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node)
                             {
-                                self.consider(&pod, &mut limiter, &mut watchdog, &installers)
-                                    .await;
+                                self.consider(&pod, &mut st).await;
                             }
                         }
                     }
                 }
-                Some(Scan::Gone(pod)) => installers.forget(&pod),
+                Some(Scan::Gone(pod)) => {
+                    st.installers.forget(&pod);
+                    if let Some(uid) = pod.metadata.uid.as_deref() {
+                        st.waiting.remove(uid);
+                    }
+                }
+                // A NAD that appears is acted on at the next scan (at most SCAN_INTERVAL later):
+                // judging the namespace's pods at each NAD event would cost a pass over all pods per
+                // namespace enabled.
+                Some(Scan::Nads(event)) => st.nads.apply(event),
                 Some(Scan::All) => {
                     let pods = store.state();
                     if aux_chain {
                         // Also drops installers whose deletion a re-list did not report.
-                        installers = InstallerPods::of(pods.iter().map(|p| &**p), cni_namespace);
+                        st.installers = InstallerPods::of(pods.iter().map(|p| &**p), cni_namespace);
                     }
-                    self.review(&pods, &mut watchdog).await;
+                    if leading {
+                        self.review(&pods, &mut st.watchdog).await;
+                    }
                     for pod in pods {
-                        self.consider(&pod, &mut limiter, &mut watchdog, &installers)
-                            .await;
+                        self.consider(&pod, &mut st).await;
                     }
                 }
                 None => break,
@@ -200,9 +275,71 @@ impl Repairer {
         tracing::info!("pod repair stopped");
     }
 
+    fn new_watchdog(&self) -> Watchdog<ObjectReference> {
+        Watchdog::new(self.settings.deadline, watchdog::DEFAULT_HALT_ALL_AT)
+    }
+
+    /// Reads back the owners whose latest `PodRepairHalted`/`PodRepairResumed` Event of ours is a
+    /// halt, in the namespaces this operator repairs, and keeps them halted. If the Events cannot be
+    /// read, says so and starts empty (the operator's ClusterRole grants events list with repair on).
+    async fn restore(&self, watchdog: &mut Watchdog<ObjectReference>) {
+        // Which namespaces are ours is known once the controller's namespace watch has listed.
+        let listed = tokio::time::timeout(NAMESPACES_LISTED, self.namespaces.wait_until_ready());
+        if !matches!(listed.await, Ok(Ok(()))) {
+            tracing::warn!("namespaces not listed yet: reading the repair Events back anyway");
+        }
+        let mut reports = Vec::new();
+        for (reason, halted) in [(REASON_HALTED, true), (REASON_RESUMED, false)] {
+            let by_reason = ListParams::default().fields(&format!("reason={reason}"));
+            let events = match Api::<Event>::all(self.client.clone())
+                .list(&by_reason)
+                .await
+            {
+                Ok(list) => list.items,
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "cannot read the repair Events back: owners halted before this replica led \
+                         are not known to be halted (pods/eviction repair goes on; `check` still \
+                         lists them)"
+                    );
+                    return;
+                }
+            };
+            reports.extend(events.into_iter().filter_map(|e| {
+                let ours = e.reporting_component.as_deref() == Some(vocab::MANAGED_BY_VALUE);
+                let owner = e.involved_object.clone();
+                let ns = owner.namespace.as_deref()?;
+                let repaired_here = self.namespaces.get(&ObjectRef::new(ns)).is_some();
+                let at = event_time(&e)?;
+                let owner_uid = owner.uid.clone()?;
+                (ours && repaired_here).then_some(Reported {
+                    owner_uid,
+                    owner,
+                    halted,
+                    at,
+                })
+            }));
+        }
+        // A halt is reported at the first review past the deadline: the eviction was at most the
+        // deadline and one scan interval before it.
+        let back = self.settings.deadline + SCAN_INTERVAL;
+        let halted = still_halted(reports);
+        for r in &halted {
+            watchdog.restore_halted(&r.owner_uid, r.owner.clone(), before(r.at, back));
+        }
+        if !halted.is_empty() {
+            tracing::warn!(
+                owners = halted.len(),
+                "pod repair of owners halted before this replica led stays halted until one of \
+                 their pods is Ready"
+            );
+        }
+    }
+
     /// Judges the replacements of recent evictions, and reports owners halted or resumed.
     async fn review(&self, pods: &[Arc<Pod>], watchdog: &mut Watchdog<ObjectReference>) {
-        let mut by_owner: std::collections::BTreeMap<&str, Vec<Replacement>> = Default::default();
+        let mut by_owner: BTreeMap<&str, Vec<Replacement>> = BTreeMap::new();
         for pod in pods {
             let meta = &pod.metadata;
             let owner =
@@ -213,12 +350,13 @@ impl Repairer {
                     .or_default()
                     .push(Replacement {
                         name: meta.name.clone().unwrap_or_default(),
+                        uid: meta.uid.clone().unwrap_or_default(),
                         created: created.0,
                         ready: is_ready(pod),
                     });
             }
         }
-        let now = k8s_openapi::jiff::Timestamp::now();
+        let now = Timestamp::now();
         let changes = watchdog.review(now, |uid| by_owner.get(uid).cloned().unwrap_or_default());
         for change in changes {
             let (owner, type_, reason, note) = match change {
@@ -265,13 +403,7 @@ impl Repairer {
         }
     }
 
-    async fn consider(
-        &self,
-        pod: &Pod,
-        limiter: &mut Limiter,
-        watchdog: &mut Watchdog<ObjectReference>,
-        installers: &InstallerPods,
-    ) {
+    async fn consider(&self, pod: &Pod, st: &mut State) {
         if !*self.is_leader.borrow() {
             return;
         }
@@ -284,18 +416,18 @@ impl Repairer {
             return;
         };
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
-        let verdict = match &self.placement {
+        let placed;
+        let decision = match &self.placement {
             Some(placement) => {
-                let placement = placement.borrow();
-                decide(
-                    pod,
-                    ns.as_deref(),
-                    &placement.decision(&self.settings.decision),
-                    installers,
-                )
+                placed = placement
+                    .borrow()
+                    .decision(&self.settings.decision)
+                    .into_owned();
+                &placed
             }
-            None => decide(pod, ns.as_deref(), &self.settings.decision, installers),
+            None => &self.settings.decision,
         };
+        let verdict = decide(pod, ns.as_deref(), decision, &st.installers);
         let (why, owner) = match verdict {
             Verdict::Repair { why, owner } => (why, owner),
             Verdict::Skip(Skip::ChainNotInstalled) => {
@@ -307,11 +439,29 @@ impl Repairer {
                 return;
             }
             Verdict::Skip(skip) => {
+                st.waiting.remove(uid);
                 tracing::trace!(namespace, pod = name, ?skip, "no repair");
                 return;
             }
         };
-        match watchdog.allow(&owner.uid) {
+        if let Some(reason) = nad_unavailable(pod, decision, &st.nads.seen) {
+            if reason == NadUnavailable::NotListed {
+                // At start, until the NAD watch first answers (a second or so): not worth an Event.
+                tracing::debug!(
+                    namespace,
+                    pod = name,
+                    "waits for the NAD watch's first answer"
+                );
+                return;
+            }
+            if st.waiting.get(uid) != Some(&reason) {
+                st.waiting.insert(uid.to_string(), reason);
+                self.report_waiting(pod, decision, &why, reason).await;
+            }
+            return;
+        }
+        st.waiting.remove(uid);
+        match st.watchdog.allow(&owner.uid) {
             Allow::Go => {}
             Allow::OwnerHalted | Allow::AllHalted { .. } => {
                 tracing::debug!(
@@ -322,7 +472,7 @@ impl Repairer {
                 return;
             }
         }
-        match limiter.admit(uid, Instant::now()) {
+        match st.limiter.admit(uid, Instant::now()) {
             Admit::CoolingDown => return,
             Admit::RateLimited => {
                 self.metrics.count("rate_limited");
@@ -345,14 +495,58 @@ impl Repairer {
             tracing::info!(namespace, pod = name, %owner, "dry run: would evict: {}", why.describe());
             return;
         }
+        // Taken before the request: the replacement can be created before the answer arrives.
+        let sent = Timestamp::now();
         let outcome = evict(&self.evictions, namespace, name, uid).await;
         self.metrics.count(outcome.label());
         if outcome == Evicted::Done {
             let owner_uid = owner_ref.uid.clone().unwrap_or_default();
-            let now = k8s_openapi::jiff::Timestamp::now();
-            watchdog.evicted(&owner_uid, owner_ref.clone(), name, now);
+            st.watchdog
+                .evicted(&owner_uid, owner_ref.clone(), (name, uid), sent);
         }
         self.report(&owner_ref, name, why, outcome).await;
+    }
+
+    /// A pod left running because its replacement's NAD is not there: said once per pod and reason
+    /// (log, metric, and a Warning Event on the pod itself, which `check` lists while it lasts).
+    async fn report_waiting(
+        &self,
+        pod: &Pod,
+        decision: &DecisionConfig,
+        why: &Why,
+        reason: NadUnavailable,
+    ) {
+        let meta = &pod.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let (nad_ns, nad_name) = decide::replacement_nad(namespace, decision);
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("(none yet)");
+        let note = format!(
+            "Pod {name} needs a restart ({}) but is left running: {}; judged again every {}s",
+            why.describe(),
+            reason.describe(&format!("{nad_ns}/{nad_name}"), node),
+            SCAN_INTERVAL.as_secs()
+        );
+        self.metrics.count(reason.label());
+        tracing::warn!(namespace, pod = name, reason = reason.label(), "{note}");
+        if self.settings.dry_run {
+            return;
+        }
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            ..Default::default()
+        };
+        self.events
+            .about(&reference, EventType::Warning, REASON_WAITING, ACTION, note)
+            .await;
     }
 
     /// Logs the outcome, and files an Event about the pod's owner for what its users should know.
@@ -394,6 +588,18 @@ impl Repairer {
         };
         self.events.about(owner, type_, reason, ACTION, note).await;
     }
+}
+
+/// When an Event last happened: its series' last observation, else its time.
+pub fn event_time(e: &Event) -> Option<Timestamp> {
+    let series = e
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref());
+    series
+        .or(e.event_time.as_ref())
+        .map(|t| t.0)
+        .or(e.last_timestamp.as_ref().map(|t| t.0))
 }
 
 /// Keeps what [`decide`] and the eviction read: pods are many, and most of a pod spec is not that.

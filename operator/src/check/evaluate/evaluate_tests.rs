@@ -129,6 +129,7 @@ fn healthy() -> Observed {
         node_multus_ignored: Ok(vec![]),
         sandbox_failures: BTreeMap::new(),
         repair_events: Vec::new(),
+        repair_waiting: Vec::new(),
         aux_chain: None,
         validator_failed: Default::default(),
     }

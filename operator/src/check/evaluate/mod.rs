@@ -120,6 +120,8 @@ pub struct Observed {
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
     /// The repairer's `PodRepairHalted` and `PodRepairResumed` Events in those namespaces.
     pub repair_events: Vec<RepairEvent>,
+    /// The repairer's `PodRepairWaiting` Events (pods left running for their NAD) in those namespaces.
+    pub repair_waiting: Vec<RepairWaiting>,
     /// `--attach aux-chain` only: the nodes' chain files and installers (`aux_chain.rs`).
     pub aux_chain: Option<AuxChainSeen>,
     /// `--attach aux-chain` only: the pods of those namespaces whose linkerd-network-validator exited
@@ -133,6 +135,17 @@ pub struct RepairEvent {
     /// `<namespace>/<Kind> <name>`.
     pub owner: String,
     pub halted: bool,
+    pub at: Option<k8s_openapi::jiff::Timestamp>,
+    pub message: String,
+}
+
+/// One `PodRepairWaiting` Event: a pod that needs a restart, left running because the NAD its
+/// replacement would name is not there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairWaiting {
+    /// `<namespace>/<name>` and uid of the pod.
+    pub pod: String,
+    pub uid: Option<String>,
     pub at: Option<k8s_openapi::jiff::Timestamp>,
     pub message: String,
 }
@@ -224,7 +237,7 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
         webhook_order_verdict(seen, s),
         pods_verdict(seen, s),
         sandboxes_verdict(seen, s),
-        repair_verdict(seen),
+        repair_verdict(seen, s),
         uids_verdict(seen, s),
     ]);
     verdicts

@@ -13,7 +13,7 @@ use rules::uid_range::UidRange;
 
 use super::{
     is_owned, live_pods, nad_in, never_started, ns_annotations, ns_name, CheckSettings, Observed,
-    RepairEvent, Verdict,
+    RepairEvent, RepairWaiting, Verdict,
 };
 use crate::check::uids;
 
@@ -54,8 +54,11 @@ pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     .with_items(failing)
 }
 
-/// Owners whose repair the watchdog halted (their latest watchdog Event is `PodRepairHalted`).
-pub(super) fn repair_verdict(seen: &Observed) -> Verdict {
+/// Owners whose repair the watchdog halted (their latest watchdog Event is `PodRepairHalted`), and
+/// pods the repairer leaves running because their replacement's NAD is not there (a
+/// `PodRepairWaiting` Event about a pod that still exists, still lacks its attachment, and whose NAD
+/// `check` does not see either). The halts are the repairer's own, read back by a new leader too.
+pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "repair";
     let mut latest: BTreeMap<&str, &RepairEvent> = BTreeMap::new();
     for e in &seen.repair_events {
@@ -68,19 +71,70 @@ pub(super) fn repair_verdict(seen: &Observed) -> Verdict {
         .filter(|e| e.halted)
         .map(|e| format!("{}: {}", e.owner, e.message))
         .collect();
-    if halted.is_empty() {
-        return Verdict::pass(CHECK, "no owner's pod repair is halted");
+    let waiting = waiting_for_nad(seen, s);
+    if halted.is_empty() && waiting.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            "no owner's pod repair is halted, and no pod waits for its NAD",
+        );
     }
-    Verdict::fail(
-        CHECK,
-        format!(
+    let mut what = Vec::new();
+    let mut hints = Vec::new();
+    if !halted.is_empty() {
+        what.push(format!(
             "pod repair is halted for {} owner(s): a pod it evicted has no Ready replacement",
             halted.len()
-        ),
-        "fix what keeps the replacement from starting (the sandboxes line, `kubectl describe pod`); \
-         repair resumes by itself once one of the owner's pods is Ready",
-    )
-    .with_items(halted)
+        ));
+        hints.push(
+            "fix what keeps the replacement from starting (the sandboxes line, `kubectl describe \
+             pod`); repair resumes by itself once one of the owner's pods is Ready",
+        );
+    }
+    if !waiting.is_empty() {
+        what.push(format!(
+            "{} pod(s) need a restart but are left running: the NAD their replacement would name is \
+             not there",
+            waiting.len()
+        ));
+        hints.push(
+            "install Multus' NetworkAttachmentDefinition CRD, or see the crd and nads lines for why \
+             the NAD is missing; repair restarts these pods by itself once it exists",
+        );
+    }
+    Verdict::fail(CHECK, what.join("; "), hints.join("; "))
+        .with_items(halted.into_iter().chain(waiting).collect())
+}
+
+/// The latest `PodRepairWaiting` of each pod that is still as the Event found it.
+fn waiting_for_nad(seen: &Observed, s: &CheckSettings) -> Vec<String> {
+    if !s.decision.nad.attach.uses_nads() {
+        return Vec::new();
+    }
+    let mut latest: BTreeMap<&str, &RepairWaiting> = BTreeMap::new();
+    for e in &seen.repair_waiting {
+        if latest.get(e.pod.as_str()).is_none_or(|l| l.at <= e.at) {
+            latest.insert(&e.pod, e);
+        }
+    }
+    let annotations = ns_annotations(seen);
+    let crd_served = seen.crd == Ok(true);
+    let by_uid: BTreeMap<&str, &ObjectMeta> = live_pods(seen)
+        .filter_map(|p| Some((p.uid.as_deref()?, p)))
+        .collect();
+    latest
+        .into_values()
+        .filter(|e| {
+            let Some(pod) = e.uid.as_deref().and_then(|uid| by_uid.get(uid)) else {
+                return false;
+            };
+            let namespace = pod.namespace.as_deref().unwrap_or_default();
+            let ns_annotations = annotations.get(namespace).copied().flatten();
+            let nad_namespace = s.decision.nad.shared().unwrap_or(namespace);
+            lacks_attachment(pod, namespace, ns_annotations, &s.decision)
+                && (!crd_served || nad_in(seen, nad_namespace).is_none())
+        })
+        .map(|e| format!("{}: {}", e.pod, e.message))
+        .collect()
 }
 
 /// Meshed pods with an app container running as the proxy uid (its traffic bypasses the mesh), and

@@ -226,6 +226,54 @@ fn halted_repair_is_reported_until_resumed() {
     assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
 }
 
+/// A pod the repairer leaves running for its NAD is listed while it still exists, still lacks its
+/// attachment, and its NAD is still missing; then no longer.
+#[test]
+fn pods_waiting_for_their_nad_are_listed_while_they_wait() {
+    let mut seen = healthy();
+    seen.crd =
+        Err("no CustomResourceDefinition network-attachment-definitions.k8s.cni.cncf.io".into());
+    seen.nads.clear();
+    let mut waiting = pod("app", "old", &[]);
+    waiting.uid = Some("u-old".into());
+    let mut replaced = pod("app", "gone", &[]);
+    replaced.uid = Some("u-new".into());
+    seen.pods.extend([waiting, replaced]);
+    let event = |pod: &str, uid: &str| RepairWaiting {
+        pod: format!("app/{pod}"),
+        uid: Some(uid.into()),
+        at: None,
+        message: format!("Pod {pod} needs a restart but is left running: no CRD"),
+    };
+    // "gone"'s Event is about an earlier pod of that name.
+    seen.repair_waiting = vec![event("old", "u-old"), event("gone", "u-gone")];
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "repair");
+    assert!(!v.ok);
+    assert_eq!(
+        v.items,
+        ["app/old: Pod old needs a restart but is left running: no CRD"]
+    );
+    assert!(
+        v.message.contains("1 pod(s) need a restart"),
+        "{}",
+        v.message
+    );
+
+    // The CRD is back but the NAD not yet written: still waiting.
+    seen.crd = Ok(true);
+    assert!(!verdict(&evaluate(&seen, &settings()), "repair").ok);
+    // The NAD exists: the repairer acts on it now; the line no longer says it waits.
+    let healthy_nads = healthy().nads;
+    seen.nads = healthy_nads;
+    assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
+    // Aux-chain mode names no NAD: never listed.
+    seen.nads.clear();
+    let mut aux = settings();
+    aux.decision.nad.attach = rules::attach::Attach::AuxChain;
+    assert!(verdict(&evaluate(&seen, &aux), "repair").ok);
+}
+
 /// The case: a user-set proxy uid equal to the range's first, which the restricted SCC gives
 /// the app container (no runAsUser of its own): `check` fails, naming the pod, the container, the uid
 /// and the fix. The same pod with the webhook's uid passes.
