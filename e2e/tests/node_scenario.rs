@@ -45,6 +45,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         &meshed.test_image,
     );
     step_check_in_the_operator_pod(&node);
+    step_uid_collision_flagged(&node, &meshed);
     aux_chain::step_attach_through_the_aux_chain(&node, &mut cleanup, &meshed, &plain);
     lifecycle::Lifecycle {
         node: &node,
@@ -596,6 +597,47 @@ fn step_check_in_the_operator_pod(node: &Node) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Step 6b: A proxy uid the app runs as: `config.linkerd.io/proxy-uid` set to the range's first uid,
+/// which OpenShift's restricted SCC (its stand-in) gives the app container. The pod is admitted with
+/// the webhook's warning on kubectl's stderr, and `check`'s `proxy-uids` line fails naming the pod;
+/// once the pod is gone, it passes again.
+fn step_uid_collision_flagged(node: &Node, meshed: &Meshed) {
+    let ns = &meshed.ns;
+    let first_uid = RANGE_PROXY_UID - u64::from(PROXY_UID);
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "collides", "namespace": ns,
+                     "labels": {"app": "collides", (ADMITTED_AS_ON_OPENSHIFT): "true"},
+                     "annotations": {"linkerd.io/inject": "enabled",
+                                     "config.linkerd.io/proxy-uid": first_uid.to_string()}},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [app_container(&meshed.test_image)]},
+    });
+    let file = temp_file("node-scenario-collides", &pod.to_string());
+    let out = node.kubectl(&["apply", "-f", path_str(&file)]);
+    let _ = std::fs::remove_file(&file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the pod is admitted despite the collision: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "Warning: linkerd-multus: container app runs as uid {first_uid}"
+        )),
+        "kubectl shows the webhook's warning naming the container and the uid: {stderr}"
+    );
+    let report = check_json(node);
+    let uids = line(&report, "proxy-uids");
+    assert_eq!(uids["ok"], false, "{uids}");
+    assert!(
+        uids.to_string().contains(&format!("{ns}/collides")),
+        "check names the pod: {uids}"
+    );
+    node.kubectl_ok(&["-n", ns, "delete", "pod", "collides", "--wait=true"]);
+    let report = check_json(node);
+    assert_eq!(line(&report, "proxy-uids")["ok"], true, "{report:#}");
 }
 
 /// Step 7: `helm uninstall`: nothing cluster-scoped of the release is left; in chainMode=none the
