@@ -212,6 +212,28 @@ async fn sigterm_uninstalls_only_when_the_daemonset_or_the_credential_is_gone() 
         &format!("its DaemonSet {ns}/{DAEMONSET} is deleted"),
     );
 
+    // In `none` mode (NADs) the same uninstall removes the kubeconfig (the plugin's DEL reads none)
+    // and keeps the binary, which the runtime still runs for DEL.
+    let mut nad_node = Node::with(&["00-multus.conf"]);
+    nad_node.env = node.env.clone();
+    for file in ["ca.crt", "token"] {
+        fs::copy(node.sa.join(file), nad_node.sa.join(file)).expect("service account");
+    }
+    let running = nad_node.spawn(&["--chain-mode", "none", "--resync", "1h"]);
+    wait_for("the first pass in none mode", || {
+        (nad_node.kubeconfig().is_some() && running.log().contains("first pass done")).then_some(())
+    });
+    let (status, log) = running.terminate();
+    assert!(status.success(), "{log}");
+    assert!(nad_node.kubeconfig().is_none(), "kubeconfig removed: {log}");
+    assert!(nad_node.binary().exists(), "binary kept: {log}");
+    assert!(
+        log.contains(&format!(
+            "uninstall: its DaemonSet {ns}/{DAEMONSET} is deleted; removing what --chain-mode none installed"
+        )),
+        "{log}"
+    );
+
     // Installed again at once: a DaemonSet of the same name, not this pod's owner.
     let new_uid = create_daemonset(&client, ns).await;
     let log = install_then_terminate(&node);
