@@ -36,7 +36,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let meshed = step_meshed_deployment(&node, &mut cleanup);
     let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
     step_cni_rollout_while_creating_pods(&node, &meshed);
-    step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
+    let repaired = step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
     step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);
     isolation::step_shared_nad_refused_by_isolation(
         &node,
@@ -45,6 +45,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         &meshed.test_image,
     );
     step_check_in_the_operator_pod(&node);
+    step_repair_not_halted(&node, &repaired);
     step_uid_collision_flagged(&node, &meshed);
     aux_chain::step_attach_through_the_aux_chain(&node, &mut cleanup, &meshed, &plain);
     lifecycle::Lifecycle {
@@ -454,7 +455,12 @@ fn pod_names(node: &Node, ns: &str) -> Vec<String> {
 /// ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
 /// Laid out by hand as Linkerd's injector would (its stand-in's validator would keep an unattached
 /// pod from starting, as Linkerd's does).
-fn step_repair_unattached_pod(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &str) {
+fn step_repair_unattached_pod(
+    node: &Node,
+    cleanup: &mut Cleanup,
+    meshed: &Meshed,
+    plain: &str,
+) -> Repaired {
     let test_image = &meshed.test_image;
     let late = create_namespace(node, cleanup, "late");
     let early = meshed_deployment(
@@ -505,6 +511,7 @@ fn step_repair_unattached_pod(node: &Node, cleanup: &mut Cleanup, meshed: &Meshe
         },
         || node.describe(&late, "pods"),
     );
+    let evicted_by = Instant::now();
     eprintln!(
         "namespace enabled -> unattached pod evicted, replacement attached and Ready in {:?}",
         start.elapsed()
@@ -520,6 +527,33 @@ fn step_repair_unattached_pod(node: &Node, cleanup: &mut Cleanup, meshed: &Meshe
         inbound.contains(&format!("proxy inbound 4143 original-dst {repaired_addr}")),
         "the repaired pod's {repaired_addr} lands on the proxy's inbound 4143; the client got: {inbound}"
     );
+    Repaired {
+        ns: late,
+        evicted_by,
+    }
+}
+
+/// The namespace of step 5b's repaired Deployment, and when its replacement was Ready at the latest.
+struct Repaired {
+    ns: String,
+    evicted_by: Instant,
+}
+
+/// Step 6a: The repaired Deployment's owner is not halted: 30 s past the repair deadline after its
+/// eviction, no `PodRepairHalted` Event and `check`'s `repair` line passes (the watchdog counts the
+/// ReplicaSet's replacement, created within the eviction's second).
+fn step_repair_not_halted(node: &Node, repaired: &Repaired) {
+    let until = repaired.evicted_by + REPAIR_DEADLINE + std::time::Duration::from_secs(30);
+    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+    let halted = events(node, &repaired.ns, "PodRepairHalted", &["name"]);
+    assert_eq!(
+        halted.trim(),
+        "",
+        "no PodRepairHalted 30 s past the deadline"
+    );
+    let report = check_json(node);
+    let repair = line(&report, "repair");
+    assert_eq!(repair["ok"], true, "{repair}");
 }
 
 /// Step 5c: The linkerd-cni ConfigMap edited (8080 added to the inbound ports to skip): the NAD's config

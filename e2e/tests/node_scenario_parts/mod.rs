@@ -32,6 +32,9 @@ pub const RANGE_PROXY_UID: u64 = 1000650000 + 2102;
 /// Pods with this label go through the stand-ins for Linkerd's injector and OpenShift's SCC admission.
 pub const ADMITTED_AS_ON_OPENSHIFT: &str = "linkerd-multus-test/openshift-admission";
 pub const READY_WITHIN: Duration = Duration::from_secs(120);
+/// `operator.repair.deadline` on the node: short enough that the scenario outlives it by far, long
+/// enough for a replacement's start (12–20 s measured).
+pub const REPAIR_DEADLINE: Duration = Duration::from_secs(45);
 
 /// `repository` and `tag` of a full image reference.
 pub fn split_ref(image: &str) -> (&str, &str) {
@@ -59,7 +62,7 @@ pub fn values(node: &Node) -> String {
         "operator": {
             "cniNamespace": CNI_NS,
             "cniKubeconfig": net_d.join(KUBECONFIG_NAME),
-            "repair": {"enabled": true},
+            "repair": {"enabled": true, "deadline": format!("{}s", REPAIR_DEADLINE.as_secs())},
         },
         "cni": {
             "enabled": true,
