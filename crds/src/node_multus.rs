@@ -4,7 +4,7 @@
 //! Cluster-scoped, one object per node, named after the node. Like node-feature-discovery's
 //! NodeFeature, the observation is the object's `spec`: the installer is its only writer (server-side
 //! apply), so no status subresource is needed and the installer's RBAC stays get/create/patch on this
-//! one resource.
+//! one resource (and get on its Node: the object is owned by its Node, garbage-collected with it).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ApiResource;
