@@ -127,7 +127,7 @@ async fn a_nodemultus_counts_only_while_its_node_exists() {
             .contains("1 NodeMultus object(s) ignored: their node does not exist"),
         "{nodes_line:#?}"
     );
-    assert_eq!(nodes_line.items, [node.clone()]);
+    assert_eq!(nodes_line.items, [node.as_str()]);
     assert!(line(&all, "shared-nad").ok, "{all:#?}");
 
     // The Node exists: its Multus refuses the shared NAD, for the watch and for check.
@@ -156,6 +156,6 @@ async fn a_nodemultus_counts_only_while_its_node_exists() {
     .await;
     let all = run_check(&kube, &group).await;
     assert!(line(&all, "shared-nad").ok, "{all:#?}");
-    assert_eq!(line(&all, "node-multus").items, [node.clone()]);
+    assert_eq!(line(&all, "node-multus").items, [node.as_str()]);
     runner.abort();
 }
