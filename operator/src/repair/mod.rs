@@ -118,6 +118,8 @@ struct State {
     nads: NadWatch,
     /// Pods left running for their NAD, by uid, with the reason last reported (reported once each).
     waiting: BTreeMap<String, NadUnavailable>,
+    /// The flags' decision as the placement places it now (updated when it changes, not per pod).
+    decision: Arc<DecisionConfig>,
 }
 
 impl Repairer {
@@ -195,6 +197,7 @@ impl Repairer {
             installers: InstallerPods::default(),
             nads: NadWatch::default(),
             waiting: BTreeMap::new(),
+            decision: Arc::new(self.settings.decision.clone()),
         };
         let cni_namespace = self.settings.cni_namespace.as_str();
         let mut was_leading = false;
@@ -214,6 +217,10 @@ impl Repairer {
             was_leading = leading;
             if let Some(placement) = &self.placement {
                 let p = placement.borrow();
+                let placed = p.decision(&self.settings.decision);
+                if *placed != *st.decision {
+                    st.decision = Arc::new(placed.into_owned());
+                }
                 let refused = p
                     .configured
                     .clone()
@@ -416,17 +423,8 @@ impl Repairer {
             return;
         };
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
-        let placed;
-        let decision = match &self.placement {
-            Some(placement) => {
-                placed = placement
-                    .borrow()
-                    .decision(&self.settings.decision)
-                    .into_owned();
-                &placed
-            }
-            None => &self.settings.decision,
-        };
+        let decision = st.decision.clone();
+        let decision = decision.as_ref();
         let verdict = decide(pod, ns.as_deref(), decision, &st.installers);
         let (why, owner) = match verdict {
             Verdict::Repair { why, owner } => (why, owner),
