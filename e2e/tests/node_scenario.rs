@@ -333,6 +333,10 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
         .pop()
         .expect("the installer pod before the rollout");
     let before: std::collections::BTreeSet<String> = pod_names(node, ns).into_iter().collect();
+    // From the Deployment's own count: `before` may still list pods on their way out.
+    let replicas_before = node
+        .get_json(&["-n", ns, "deployment", "meshed"])
+        .map_or(0, |d| count(&d, "/spec/replicas"));
     let sandbox_failures = || {
         events(
             node,
@@ -356,7 +360,7 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
     ]);
     let start = Instant::now();
     for i in 1..=NEW_PODS {
-        let replicas = format!("--replicas={}", before.len() + i);
+        let replicas = format!("--replicas={}", replicas_before + i as i64);
         node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", &replicas]);
         std::thread::sleep(std::time::Duration::from_millis(700));
     }

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::lifecycle::{plain_pod, sandbox_failures, wait_ready, Lifecycle};
 use super::*;
-use crate::support::temp_file;
+use crate::support::{path_str, temp_file};
 use crate::{assert_redirected, pod_names, step_cni_rollout_while_creating_pods, Meshed};
 
 /// Where OpenShift 4.18's Multus finds the cluster network's config, so the chain's parent too.
@@ -366,10 +366,27 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
         "the reboot emptied /run: no chain file until the installer is back"
     );
 
-    // Plain pods: the one from before comes back on its new sandbox, a new one starts.
+    // Plain pods: the one from before comes back on its new sandbox, a new one starts. Creating it
+    // waits for the webhook (failurePolicy Fail): on this one node its pods restarted too.
     wait_pod_running(node, plain, "app=server");
     let fresh = create_namespace(node, cleanup, "after-reboot");
-    apply(node, &plain_pod(node, &fresh, "p1"));
+    let manifest = temp_file("after-reboot", &plain_pod(node, &fresh, "p1").to_string());
+    wait_for_explained(
+        "the webhook admits pods again (the operator's pods restarted with the node)",
+        READY_WITHIN,
+        || {
+            node.kubectl(&["apply", "-f", path_str(&manifest)])
+                .status
+                .success()
+                .then_some(())
+        },
+        || node.describe(RELEASE_NS, "pods"),
+    );
+    let _ = std::fs::remove_file(&manifest);
+    eprintln!(
+        "after the reboot: the webhook admits pods again {:?} after it began",
+        start.elapsed()
+    );
     wait_ready(node, &fresh, "p1", READY_WITHIN);
     eprintln!(
         "after the reboot: plain pods Running {:?} after it began",
