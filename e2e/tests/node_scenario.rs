@@ -334,9 +334,7 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
         .expect("the installer pod before the rollout");
     let before: std::collections::BTreeSet<String> = pod_names(node, ns).into_iter().collect();
     // From the Deployment's own count: `before` may still list pods on their way out.
-    let replicas_before = node
-        .get_json(&["-n", ns, "deployment", "meshed"])
-        .map_or(0, |d| count(&d, "/spec/replicas"));
+    let replicas_before = replicas(node, ns, "meshed");
     let sandbox_failures = || {
         events(
             node,

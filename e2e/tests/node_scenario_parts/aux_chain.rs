@@ -91,12 +91,13 @@ fn plugin_account_deleted(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) {
         start.elapsed()
     );
     let running: BTreeSet<String> = pod_names(node, ns).into_iter().collect();
+    let before = replicas(node, ns, "meshed");
     node.kubectl_ok(&[
         "-n",
         ns,
         "scale",
         "deployment/meshed",
-        &format!("--replicas={}", running.len() + 1),
+        &format!("--replicas={}", before + 1),
     ]);
     let caught = wait_for_explained(
         "a meshed pod started while the plugin's credential is refused: validator exit 95",
@@ -118,7 +119,7 @@ fn plugin_account_deleted(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) {
         ns,
         "scale",
         "deployment/meshed",
-        &format!("--replicas={}", running.len()),
+        &format!("--replicas={before}"),
     ]);
     wait_deployment_ready(node, ns, "meshed");
 }

@@ -172,6 +172,12 @@ pub fn count(v: &Value, pointer: &str) -> i64 {
     v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
+/// `spec.replicas` of Deployment `ns/name` (listing its pods may also count pods on their way out).
+pub fn replicas(node: &Node, ns: &str, name: &str) -> i64 {
+    node.get_json(&["-n", ns, "deployment", name])
+        .map_or(0, |d| count(&d, "/spec/replicas"))
+}
+
 pub fn wait_deployment_ready(node: &Node, ns: &str, name: &str) -> Value {
     wait_for_explained(
         &format!("deployment {ns}/{name} has every replica Ready"),
