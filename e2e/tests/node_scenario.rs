@@ -130,19 +130,8 @@ fn step_install_chart(node: &Node, cleanup: &mut Cleanup, conf_before: &str) -> 
     node.kubectl_ok(&["create", "namespace", CNI_NS]);
     cleanup.namespaces.push(CNI_NS.to_string());
     cleanup.namespaces.push(RELEASE_NS.to_string());
-    let values = temp_file("node-scenario-values", &values(node));
-    let chart = chart_dir();
     let start = Instant::now();
-    node.helm_ok(&[
-        "install",
-        RELEASE,
-        path_str(&chart),
-        "-n",
-        RELEASE_NS,
-        "--create-namespace",
-        "-f",
-        path_str(&values),
-    ]);
+    helm_install(node, &[]);
     let op = wait_deployment_ready(node, RELEASE_NS, OPERATOR);
     assert_eq!(
         count(&op, "/status/readyReplicas"),

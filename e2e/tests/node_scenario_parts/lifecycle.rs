@@ -11,7 +11,6 @@ use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use serde_json::json;
 
 use super::*;
-use crate::support::{chart_dir, path_str, temp_file};
 
 /// How long a plain pod may take to be Ready after `helm uninstall` returned (the bound).
 const AFTER_UNINSTALL: Duration = Duration::from_secs(60);
@@ -146,28 +145,14 @@ impl Lifecycle<'_> {
         );
     }
 
-    /// The same install again works: the installer is Ready, its files are back, and a meshed pod
-    /// restarted now is redirected (its validator passes).
+    /// The same install again works: the operator and the installer are Ready, and the installer's
+    /// files are back.
     fn reinstall(&self) {
         let node = self.node;
-        let values = temp_file("node-scenario-values", &values(node));
-        let chart = chart_dir();
-        let mut args = vec![
-            "install",
-            RELEASE,
-            path_str(&chart),
-            "-n",
-            RELEASE_NS,
-            "--create-namespace",
-            "-f",
-            path_str(&values),
-            "--wait",
-        ];
-        for set in &self.sets {
-            args.extend(["--set", set]);
-        }
+        let sets: Vec<&str> = self.sets.iter().map(String::as_str).collect();
         let start = Instant::now();
-        node.helm_ok(&args);
+        helm_install(node, &sets);
+        wait_deployment_ready(node, RELEASE_NS, OPERATOR);
         wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
         eprintln!(
             "{}: reinstall -> operator and installer Ready in {:?}",
@@ -177,7 +162,12 @@ impl Lifecycle<'_> {
         if let Some(file) = &self.chain_file {
             assert!(file.is_file(), "{}: the chain file is back", self.mode);
         }
-        let _ = std::fs::remove_file(values);
+        let kubeconfig = node.cni_dir().join("net.d").join(KUBECONFIG_NAME);
+        assert!(
+            kubeconfig.is_file(),
+            "{}: the kubeconfig is back",
+            self.mode
+        );
     }
 }
 

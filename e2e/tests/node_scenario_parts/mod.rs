@@ -302,6 +302,27 @@ pub fn event_pods(node: &Node, ns: &str, reason: &str) -> Vec<String> {
     .collect()
 }
 
+/// `helm install` of the release with [`values`] and `sets` (`--set` each), creating its namespace.
+pub fn helm_install(node: &Node, sets: &[&str]) {
+    let values = temp_file("node-scenario-values", &values(node));
+    let chart = crate::support::chart_dir();
+    let mut args = vec![
+        "install",
+        RELEASE,
+        path_str(&chart),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "-f",
+        path_str(&values),
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    node.helm_ok(&args);
+    let _ = std::fs::remove_file(values);
+}
+
 /// `helm upgrade --reuse-values --wait` of the release with `sets` (`--set` each).
 pub fn helm_upgrade(node: &Node, sets: &[&str]) {
     let chart = crate::support::chart_dir();
