@@ -19,7 +19,6 @@ pub use evaluate::{
 pub use report::{render_human, render_json, OutputFormat};
 
 use std::collections::{BTreeMap, BTreeSet};
-
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -31,9 +30,10 @@ use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use rules::namespaces::{want, Want};
 use rules::pod::PodView;
 
-use rules::namespaces::{want, Want};
+use crate::repair::event_time;
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]
@@ -253,15 +253,8 @@ async fn observe(
         (crate::repair::REASON_HALTED, true),
         (crate::repair::REASON_RESUMED, false),
     ] {
-        for e in events(client, &format!("reason={reason}")).await? {
+        for (ns, e) in events_in(client, reason, &enabled).await? {
             let object = &e.involved_object;
-            let Some(ns) = object
-                .namespace
-                .as_deref()
-                .filter(|ns| enabled.contains(ns))
-            else {
-                continue;
-            };
             repair_events.push(RepairEvent {
                 owner: format!(
                     "{ns}/{} {}",
@@ -275,19 +268,12 @@ async fn observe(
         }
     }
     let mut repair_waiting = Vec::new();
-    for e in events(client, &format!("reason={}", crate::repair::REASON_WAITING)).await? {
+    for (ns, e) in events_in(client, crate::repair::REASON_WAITING, &enabled).await? {
         let object = &e.involved_object;
-        let Some(ns) = object
-            .namespace
-            .as_deref()
-            .filter(|ns| enabled.contains(ns))
-        else {
-            continue;
-        };
         repair_waiting.push(RepairWaiting {
             pod: format!("{ns}/{}", object.name.as_deref().unwrap_or_default()),
             uid: object.uid.clone(),
-            at: crate::repair::event_time(&e),
+            at: event_time(&e),
             message: e.message.clone().unwrap_or_default(),
         });
     }
@@ -399,6 +385,22 @@ async fn validator_failures(
 }
 
 /// Every Event matching `fields`, in all namespaces.
+/// `reason`'s Events about objects in a namespace of `enabled`, each with that namespace.
+async fn events_in<'a>(
+    client: &Client,
+    reason: &str,
+    enabled: &BTreeSet<&'a str>,
+) -> Result<Vec<(&'a str, Event)>, CheckError> {
+    let all = events(client, &format!("reason={reason}")).await?;
+    Ok(all
+        .into_iter()
+        .filter_map(|e| {
+            let ns = *enabled.get(e.involved_object.namespace.as_deref()?)?;
+            Some((ns, e))
+        })
+        .collect())
+}
+
 async fn events(client: &Client, fields: &str) -> Result<Vec<Event>, CheckError> {
     Ok(Api::<Event>::all(client.clone())
         .list(&ListParams::default().fields(fields))
@@ -463,13 +465,6 @@ async fn sandbox_failures(
         );
     }
     Ok(failures)
-}
-
-fn event_time(e: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
-    e.last_timestamp
-        .as_ref()
-        .map(|t| t.0)
-        .or(e.event_time.as_ref().map(|t| t.0))
 }
 
 /// A container (init or not) of the pod is running or has run: its sandbox was created.
