@@ -31,6 +31,9 @@
 //! benches). [`events::wait_for_warning`]: the one waiter for a Warning Event. [`node_multus`]: the
 //! NodeMultus kind in a test's own API group.
 //!
+//! [`platform::Platform`]: the real components of the optional real-platform tier
+//! (`LINKERD_MULTUS_PLATFORM`), or the case reported not run.
+//!
 //! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
 //! `e2e/test-all` lists them at the end).
 
@@ -50,6 +53,7 @@ pub mod node;
 pub mod node_multus;
 pub mod not_run;
 pub mod operator_process;
+pub mod platform;
 pub mod pod_network;
 mod pod_status;
 mod port;
