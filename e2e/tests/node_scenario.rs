@@ -442,7 +442,8 @@ fn pod_names(node: &Node, ns: &str) -> Vec<String> {
 }
 
 /// Step 5b: Repair: a meshed Deployment's pod created before its namespace is enabled runs unattached
-/// (its 8080 reaches the app itself); once the namespace is enabled, the operator evicts it, the
+/// (its 8080 reaches the app itself); enabled while Multus' CRD is missing, it is left running
+/// (`without_nad_crd`); once the CRD is back, the operator evicts it, the
 /// ReplicaSet recreates it, the webhook attaches the new pod and its 8080 lands on the proxy.
 /// Laid out by hand as Linkerd's injector would (its stand-in's validator would keep an unattached
 /// pod from starting, as Linkerd's does).
@@ -483,7 +484,9 @@ fn step_repair_unattached_pod(
         format!("app {before_name}"),
         "unattached: a connection to {before_addr} reaches the app itself"
     );
-    node.kubectl_ok(&["annotate", "namespace", &late, "linkerd.io/multus=enabled"]);
+    let crd_deleted = without_nad_crd::CrdDeleted::new(node);
+    without_nad_crd::enable_and_hold(node, &late, before_name, &before_uid);
+    drop(crd_deleted);
     let start = Instant::now();
     let repaired = wait_for_explained(
         &format!(
@@ -504,7 +507,7 @@ fn step_repair_unattached_pod(
     );
     let evicted_by = Instant::now();
     eprintln!(
-        "namespace enabled -> unattached pod evicted, replacement attached and Ready in {:?}",
+        "NAD CRD back -> unattached pod evicted, replacement attached and Ready in {:?}",
         start.elapsed()
     );
     let evicted = events(node, &late, "PodEvictedForRepair", &["name"]);

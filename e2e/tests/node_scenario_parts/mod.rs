@@ -13,6 +13,7 @@ use crate::support::{helm, path_str, temp_file};
 pub mod aux_chain;
 pub mod isolation;
 pub mod lifecycle;
+pub mod without_nad_crd;
 
 pub const RELEASE: &str = "ld-controller";
 pub const RELEASE_NS: &str = "linkerd-multus";
