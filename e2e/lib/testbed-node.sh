@@ -253,6 +253,10 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 EOF
+    # Kubelets that know the setting (1.31+) refuse cgroup v1 hosts by default; older ones reject the
+    # field, so it is written only for a kubelet whose flag parser knows it.
+    supports "$(k8s_path kubelet)" --fail-cgroupv1=false && echo "failCgroupV1: false" >>"$STATE/node/kubelet.yaml"
+    return 0
 }
 
 # === the daemons ===
@@ -341,11 +345,17 @@ start_node_agents() {
 
     bin="$(k8s_path kube-proxy)"
     step "start kube-proxy (iptables mode, in the node's netns)" "see $STATE/kube-proxy.log"
+    # A kube-proxy that lists discovery.k8s.io/v1beta1 EndpointSlices (1.20's) fails on a server that
+    # no longer serves them (1.25+): there it reads core/v1 Endpoints, if it knows the gate.
+    local gates=()
+    kube get --raw /apis/discovery.k8s.io/v1beta1 >/dev/null 2>&1 ||
+        ! supports "$bin" --feature-gates=EndpointSliceProxying=false ||
+        gates+=(--feature-gates=EndpointSliceProxying=false)
     # conntrack-* 0: leave the conntrack sysctls as they are (nf_conntrack_max is the host's own).
     daemon kube-proxy "$bin" --kubeconfig="$n/kube-proxy.kubeconfig" --hostname-override="$NODE_NAME" \
         --proxy-mode=iptables --cluster-cidr="$POD_SUBNET" --bind-address="$NODE_IP" \
         --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 \
-        --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 \
+        --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 "${gates[@]}" \
         --metrics-bind-address=127.0.0.1:10249 --healthz-bind-address=127.0.0.1:10256
 }
 
