@@ -32,7 +32,8 @@
 //! NodeMultus kind in a test's own API group.
 //!
 //! [`platform::Platform`]: the real components of the optional real-platform tier
-//! (`LINKERD_MULTUS_PLATFORM`), or the case reported not run.
+//! (`LINKERD_MULTUS_PLATFORM`), or the case reported not run; [`openshift::OpenShiftApiserver`]: a
+//! kube-apiserver of a test's own with OpenShift's real SCC admission, from that platform.
 //!
 //! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
 //! `e2e/test-all` lists them at the end).
@@ -52,6 +53,7 @@ pub mod netns;
 pub mod node;
 pub mod node_multus;
 pub mod not_run;
+pub mod openshift;
 pub mod operator_process;
 pub mod platform;
 pub mod pod_network;

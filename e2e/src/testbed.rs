@@ -161,13 +161,20 @@ impl DedicatedTestbed {
     /// Starts one in a fresh directory under the system's temp dir (needs the cached apiserver that
     /// `e2e/testbed up` builds once).
     pub fn up(prefix: &str) -> Self {
+        Self::up_with(prefix, |_| Vec::new())
+    }
+
+    /// [`DedicatedTestbed::up`] with extra environment for `e2e/testbed up`, given the testbed's
+    /// directory (e.g. `LINKERD_MULTUS_APISERVER` naming another kube-apiserver).
+    pub fn up_with(prefix: &str, env: impl FnOnce(&Path) -> Vec<(&'static str, PathBuf)>) -> Self {
         let dir = std::env::temp_dir().join(crate::unique_name(prefix));
+        let env = env(&dir);
         let bed = Self {
             cluster: crate::Cluster::new(dir.join("kubeconfig")),
             dir,
             restarted: std::sync::Mutex::new(None),
         };
-        let out = bed.script("up");
+        let out = bed.script_with("up", &env);
         assert!(
             out.status.success(),
             "e2e/testbed up in {} failed:\n{}",
@@ -244,10 +251,20 @@ impl DedicatedTestbed {
         );
     }
 
+    /// The testbed's directory (its state: logs, pki, kubeconfig).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn script(&self, command: &str) -> Output {
+        self.script_with(command, &[])
+    }
+
+    fn script_with(&self, command: &str, env: &[(&'static str, PathBuf)]) -> Output {
         Command::new(workspace_root().join("e2e/testbed"))
             .arg(command)
             .env("LINKERD_MULTUS_TESTBED_DIR", &self.dir)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/testbed {command}: {e}"))
     }

@@ -35,10 +35,10 @@ const SCC_OPT_OUT: &str = "scc-stand-in";
 /// The configuration's name before it was renamed to run after Linkerd's injector (the chart's
 /// fullname for the README's release).
 const NAME_BEFORE_RENAME: &str = "ld-controller-linkerd-multus";
-/// The real SCC admission's words for Linkerd's validator uid, as the stand-in gives them.
-const VALIDATOR_REFUSED: &str = "unable to validate against any security context constraint: \
-     provider restricted-v2: .initContainers[0].runAsUser: Invalid value: 65534: must be in the \
-     ranges: [1000650000, 1000659999]";
+/// The real SCC admission's words for Linkerd's validator uid, as the stand-in gives them (within its
+/// list of every SCC: `unable to validate against any security context constraint: [...]`).
+const VALIDATOR_REFUSED: &str = "provider restricted-v2: .initContainers[0].runAsUser: Invalid \
+     value: 65534: must be in the ranges: [1000650000, 1000659999]";
 
 /// `kubectl create` of a pod: whether it was admitted, and kubectl's stderr (warnings, denials).
 fn try_create(namespace: &str, pod: &Value) -> (bool, String) {

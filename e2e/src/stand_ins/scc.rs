@@ -14,12 +14,13 @@
 //! What it does, as restricted-v2 does in a namespace with `openshift.io/sa.scc.uid-range`
 //! `<first>/<size>` (MustRunAsRange): a container (or init container) whose uid, its own `runAsUser`
 //! else the pod's, is unset gets `runAsUser: <first>`; one outside `[first, first + size - 1]` refuses
-//! the pod with the real plugin's text (`unable to validate against any security context constraint:
-//! provider restricted-v2: .initContainers[0].runAsUser: Invalid value: 65534: must be in the ranges:
-//! [1000650000, 1000659999]`); an admitted pod is annotated `openshift.io/scc: restricted-v2`.
-//! Left out: the other SCCs (the real refusal also lists each as `not usable by user or
-//! serviceaccount`), groups, capabilities, SELinux, seccomp, fsGroup. A namespace without a range is
-//! treated as not OpenShift and not checked (on OpenShift every namespace has one).
+//! the pod with the real plugin's text: every default SCC in its order, the others `not usable by
+//! user or serviceaccount`, then one `provider restricted-v2: .initContainers[0].runAsUser: Invalid
+//! value: 65534: must be in the ranges: [1000650000, 1000659999]` per uid outside the range; an
+//! admitted pod is annotated `openshift.io/scc: restricted-v2`. `e2e/tests/scc_agreement.rs` checks
+//! all of this against the real plugin. Left out: groups, capabilities, SELinux, seccomp, fsGroup. A
+//! namespace without a range is treated as not OpenShift and not checked (on OpenShift every
+//! namespace has one).
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client};
@@ -128,11 +129,10 @@ impl SccStandIn {
 /// uids and annotating the SCC, or the refusal text.
 pub fn admit(pod: &Value, range: &str) -> Result<Vec<Value>, String> {
     let (min, max) = parse_range(range).ok_or_else(|| {
-        format!(
-            "unable to validate against any security context constraint: provider {SCC}: \
-             invalid {} annotation {range:?}",
+        refusal(&[format!(
+            "provider {SCC}: invalid {} annotation {range:?}",
             vocab::OPENSHIFT_UID_RANGE_ANNOTATION
-        )
+        )])
     })?;
     let pod_uid = pod["spec"]["securityContext"]["runAsUser"].as_i64();
     let mut ops = Vec::new();
@@ -158,11 +158,8 @@ pub fn admit(pod: &Value, range: &str) -> Result<Vec<Value>, String> {
             }
         }
     }
-    // Go's error aggregate: one error alone, several in brackets.
-    match errors.len() {
-        0 => {}
-        1 => return Err(refusal(&errors[0])),
-        _ => return Err(refusal(&format!("[{}]", errors.join(", ")))),
+    if !errors.is_empty() {
+        return Err(refusal(&errors));
     }
     if pod["metadata"]["annotations"][SCC_ANNOTATION] != SCC {
         if !pod["metadata"]["annotations"].is_object() {
@@ -176,8 +173,35 @@ pub fn admit(pod: &Value, range: &str) -> Result<Vec<Value>, String> {
     Ok(ops)
 }
 
-fn refusal(errors: &str) -> String {
-    format!("unable to validate against any security context constraint: {errors}")
+/// OpenShift's default SCCs other than [`SCC`] that sort before and after it in the real plugin's
+/// list (by priority, then the most restrictive first), as its refusal names them.
+const SCCS_BEFORE: &[&str] = &["anyuid"];
+const SCCS_AFTER: &[&str] = &[
+    "restricted",
+    "nonroot-v2",
+    "nonroot",
+    "hostmount-anyuid",
+    "hostnetwork-v2",
+    "hostnetwork",
+    "hostaccess",
+    "privileged",
+];
+
+/// The real plugin's refusal for a user allowed only [`SCC`]: Go's error aggregate (in brackets) of
+/// every SCC's verdict, restricted-v2's `errors` (each already `provider restricted-v2: ...`).
+fn refusal(errors: &[String]) -> String {
+    let unusable =
+        |scc: &&str| format!("provider {scc:?}: Forbidden: not usable by user or serviceaccount");
+    let all: Vec<String> = SCCS_BEFORE
+        .iter()
+        .map(unusable)
+        .chain(errors.iter().cloned())
+        .chain(SCCS_AFTER.iter().map(unusable))
+        .collect();
+    format!(
+        "unable to validate against any security context constraint: [{}]",
+        all.join(", ")
+    )
 }
 
 /// `<first>/<size>` as the inclusive range `[first, first + size - 1]`.
@@ -210,20 +234,27 @@ mod tests {
             "initContainers": [{ "name": "linkerd-network-validator", "securityContext": { "runAsUser": 65534 } }],
             "containers": [{ "name": "app" }, { "name": "linkerd-proxy", "securityContext": { "runAsUser": 1000652102 } }],
         }});
-        assert_eq!(
-            admit(&pod, RANGE),
-            Err("unable to validate against any security context constraint: provider restricted-v2: \
-                 .initContainers[0].runAsUser: Invalid value: 65534: must be in the ranges: \
-                 [1000650000, 1000659999]"
-                .to_string())
+        let unusable = |scc: &str| {
+            format!("provider \"{scc}\": Forbidden: not usable by user or serviceaccount")
+        };
+        let refused = admit(&pod, RANGE).unwrap_err();
+        assert!(
+            refused.starts_with(&format!(
+                "unable to validate against any security context constraint: [{}, provider \
+                 restricted-v2: .initContainers[0].runAsUser: Invalid value: 65534: must be in the \
+                 ranges: [1000650000, 1000659999], {}, ",
+                unusable("anyuid"),
+                unusable("restricted")
+            )) && refused.ends_with(&format!("{}]", unusable("privileged"))),
+            "{refused}"
         );
         let mut both = pod.clone();
         both["spec"]["containers"][1]["securityContext"]["runAsUser"] = json!(2102);
-        let refusal = admit(&both, RANGE).unwrap_err();
+        let refused = admit(&both, RANGE).unwrap_err();
         assert!(
-            refusal.contains(": [provider restricted-v2: .initContainers[0]")
-                && refusal.ends_with(".containers[1].runAsUser: Invalid value: 2102: must be in the ranges: [1000650000, 1000659999]]"),
-            "{refusal}"
+            refused.contains("must be in the ranges: [1000650000, 1000659999], provider restricted-v2: \
+                 .containers[1].runAsUser: Invalid value: 2102: must be in the ranges: [1000650000, 1000659999], provider \"restricted\""),
+            "{refused}"
         );
     }
 
