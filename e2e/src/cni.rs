@@ -38,6 +38,8 @@ pub struct Runtime {
     pub args: Vec<(String, String)>,
     /// Copy each plugin's stderr to ours as well (a plugin that runs delegates, like Multus, does).
     pub pass_stderr: bool,
+    /// More environment for the plugin (the runtime's own is inherited).
+    pub env: Vec<(String, String)>,
 }
 
 impl Runtime {
@@ -49,6 +51,7 @@ impl Runtime {
             ifname: "eth0".into(),
             args: Vec::new(),
             pass_stderr: false,
+            env: Vec::new(),
         }
     }
 
@@ -280,6 +283,7 @@ pub fn exec_plugin_logged(
         .env("CNI_IFNAME", &rt.ifname)
         .env("CNI_ARGS", cni_args)
         .env("CNI_PATH", cni_path)
+        .envs(rt.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

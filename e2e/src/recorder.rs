@@ -2,13 +2,14 @@
 //! what a runtime (or the Multus stand-in) hands a plugin: in which order, with which `CNI_*`
 //! environment and which config.
 //!
-//! Config: `{"type": "cni-recorder", "log": "<file>", "tag"?: "<any string>", "failOn"?: "ADD"|"DEL",
+//! Config: `{"type": "cni-recorder", "log"?: "<file>", "tag"?: "<any string>", "failOn"?: "ADD"|"DEL",
 //! "standalone"?: true}`. Each call appends one JSON line to `log`: `{"tag", "command", "containerId",
 //! "netns", "ifname", "args", "config"}` (`config`: its stdin as received). ADD prints the `prevResult`
 //! back unchanged, as a chained plugin that sets up nothing does, and fails without one (code 7), as
 //! chained plugins such as `tuning` do, unless `standalone` (then: an empty result of its version,
 //! as a NAD's plugin answers). DEL prints nothing. `failOn` makes that command fail (code 999) after
-//! it is recorded.
+//! it is recorded. Without `log` in its config it logs to the file `$CNI_RECORDER_LOG` names: Multus
+//! hands a cached auxiliary-chain plugin a stripped config on DEL, and its environment reaches the plugin.
 
 use std::io::Write;
 
@@ -23,7 +24,12 @@ pub struct Call<'a> {
     pub netns: &'a str,
     pub ifname: &'a str,
     pub args: &'a str,
+    /// `$CNI_RECORDER_LOG`: the log when the config names none.
+    pub log_env: Option<&'a str>,
 }
+
+/// The environment variable naming the log when the config has no `log`.
+pub const LOG_ENV: &str = "CNI_RECORDER_LOG";
 
 /// Runs one call: `Ok(Some)` goes to stdout, `Err` is the CNI error object.
 pub fn run(call: &Call, stdin: &[u8]) -> Result<Option<Value>, Value> {
@@ -38,6 +44,7 @@ pub fn run(call: &Call, stdin: &[u8]) -> Result<Option<Value>, Value> {
     let log = config
         .get("log")
         .and_then(Value::as_str)
+        .or(call.log_env.filter(|l| !l.is_empty()))
         .ok_or_else(|| error(7, "cni-recorder: config has no `log` file".into()))?;
     let line = json!({
         "tag": config.get("tag").cloned().unwrap_or(Value::Null),
@@ -82,9 +89,11 @@ pub fn main() -> i32 {
         var("CNI_IFNAME"),
         var("CNI_ARGS"),
     );
+    let log_env = std::env::var(LOG_ENV).ok();
     let mut stdin = Vec::new();
     let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut stdin);
     let call = Call {
+        log_env: log_env.as_deref(),
         command: &command,
         container_id: &container_id,
         netns: &netns,
@@ -125,6 +134,7 @@ mod tests {
             netns: "/run/netns/x",
             ifname: "net1",
             args: "K8S_POD_NAME=p",
+            log_env: None,
         }
     }
 
@@ -161,6 +171,16 @@ mod tests {
         assert_eq!(read_log(&log).len(), 2, "failed calls are recorded too");
         let e = run(&call("ADD"), br#"{"type": "cni-recorder"}"#).unwrap_err();
         assert_eq!(e["code"], 7);
+        let env_log = dir.path().join("env-log");
+        let from_env = Call {
+            log_env: env_log.to_str(),
+            ..call("DEL")
+        };
+        assert_eq!(
+            run(&from_env, br#"{"type": "cni-recorder"}"#).unwrap(),
+            None
+        );
+        assert_eq!(read_log(&env_log).len(), 1, "logged where the env says");
         let alone =
             json!({"cniVersion": "0.3.1", "type": "cni-recorder", "log": log, "standalone": true});
         let out = run(&call("ADD"), alone.to_string().as_bytes()).unwrap();

@@ -11,7 +11,7 @@ use kube::{Api, Client};
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 use linkerd_multus_e2e::cni::{exec_plugin_logged, PluginFailure, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
-use linkerd_multus_e2e::recorder::read_log;
+use linkerd_multus_e2e::recorder::{read_log, LOG_ENV};
 use linkerd_multus_e2e::{binary, client, ensure_nad_crd, kubeconfig_path, TestNamespace};
 use serde_json::{json, Value};
 
@@ -134,7 +134,11 @@ impl Sandbox {
         if let Some(prev) = prev_result {
             conf["prevResult"] = prev.clone();
         }
-        exec_plugin_logged(&plugin_dirs(), command, &conf, rt)
+        // Multus hands a chain plugin a stripped config on DEL: the recorder then logs where this says.
+        let mut rt = rt.clone();
+        let log = self.dir.join("calls.log");
+        rt.env.push((LOG_ENV.into(), log.display().to_string()));
+        exec_plugin_logged(&plugin_dirs(), command, &conf, &rt)
     }
 
     /// Moves the cluster network into a file that `clusterNetwork` names (as on a Multus node) and
@@ -307,11 +311,17 @@ async fn a_failing_delegate_rolls_everything_back() {
     let msg = failure.msg().unwrap_or_default();
     assert!(
         msg.contains(&format!(
-            "network-attachment-definition ({}/broken) on net2",
+            "[{}/web/:broken]: error adding container to network \"broken\"",
             ns.name
         )) && msg.contains("no-such-plugin"),
         "{failure}"
     );
+    // The delegates stay cached (as by Multus) for the runtime's DEL of the failed sandbox.
+    assert_eq!(sandbox.cache_files(), 1);
+    sandbox
+        .run("DEL", None)
+        .0
+        .expect_err("the broken NAD's DEL fails too");
     sandbox.assert_nothing_left();
 }
 
@@ -501,9 +511,13 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
     let recorded = read_log(&log);
     let passthru_result = json!({"cniVersion": "0.4.0", "dns": {}});
     let uid = web.metadata.uid.clone().expect("uid");
+    // Multus' five, then the runtime's own.
     let args = format!(
-        "IgnoreUnknown=true;K8S_POD_NAMESPACE={};K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={uid}",
-        ns.name, sandbox.runtime.container_id
+        "IgnoreUnknown=true;K8S_POD_NAMESPACE={ns};K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID={ctr};\
+         K8S_POD_UID={uid};IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME=web;\
+         K8S_POD_INFRA_CONTAINER_ID={ctr}",
+        ns = ns.name,
+        ctr = sandbox.runtime.container_id
     );
     for c in &recorded[1..] {
         assert_eq!(c["config"]["name"], CHAIN, "{c}");
@@ -537,7 +551,7 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
         assert_eq!(c["ifname"], "net1");
         let uid = bare.metadata.uid.as_deref().expect("uid");
         assert!(
-            c["args"].as_str().unwrap_or_default().ends_with(&format!(
+            c["args"].as_str().unwrap_or_default().contains(&format!(
                 "K8S_POD_NAME=bare;K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={uid}",
                 other.container_id
             )),
@@ -547,20 +561,23 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
 
     sandbox.run("DEL", Some(&result)).0.expect("DEL web");
     let after_del = calls(&log)[5..].to_vec();
+    // The chain's plugins get a stripped config on DEL (no tag): the chain first, then the NADs.
     assert_eq!(
         after_del,
         [
-            call("last", "DEL", "net3"),
-            call("first", "DEL", "net3"),
+            call("", "DEL", "net3"),
+            call("", "DEL", "net3"),
             call("nad", "DEL", "net2")
         ],
-        "the chain first and in reverse, then the NADs"
+        "the chain first, then the NADs"
     );
     let dels = read_log(&log);
     for c in &dels[5..7] {
         assert_eq!(
-            c["config"]["prevResult"], passthru_result,
-            "the chain's ADD result (0.4.0): {c}"
+            c["config"],
+            json!({"type": "cni-recorder", "ipam": {}, "name": CHAIN, "cniVersion": "0.4.0",
+                   "prevResult": passthru_result}),
+            "stripped, with the chain's ADD result (0.4.0): {c}"
         );
     }
     assert!(!sandbox.nat().contains("PROXY_INIT"));
@@ -573,7 +590,7 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
         .expect("DEL bare");
     assert_eq!(
         calls(&log)[9..],
-        [call("last", "DEL", "net1"), call("first", "DEL", "net1")]
+        [call("", "DEL", "net1"), call("", "DEL", "net1")]
     );
     assert!(!links(&other_ns).contains("eth0"));
     sandbox.assert_nothing_left();
@@ -636,8 +653,8 @@ async fn the_aux_chain_is_read_at_each_add_and_absent_when_its_directory_is() {
     sandbox.run_as(&rt3, "DEL", Some(&r3)).0.expect("DEL 3");
     assert_eq!(
         calls(&log)[2],
-        call("v1", "DEL", "net1"),
-        "the chain of its ADD"
+        call("", "DEL", "net1"),
+        "the chain of its ADD (stripped, so untagged)"
     );
     let (_n5, rt5, r5, cached) = add(&sandbox);
     assert!(cached["aux_chain"].is_null(), "gone again: {cached}");
@@ -645,7 +662,7 @@ async fn the_aux_chain_is_read_at_each_add_and_absent_when_its_directory_is() {
     for (rt, r) in [(&rt1, &r1), (&rt2, &r2), (&rt4, &r4), (&rt5, &r5)] {
         sandbox.run_as(rt, "DEL", Some(r)).0.expect("DEL");
     }
-    assert_eq!(calls(&log)[3], call("v2", "DEL", "net1"));
+    assert_eq!(calls(&log)[3], call("", "DEL", "net1"));
     assert_eq!(calls(&log).len(), 4);
     assert_eq!(sandbox.leases(), Vec::<String>::new());
 }
@@ -671,20 +688,29 @@ async fn a_failing_aux_chain_fails_the_pod_and_rolls_everything_back() {
     let failure = sandbox.run("ADD", None).0.expect_err("ADD must fail");
     let msg = failure.msg().unwrap_or_default();
     assert!(
-        msg.contains(&format!("the auxiliary CNI chain ({CHAIN}) on net2 failed"))
-            && msg.contains("failing ADD as told"),
+        msg.ends_with(&format!(
+            ":{CHAIN}]: error adding container to network \"{CHAIN}\": plugin \
+             type=\"cni-recorder\" failed (add): cni-recorder: failing ADD as told"
+        )),
         "{failure}"
     );
+    // Rolled back with stripped configs (untagged), no ADD result.
     assert_eq!(
         calls(&log),
         [
             call("ok", "ADD", "net2"),
             call("fails", "ADD", "net2"),
-            call("fails", "DEL", "net2"),
-            call("ok", "DEL", "net2"),
+            call("", "DEL", "net2"),
+            call("", "DEL", "net2"),
         ]
     );
     assert!(read_log(&log)[2]["config"].get("prevResult").is_none());
+    // The runtime's DEL of the failed sandbox runs the cached chain again.
+    sandbox.run("DEL", None).0.expect("DEL");
+    assert_eq!(
+        calls(&log)[4..],
+        [call("", "DEL", "net2"), call("", "DEL", "net2")]
+    );
     sandbox.assert_nothing_left();
 }
 
@@ -705,7 +731,7 @@ async fn the_aux_chain_needs_the_cluster_network_as_a_path() {
             .is_some_and(|m| m.contains("ClusterNetwork must be a path")),
         "{failure}"
     );
-    assert_eq!(failure.code(), Some(7));
+    assert_eq!(failure.code(), Some(999), "Multus' plain error");
     sandbox.assert_nothing_left();
 }
 

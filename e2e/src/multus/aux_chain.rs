@@ -17,10 +17,10 @@
 //! - **A failure fails the sandbox**: `delPlugins` DELs every delegate up to it (the chain too), then
 //!   the ADD errors.
 //! - **DEL**: from the cache (the chain as it was at ADD, not re-read), delegates last to first, so
-//!   the chain first; libcni's `DelNetworkList` runs its plugins in reverse with the cached ADD result
-//!   as `prevResult` from cniVersion 0.4.0 on (none before), and stops at the first failure. Without
-//!   the cache (the ADD never finished) Multus rebuilds the delegates from the pod: no chain. CHECK
-//!   does not run it.
+//!   the chain first; libcni's `DelNetworkList` runs its plugins in reverse, each with a
+//!   [`stripped`] config, with the cached ADD result as `prevResult` from cniVersion 0.4.0 on (none
+//!   before), and stops at the first failure. Multus caches the delegates, the chain among them,
+//!   before it runs any, so a DEL after a failed ADD runs the chain too. CHECK does not run it.
 //!
 //! Read in libcni 1.3 (`libcni/conf.go`, which Multus 4.2.1 uses for plugin drop-ins):
 //! `NetworkPluginConfsFromFiles(dir, name)` reads `<dir>/<name>/*.conf` (`ConfFiles`: not
@@ -31,9 +31,8 @@
 //! Inferred, because the body of `LoadChainedDelegatesFromBytes` (pkg/k8sclient) was not available:
 //! that it loads the directory with that libcni function after checking the chain's name against the
 //! CNI spec (its stub comments say so), and that it returns no chain when that fails (its signature
-//! returns no error; `CmdAdd` then goes on without a chain). Also not verifiable: Multus' DEL runs a
-//! cached conflist delegate from its raw bytes, and whether those hold the directory's plugins or
-//! only passthru depends on that body; the stand-in DELs the whole chain of the ADD.
+//! returns no error; `CmdAdd` then goes on without a chain). What DEL gets was seen on the real
+//! Multus v4.2.2 (`e2e/tests/multus_agreement.rs`): every plugin of the chain, stripped.
 //!
 //! `passthru` is Multus' `cmd/passthru-cni`: ADD prints an empty result of the config's version
 //! (`{"cniVersion": V, "dns": {}}`), DEL prints nothing, for cniVersion 0.3.0 to 1.1.0. Debian ships
@@ -82,7 +81,7 @@ pub fn conf_dir(cluster_network: Option<&str>) -> Result<PathBuf, String> {
     let path = cluster_network.unwrap_or_default();
     if !path.contains('/') {
         return Err(format!(
-            "auxiliary chain used but ClusterNetwork must be a path, and it is not a path: {path:?}"
+            "auxiliary chain used but ClusterNetwork must be a path, and it is not a path: {path}"
         ));
     }
     // Go's filepath.Dir: "/a/b.conf" → "/a", "/b.conf" → "/".
@@ -266,8 +265,21 @@ pub fn add(chain: &Chain, plugin_dirs: &[PathBuf], rt: &Runtime) -> Result<Value
     Ok(prev.unwrap_or(Value::Null))
 }
 
-/// DEL through the chain in reverse (libcni's `DelNetworkList`): `add_result` as every plugin's
-/// `prevResult` from cniVersion 0.4.0 on; the first failure ends it.
+/// A chain plugin's config as Multus hands it on DEL (rollback included): only what libcni's typed
+/// `NetConf` keeps of it — `type` and an `ipam` object (its `type` if any); the chain's name and
+/// cniVersion are added as for any list. Seen on the real Multus v4.2.2: linkerd-cni gets neither its
+/// `linkerd` nor its `kubernetes` keys, the recorder no `log`.
+pub fn stripped(plugin: &Value) -> Value {
+    let mut out = json!({"type": plugin["type"], "ipam": {}});
+    if let Some(ipam_type) = plugin["ipam"]["type"].as_str() {
+        out["ipam"]["type"] = json!(ipam_type);
+    }
+    out
+}
+
+/// DEL through the chain in reverse (libcni's `DelNetworkList`) with each plugin's [`stripped`]
+/// config: `add_result` as every plugin's `prevResult` from cniVersion 0.4.0 on; the first failure
+/// ends it.
 pub fn del(
     chain: &Chain,
     plugin_dirs: &[PathBuf],
@@ -277,7 +289,12 @@ pub fn del(
     let list = Network::new(chain.conflist(), plugin_dirs.to_vec());
     let prev = add_result.filter(|_| del_gets_cached_result(&chain.cni_version));
     for plugin in chain.plugins.iter().rev() {
-        exec(plugin_dirs, "DEL", &list.plugin_config(plugin, prev), rt)?;
+        exec(
+            plugin_dirs,
+            "DEL",
+            &list.plugin_config(&stripped(plugin), prev),
+            rt,
+        )?;
     }
     Ok(())
 }

@@ -173,6 +173,23 @@ pub fn delegate_cni_args(pod: &PodRef) -> Vec<(String, String)> {
     .collect()
 }
 
+/// The `CNI_ARGS` Multus passes each delegate: [`delegate_cni_args`], then the runtime's own
+/// (`runtime`), each filling a key of Multus' that is empty or else appended, duplicates and all
+/// (Multus' `CreateCNIRuntimeConf`).
+pub fn delegate_runtime_args(pod: &PodRef, runtime: &[(String, String)]) -> Vec<(String, String)> {
+    let mut args = delegate_cni_args(pod);
+    for (key, value) in runtime {
+        match args
+            .iter_mut()
+            .find(|(k, v)| k == key && v.is_empty() && !value.is_empty())
+        {
+            Some(slot) => slot.1 = value.clone(),
+            None => args.push((key.clone(), value.clone())),
+        }
+    }
+    args
+}
+
 /// A NAD's `spec.config` as the delegate config Multus runs: its own cniVersion (required), the NAD's
 /// name when the config has none. Plain errors; the caller names the NAD.
 pub fn delegate_config(spec_config: Option<&str>, nad_name: &str) -> Result<Value, String> {
@@ -305,6 +322,21 @@ mod tests {
         assert_eq!(
             joined.join(";"),
             "IgnoreUnknown=true;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1"
+        );
+        // The runtime's args follow (as the real Multus passes them); an empty one of Multus' is filled.
+        let no_uid = PodRef {
+            uid: String::new(),
+            ..pod
+        };
+        let runtime = parse_cni_args("IgnoreUnknown=1;K8S_POD_NAME=p;K8S_POD_UID=u-2");
+        let joined: Vec<String> = delegate_runtime_args(&no_uid, &runtime)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            joined.join(";"),
+            "IgnoreUnknown=true;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;\
+             K8S_POD_UID=u-2;IgnoreUnknown=1;K8S_POD_NAME=p"
         );
     }
 

@@ -5,8 +5,9 @@
 //!   `k8s.v1.cni.cncf.io/networks` annotation (both formats), fetches every NetworkAttachmentDefinition
 //!   it names, runs the cluster network (its config's single `delegates` entry) on `CNI_IFNAME`, then
 //!   each NAD's `spec.config` on `net1`, `net2`, ... (or the interface the pod asked for) with **no
-//!   prevResult**, the NAD config's own cniVersion and Multus' delegate `CNI_ARGS`. Prints the cluster
-//!   network's result. A failure rolls back what was added and names the NAD.
+//!   prevResult**, the NAD config's own cniVersion and Multus' delegate `CNI_ARGS` (its five, then the
+//!   runtime's). Prints the cluster network's result. The delegates are cached before any runs; a
+//!   failure rolls back what was added.
 //! - DEL: the delegates in reverse (from its cache, else from the pod and NADs if still there), then the
 //!   cluster network. CHECK: the cluster network's. VERSION: answered.
 //!
@@ -16,8 +17,9 @@
 //!
 //! Delegates' stderr goes to the stand-in's stderr, as with the thin plugin. A cross-namespace NAD is
 //! refused under `namespaceIsolation` unless its namespace is one of `globalNamespaces` (as Multus),
-//! before anything runs, with the thin plugin's own message and code (999), so the sandbox fails as
-//! it does under Multus.
+//! before anything runs. Refusals and failures carry the thin plugin's own words ([`words`]) and code
+//! (999), so the sandbox fails as it does under Multus: `e2e/tests/multus_agreement.rs` runs the
+//! real Multus and the stand-in on one table of cases and asserts they agree.
 //! Left out: default networks, network-status annotations, device info, Multus' check that a
 //! delegate's interface does not exist yet, `clusterNetwork` as a NAD or config name, the thick plugin.
 //!
@@ -28,6 +30,7 @@
 pub mod aux_chain;
 pub mod conf;
 pub mod networks;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,7 +43,7 @@ use linkerd_multus_crds::NetworkAttachmentDefinition;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cni::{Network, PluginFailure, Runtime};
+use crate::cni::{Network, Runtime};
 use aux_chain::Chain;
 use conf::{PodRef, StandInConf};
 use networks::Selection;
@@ -62,43 +65,16 @@ pub enum Error {
         name: String,
         why: String,
     },
-    #[error(
-        "cannot find a network-attachment-definition ({name}) in namespace ({namespace}): {why}"
-    )]
-    NadMissing {
-        namespace: String,
-        name: String,
-        why: String,
-    },
     #[error("network-attachment-definition ({name}) in namespace ({namespace}): {why}")]
     NadConfig {
         namespace: String,
         name: String,
         why: String,
     },
-    /// Refused by namespace isolation: Multus' whole message, which the kubelet's
-    /// FailedCreatePodSandBox Event carries.
+    /// Refused or failed in Multus' own words ([`words`]): what the kubelet's FailedCreatePodSandBox
+    /// Event carries. A plain Go error there, so code 999.
     #[error("{0}")]
-    Isolation(String),
-    #[error("the cluster network failed: {0}")]
-    ClusterNetwork(PluginFailure),
-    #[error(
-        "delegate network-attachment-definition ({namespace}/{name}) on {ifname} failed: {failure}"
-    )]
-    Delegate {
-        namespace: String,
-        name: String,
-        ifname: String,
-        failure: PluginFailure,
-    },
-    #[error("{0}")]
-    AuxChainConfig(String),
-    #[error("the auxiliary CNI chain ({name}) on {ifname} failed: {failure}")]
-    AuxChain {
-        name: String,
-        ifname: String,
-        failure: PluginFailure,
-    },
+    Multus(String),
     #[error("{0}")]
     Io(String),
 }
@@ -107,12 +83,9 @@ impl Error {
     /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
     pub fn code(&self) -> u32 {
         match self {
-            Error::Conf(_)
-            | Error::NadConfig { .. }
-            | Error::Annotation(_)
-            | Error::AuxChainConfig(_) => 7,
+            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
             Error::Env(_) => 4,
-            Error::Pod { .. } | Error::NadMissing { .. } => 11,
+            Error::Pod { .. } => 11,
             _ => 999,
         }
     }
@@ -159,7 +132,13 @@ impl Env {
             ifname: ifname.to_string(),
             args,
             pass_stderr: true,
+            env: Vec::new(),
         }
+    }
+
+    /// The pod as Multus names it in its errors.
+    fn label(&self) -> String {
+        words::pod_label(&self.args)
     }
 
     fn pod(&self) -> Option<(String, String)> {
@@ -237,7 +216,7 @@ pub fn run(env: &Env, stdin: &[u8]) -> Result<Option<Value>, Error> {
         })));
     }
     let conf = StandInConf::parse(stdin)?;
-    let cluster = Network::from_config(conf.cluster_network()?, env.path.clone());
+    let cluster = Cluster::new(conf.cluster_network()?, env);
     let primary = env.runtime(&env.ifname, env.args.clone());
     match env.command.as_str() {
         "ADD" => add(env, &conf, &cluster, &primary).map(Some),
@@ -247,19 +226,36 @@ pub fn run(env: &Env, stdin: &[u8]) -> Result<Option<Value>, Error> {
                 .prev_result
                 .as_ref()
                 .ok_or_else(|| Error::Env("CHECK needs a prevResult".into()))?;
-            cluster
-                .check(&primary, prev)
-                .map_err(Error::ClusterNetwork)?;
+            cluster.network.check(&primary, prev).map_err(|failure| {
+                Error::Multus(words::libcni_error(&cluster.config, &failure, "check"))
+            })?;
             Ok(None)
         }
         other => Err(Error::Env(format!("unknown CNI_COMMAND {other}"))),
     }
 }
 
+/// The cluster network: its config as given (Multus words a plugin and a list apart) and how to run it.
+struct Cluster {
+    config: Value,
+    network: Network,
+}
+
+impl Cluster {
+    fn new(config: Value, env: &Env) -> Self {
+        let network = Network::from_config(config.clone(), env.path.clone());
+        Self { config, network }
+    }
+
+    fn name(&self) -> &str {
+        self.config["name"].as_str().unwrap_or_default()
+    }
+}
+
 fn add(
     env: &Env,
     conf: &StandInConf,
-    cluster: &Network,
+    cluster: &Cluster,
     primary: &Runtime,
 ) -> Result<Value, Error> {
     // Every NAD is resolved, and the auxiliary chain built, before anything runs: a missing NAD or a
@@ -272,18 +268,29 @@ fn add(
         None => (None, Vec::new()),
     };
     let mut chain = match (&conf.auxiliary_cni_chain_name, &pod) {
-        (Some(name), Some(pod)) => aux_chain_for(conf, name)?.map(|chain| ChainRun {
+        (Some(name), Some(pod)) => aux_chain_for(env, conf, name)?.map(|chain| ChainRun {
             chain,
             // Its position among the delegates, as any delegate that asked for no interface.
             ifname: conf::delegate_ifname(None, delegates.len()),
-            args: conf::delegate_cni_args(pod),
+            args: conf::delegate_runtime_args(pod, &env.args),
             result: None,
         }),
         _ => None,
     };
-    let result = cluster.add(primary).map_err(|failure| {
-        let _ = cluster.del(primary, None);
-        Error::ClusterNetwork(failure)
+    // As Multus, the delegates are cached before any runs: a DEL after a failed ADD runs them all
+    // (the chain too), without ADD results.
+    let cache = cache_file(conf, env);
+    save(
+        &cache,
+        &Cached {
+            delegates: delegates.clone(),
+            aux_chain: chain.clone(),
+        },
+    )?;
+    let result = cluster.network.add(primary).map_err(|failure| {
+        let _ = cluster.network.del(primary, None);
+        let err = words::libcni_error(&cluster.config, &failure, "add");
+        Error::Multus(words::add_failed(&env.label(), cluster.name(), &err))
     })?;
     for i in 0..delegates.len() {
         let d = &delegates[i];
@@ -293,14 +300,11 @@ fn add(
             Err(failure) => {
                 // As Multus: DEL every delegate up to the failed one, then the cluster network.
                 del_delegates(env, &delegates[..=i]);
-                let _ = cluster.del(primary, Some(&result));
+                let _ = cluster.network.del(primary, Some(&result));
                 let d = &delegates[i];
-                return Err(Error::Delegate {
-                    namespace: d.selection.namespace.clone(),
-                    name: d.selection.name.clone(),
-                    ifname: d.ifname.clone(),
-                    failure,
-                });
+                let err = words::libcni_error(&d.config, &failure, "add");
+                let net = d.config["name"].as_str().unwrap_or_default();
+                return Err(Error::Multus(words::add_failed(&env.label(), net, &err)));
             }
         }
     }
@@ -312,12 +316,10 @@ fn add(
                 // The chain is a delegate like the others: it is DELeted too (with no ADD result).
                 let _ = aux_chain::del(&run.chain, &env.path, &rt, None);
                 del_delegates(env, &delegates);
-                let _ = cluster.del(primary, Some(&result));
-                return Err(Error::AuxChain {
-                    name: run.chain.name.clone(),
-                    ifname: run.ifname.clone(),
-                    failure,
-                });
+                let _ = cluster.network.del(primary, Some(&result));
+                let err = words::libcni_error(&run.chain.conflist(), &failure, "add");
+                let msg = words::add_failed(&env.label(), &run.chain.name, &err);
+                return Err(Error::Multus(msg));
             }
         }
     }
@@ -325,10 +327,10 @@ fn add(
         delegates,
         aux_chain: chain,
     };
-    if let Err(e) = save(&cache_file(conf, env), &cached) {
+    if let Err(e) = save(&cache, &cached) {
         del_chain(env, cached.aux_chain.as_ref());
         del_delegates(env, &cached.delegates);
-        let _ = cluster.del(primary, Some(&result));
+        let _ = cluster.network.del(primary, Some(&result));
         return Err(e);
     }
     Ok(result)
@@ -336,9 +338,9 @@ fn add(
 
 /// The auxiliary chain for this ADD, read from disk now. `Err`: the ADD fails (Multus' check of
 /// clusterNetwork); a chain that cannot be loaded is logged and not run, as Multus does.
-fn aux_chain_for(conf: &StandInConf, name: &str) -> Result<Option<Chain>, Error> {
-    let dir =
-        aux_chain::conf_dir(conf.cluster_network.as_deref()).map_err(Error::AuxChainConfig)?;
+fn aux_chain_for(env: &Env, conf: &StandInConf, name: &str) -> Result<Option<Chain>, Error> {
+    let dir = aux_chain::conf_dir(conf.cluster_network.as_deref())
+        .map_err(|why| Error::Multus(words::cmd_err(&env.label(), &why)))?;
     match aux_chain::load(&dir, name, &conf.cni_version) {
         Ok(chain) => Ok(chain),
         Err(why) => {
@@ -348,12 +350,11 @@ fn aux_chain_for(conf: &StandInConf, name: &str) -> Result<Option<Chain>, Error>
     }
 }
 
-fn del(env: &Env, conf: &StandInConf, cluster: &Network, primary: &Runtime) -> Result<(), Error> {
+fn del(env: &Env, conf: &StandInConf, cluster: &Cluster, primary: &Runtime) -> Result<(), Error> {
     let cache = cache_file(conf, env);
     let cached = match load(&cache) {
         Some(cached) => cached,
-        // No cache (e.g. ADD never finished): the pod and NADs, if they are still there. Like Multus,
-        // no auxiliary chain then: only its ADD builds one.
+        // No cache (ADD never got to the delegates): the pod and NADs, if they are still there.
         None => Cached {
             delegates: match env.pod() {
                 Some((namespace, name)) => resolve(env, conf, &namespace, &name)
@@ -367,34 +368,40 @@ fn del(env: &Env, conf: &StandInConf, cluster: &Network, primary: &Runtime) -> R
             aux_chain: None,
         },
     };
-    // Multus DELs its delegates last to first: the chain, the NADs, the cluster network.
-    let chain = del_chain(env, cached.aux_chain.as_ref());
-    let delegates = del_delegates(env, &cached.delegates);
-    let primary_del = cluster.del(primary, conf.prev_result.as_ref());
-    let _ = std::fs::remove_file(&cache);
-    if let Some(e) = chain.or(delegates) {
-        return Err(e);
+    // Multus DELs its delegates last to first (the chain, the NADs, the cluster network), every one
+    // of them, and returns all failures together.
+    let mut failures: Vec<String> = del_chain(env, cached.aux_chain.as_ref())
+        .into_iter()
+        .collect();
+    failures.extend(del_delegates(env, &cached.delegates));
+    if let Err(failure) = cluster.network.del(primary, conf.prev_result.as_ref()) {
+        let err = words::libcni_error(&cluster.config, &failure, "delete");
+        failures.push(words::del_failed(&cluster.config, &err));
     }
-    primary_del.map_err(Error::ClusterNetwork)
+    let _ = std::fs::remove_file(&cache);
+    match words::join_del_failures(&failures) {
+        Some(msg) => Err(Error::Multus(msg)),
+        None => Ok(()),
+    }
 }
 
-/// DELs the auxiliary chain of an ADD, if it ran one.
-fn del_chain(env: &Env, run: Option<&ChainRun>) -> Option<Error> {
+/// DELs the auxiliary chain of an ADD, if it ran one; its failure in Multus' words.
+fn del_chain(env: &Env, run: Option<&ChainRun>) -> Option<String> {
     let run = run?;
     let rt = env.runtime(&run.ifname, run.args.clone());
+    let conflist = run.chain.conflist();
     aux_chain::del(&run.chain, &env.path, &rt, run.result.as_ref())
         .err()
-        .map(|failure| Error::AuxChain {
-            name: run.chain.name.clone(),
-            ifname: run.ifname.clone(),
-            failure,
+        .map(|failure| {
+            let err = words::libcni_error(&conflist, &failure, "delete");
+            words::del_failed(&conflist, &err)
         })
 }
 
-/// DELs `delegates` in reverse; every one is tried, the first failure returned. Each gets its ADD
-/// result as prevResult where libcni would give it (cniVersion 0.4.0 on).
-fn del_delegates(env: &Env, delegates: &[Delegate]) -> Option<Error> {
-    let mut first = None;
+/// DELs `delegates` in reverse; every one is tried, their failures returned in Multus' words. Each
+/// gets its ADD result as prevResult where libcni would give it (cniVersion 0.4.0 on).
+fn del_delegates(env: &Env, delegates: &[Delegate]) -> Vec<String> {
+    let mut failures = Vec::new();
     for d in delegates.iter().rev() {
         let network = Network::from_config(d.config.clone(), env.path.clone());
         let rt = env.runtime(&d.ifname, d.args.clone());
@@ -404,15 +411,11 @@ fn del_delegates(env: &Env, delegates: &[Delegate]) -> Option<Error> {
             .as_ref()
             .filter(|_| aux_chain::del_gets_cached_result(version));
         if let Err(failure) = network.del(&rt, prev) {
-            first.get_or_insert(Error::Delegate {
-                namespace: d.selection.namespace.clone(),
-                name: d.selection.name.clone(),
-                ifname: d.ifname.clone(),
-                failure,
-            });
+            let err = words::libcni_error(&d.config, &failure, "delete");
+            failures.push(words::del_failed(&d.config, &err));
         }
     }
-    first
+    failures
 }
 
 /// The pod (as delegates are told of it) and its attachments, each NAD fetched and turned into a
@@ -458,23 +461,20 @@ fn resolve(
             .enumerate()
         {
             conf.may_use(namespace, &selection.namespace)
-                .map_err(|why| Error::Isolation(isolation_message(env, namespace, name, &why)))?;
+                .map_err(|why| Error::Multus(isolation_message(env, &why)))?;
             let api = Api::<DynamicObject>::namespaced_with(
                 client.clone(),
                 &selection.namespace,
                 &resource,
             );
-            let nad = api
-                .get(&selection.name)
-                .await
-                .map_err(|e| Error::NadMissing {
-                    namespace: selection.namespace.clone(),
-                    name: selection.name.clone(),
-                    why: match e {
-                        kube::Error::Api(status) => status.message,
-                        e => e.to_string(),
-                    },
-                })?;
+            let nad = api.get(&selection.name).await.map_err(|e| {
+                let why = match e {
+                    kube::Error::Api(status) => status.message,
+                    e => e.to_string(),
+                };
+                let (nad, nad_ns) = (&selection.name, &selection.namespace);
+                Error::Multus(words::nad_missing(&env.label(), nad, nad_ns, &why))
+            })?;
             let spec_config = nad.data["spec"]["config"].as_str();
             let config = conf::delegate_config(spec_config, &selection.name).map_err(|why| {
                 Error::NadConfig {
@@ -487,7 +487,7 @@ fn resolve(
                 ifname: conf::delegate_ifname(selection.interface.as_deref(), i),
                 selection,
                 config,
-                args: conf::delegate_cni_args(&pod_ref),
+                args: conf::delegate_runtime_args(&pod_ref, &env.args),
                 result: None,
             });
         }
@@ -495,15 +495,9 @@ fn resolve(
     })
 }
 
-/// The refusal as the thin plugin (v4) returns it: `cmdErr`'s prefix with the pod from `CNI_ARGS`,
-/// then the wrapping of `TryLoadPodDelegates`. A plain Go error, so the CNI skeleton reports it with
-/// code 999.
-fn isolation_message(env: &Env, namespace: &str, name: &str, why: &str) -> String {
-    let uid = conf::cni_arg(&env.args, "K8S_POD_UID").unwrap_or_default();
-    format!(
-        "Multus: [{namespace}/{name}/{uid}]: error loading k8s delegates k8s args: \
-         TryLoadPodDelegates: error in getting k8s network for pod: {why}"
-    )
+/// The refusal as the thin plugin (v4) returns it.
+fn isolation_message(env: &Env, why: &str) -> String {
+    words::cmd_err(&env.label(), &format!("{}{why}", words::LOAD_DELEGATES))
 }
 
 async fn client(kubeconfig: &Path) -> Result<Client, Error> {
