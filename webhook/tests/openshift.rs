@@ -7,6 +7,12 @@
 //! Linkerd's injector, `linkerd-proxy-injector-webhook-config`) and the one it had before (which ran
 //! first, and the SCC admission refused every meshed pod). The built `linkerd-cni` then sets up a real
 //! netns for an admitted pod, and real traffic shows its rules exempt the proxy's uid and nothing else.
+//!
+//! Each case runs twice: with the SCC stand-in on the shared testbed, and on OpenShift's real SCC
+//! admission (a kube-apiserver of the test's own in OpenShift mode, from the real platform:
+//! `linkerd_multus_e2e::openshift`; reported not run without it). Pods in the namespace with a range
+//! are created by a ServiceAccount only `restricted-v2` admits; pods elsewhere by the cluster admin
+//! (on OpenShift an account more SCCs admit, as Linkerd's own are).
 
 mod support;
 
@@ -19,10 +25,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::chart;
+use linkerd_multus_e2e::openshift::{
+    restricted_service_account, uid_range_annotations, OpenShiftApiserver,
+};
 use linkerd_multus_e2e::pod_network::{PluginSettings, PodNetwork};
 use linkerd_multus_e2e::stand_ins::{linkerd_injector, scc, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::traffic::{ask_as, Answerer};
-use linkerd_multus_e2e::{eventually, kubectl, unique_name, DeleteOnDrop, TestNamespace};
+use linkerd_multus_e2e::{eventually, unique_name, Cluster, DeleteOnDrop, TestNamespace};
 use serde_json::{json, Value};
 use support::cluster::*;
 use support::*;
@@ -32,6 +41,8 @@ const FIRST: vocab::Uid = 1000650000;
 const PROXY_UID: vocab::Uid = FIRST + 2102;
 /// Pods with this label set to `off` are not checked by the SCC stand-in.
 const SCC_OPT_OUT: &str = "scc-stand-in";
+/// The ServiceAccount creating the pods in the namespace with a range.
+const RESTRICTED: &str = "app";
 /// The configuration's name before it was renamed to run after Linkerd's injector (the chart's
 /// fullname for the README's release).
 const NAME_BEFORE_RENAME: &str = "ld-controller-linkerd-multus";
@@ -39,18 +50,6 @@ const NAME_BEFORE_RENAME: &str = "ld-controller-linkerd-multus";
 /// list of every SCC: `unable to validate against any security context constraint: [...]`).
 const VALIDATOR_REFUSED: &str = "provider restricted-v2: .initContainers[0].runAsUser: Invalid \
      value: 65534: must be in the ranges: [1000650000, 1000659999]";
-
-/// `kubectl create` of a pod: whether it was admitted, and kubectl's stderr (warnings, denials).
-fn try_create(namespace: &str, pod: &Value) -> (bool, String) {
-    let dir = temp_dir();
-    let file = dir.path().join("pod.json");
-    std::fs::write(&file, serde_json::to_vec(pod).unwrap()).unwrap();
-    let out = kubectl(&["create", "-n", namespace, "-f", file.to_str().unwrap()]);
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
 
 async fn stored(kube: &Client, namespace: &str, name: &str) -> Value {
     let pod = Api::<Pod>::namespaced(kube.clone(), namespace)
@@ -91,16 +90,18 @@ fn proxy_and_validator<'a>(pod: &'a Value, list: &str, order: &str) -> &'a Value
     v
 }
 
-/// Runs the built `linkerd-cni` on the stored pod `namespace/name` in a fresh netns and checks with
-/// real traffic that its rules exempt exactly `proxy_uid`: out of the pod as that uid goes straight to
-/// the host, as any of `redirected` lands on the outbound proxy port.
+/// Runs the built `linkerd-cni` on the stored pod `namespace/name` of `cluster` in a fresh netns and
+/// checks with real traffic that its rules exempt exactly `proxy_uid`: out of the pod as that uid goes
+/// straight to the host, as any of `redirected` lands on the outbound proxy port.
 fn rules_exempt_exactly(
+    cluster: &Cluster,
     namespace: &str,
     name: &str,
     proxy_uid: vocab::Uid,
     redirected: &[vocab::Uid],
 ) {
-    let mut net = PodNetwork::new(&PluginSettings::new("1.0.0", "legacy"), namespace, name);
+    let settings = PluginSettings::with_kubeconfig("1.0.0", "legacy", cluster.kubeconfig());
+    let mut net = PodNetwork::new(&settings, namespace, name);
     net.add().unwrap_or_else(|e| panic!("ADD: {e}"));
     let owners: Vec<String> = net
         .our_rules("iptables-legacy-save")
@@ -160,14 +161,12 @@ struct Order {
     selector: String,
     /// Per pod name: whether the injector saw this webhook's networks annotation (it ran after us).
     injector_saw_ours: Arc<Mutex<Vec<(String, bool)>>>,
-    _guards: (
-        ConfigGuard,
-        ConfigGuard,
-        ConfigGuard,
-        DeleteOnDrop<ValidatingWebhookConfiguration>,
-    ),
-    _servers: (AdmissionServer, SccStandIn),
+    _guards: (ConfigGuard, ConfigGuard, Option<SccGuards>),
+    _servers: (AdmissionServer, Option<SccStandIn>),
 }
+
+/// The SCC stand-in's two configurations.
+type SccGuards = (ConfigGuard, DeleteOnDrop<ValidatingWebhookConfiguration>);
 
 /// Creates `object` (a configuration as JSON) and deletes it when the guard drops.
 async fn create<K>(kube: &Client, object: Value) -> DeleteOnDrop<K>
@@ -192,9 +191,10 @@ where
 }
 
 /// Registers this webhook as `<ours>-<suffix>`, the injector stand-in as Linkerd's
-/// `linkerd-proxy-injector-webhook-config-<suffix>` and the SCC stand-in, for a fresh selector. The
-/// common suffix keeps the names' order (neither name is a prefix of the other).
-async fn set_up(kube: &Client, ours: &Running, ca: &str, ours_name: &str) -> Order {
+/// `linkerd-proxy-injector-webhook-config-<suffix>` and, unless the server has the real one, the SCC
+/// stand-in, for a fresh selector. The common suffix keeps the names' order (neither name is a
+/// prefix of the other).
+async fn set_up(kube: &Client, ours: &Running, ca: &str, ours_name: &str, stand_in: bool) -> Order {
     let selector = unique_name("os");
     let saw = Arc::new(Mutex::new(Vec::new()));
     let record = saw.clone();
@@ -208,7 +208,6 @@ async fn set_up(kube: &Client, ours: &Running, ca: &str, ours_name: &str) -> Ord
             linkerd_injector::respond(request).await
         }
     });
-    let scc = SccStandIn::start(kube.clone());
 
     let ours_guard = create_config(
         kube,
@@ -230,31 +229,37 @@ async fn set_up(kube: &Client, ours: &Running, ca: &str, ours_name: &str) -> Ord
         ),
     )
     .await;
-    let mut checked = only_ours;
-    checked["matchExpressions"] =
-        json!([{ "key": SCC_OPT_OUT, "operator": "NotIn", "values": ["off"] }]);
-    let [mutating, validating] = scc.configurations(&selector, checked);
-    let scc_guard = create(kube, mutating).await;
-    let validating_guard = create(kube, validating).await;
+    let (scc, scc_guards) = if stand_in {
+        let scc = SccStandIn::start(kube.clone());
+        let mut checked = only_ours;
+        checked["matchExpressions"] =
+            json!([{ "key": SCC_OPT_OUT, "operator": "NotIn", "values": ["off"] }]);
+        let [mutating, validating] = scc.configurations(&selector, checked);
+        let guards = (create(kube, mutating).await, create(kube, validating).await);
+        (Some(scc), Some(guards))
+    } else {
+        (None, None)
+    };
     Order {
         selector,
         injector_saw_ours: saw,
-        _guards: (ours_guard, injector_guard, scc_guard, validating_guard),
+        _guards: (ours_guard, injector_guard, scc_guards),
         _servers: (injector, scc),
     }
 }
 
-/// Waits until the apiserver calls all three webhooks for this order's pods: a probe pod in `plain`
-/// (no range) comes back attached and injected, and one in `range` running as a uid outside the range
-/// is refused.
-async fn wait_until_active(kube: &Client, plain: &str, range: &str, selector: &str) {
-    let plain_pods = Api::<Pod>::namespaced(kube.clone(), plain);
-    let range_pods = Api::<Pod>::namespaced(kube.clone(), range);
+/// Waits until the apiserver calls all three webhooks for this order's pods: a probe pod created by
+/// the admin comes back attached and injected, and one by the restricted account in the namespace
+/// with a range, running as a uid outside the range, is refused. The admin's probe goes to the
+/// namespace without a range (the stand-in does not check there); the real SCC admission refuses
+/// every pod there, and admits the admin's in the range's namespace (through `anyuid`).
+async fn wait_until_active(env: &Env, selector: &str) {
+    let probes = if env.real { &env.range } else { &env.plain };
+    let plain_pods = Api::<Pod>::namespaced(env.kube.clone(), &probes.name);
     let mut i = 0;
     eventually("the apiserver calls the three webhooks", || {
         i += 1;
-        let (pods, range_pods, name) =
-            (plain_pods.clone(), range_pods.clone(), format!("probe-{i}"));
+        let (pods, name) = (plain_pods.clone(), format!("probe-{i}"));
         async move {
             let mut probe = pod_json(
                 &name,
@@ -282,21 +287,21 @@ async fn wait_until_active(kube: &Client, plain: &str, range: &str, selector: &s
             probe["metadata"]["name"] = json!(format!("{name}-refused"));
             probe["metadata"]["annotations"] = json!({});
             probe["spec"]["securityContext"] = json!({ "runAsUser": 1 });
-            let refused = range_pods
-                .create(
-                    &PostParams::default(),
-                    &serde_json::from_value(probe).unwrap(),
-                )
-                .await
-                .is_err();
+            let refused = !env.create(&env.range.name, &probe).0;
             (ready && refused).then_some(())
         }
     })
     .await
 }
 
-/// This webhook and the namespaces the cases run in: one with a uid range, one without, Linkerd's.
+/// This webhook and the namespaces the cases run in: one with a uid range, one without, Linkerd's;
+/// on the shared testbed with the SCC stand-in, or on an apiserver with the real SCC admission.
 struct Env {
+    cluster: Cluster,
+    /// The server has OpenShift's real SCC admission (else the stand-in is registered).
+    real: bool,
+    /// kubectl's flags acting as the ServiceAccount only restricted-v2 admits.
+    as_restricted: Vec<String>,
     kube: Client,
     range: TestNamespace,
     plain: TestNamespace,
@@ -307,15 +312,16 @@ struct Env {
 }
 
 impl Env {
-    async fn start() -> Self {
-        let kube = linkerd_multus_e2e::client().await;
+    async fn start(real: Option<&OpenShiftApiserver>) -> Self {
+        let cluster = real.map_or_else(Cluster::shared, |r| (**r).clone());
+        let kube = cluster.client().await;
         let on = (vocab::MULTUS_ANNOTATION, "enabled");
-        let range = TestNamespace::create_with(
-            &kube,
-            "os-range",
-            ann(&[on, (vocab::OPENSHIFT_UID_RANGE_ANNOTATION, RANGE)]),
-        )
-        .await;
+        let mut range_annotations = ann(&[on]);
+        range_annotations.extend(uid_range_annotations(RANGE));
+        let range = TestNamespace::create_with(&kube, "os-range", range_annotations).await;
+        let as_restricted = tokio::task::block_in_place(|| {
+            restricted_service_account(&cluster, &range.name, RESTRICTED)
+        });
         let plain = TestNamespace::create_with(&kube, "os-plain", ann(&[on])).await;
         let control_plane = TestNamespace::create(&kube, "os-cp").await;
         let dir = temp_dir();
@@ -329,6 +335,9 @@ impl Env {
         .await;
         let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bundle.ca_pem);
         Self {
+            cluster,
+            real: real.is_some(),
+            as_restricted,
             kube,
             range,
             plain,
@@ -341,9 +350,67 @@ impl Env {
 
     /// Registers the three webhooks with this one named `<ours_name>-…` and waits until all are called.
     async fn order(&self, ours_name: &str) -> Order {
-        let o = set_up(&self.kube, &self.ours, &self.ca, ours_name).await;
-        wait_until_active(&self.kube, &self.plain.name, &self.range.name, &o.selector).await;
+        let o = set_up(&self.kube, &self.ours, &self.ca, ours_name, !self.real).await;
+        wait_until_active(self, &o.selector).await;
         o
+    }
+
+    /// What the case is called in messages: the order and where the SCC admission comes from.
+    fn case(&self, order: &str) -> String {
+        let scc = if self.real {
+            "real SCC admission"
+        } else {
+            "SCC stand-in"
+        };
+        format!("{order} ({scc})")
+    }
+
+    /// `kubectl create` of a pod in `namespace` (as the restricted ServiceAccount in the namespace
+    /// with a range, as the admin elsewhere): whether it was admitted, and kubectl's stderr.
+    fn create(&self, namespace: &str, pod: &Value) -> (bool, String) {
+        let as_admin = namespace != self.range.name;
+        self.create_as(namespace, pod, as_admin)
+    }
+
+    fn create_as(&self, namespace: &str, pod: &Value, as_admin: bool) -> (bool, String) {
+        let dir = temp_dir();
+        let file = dir.path().join("pod.json");
+        std::fs::write(&file, serde_json::to_vec(pod).unwrap()).unwrap();
+        let mut args: Vec<&str> = if as_admin {
+            Vec::new()
+        } else {
+            self.as_restricted.iter().map(String::as_str).collect()
+        };
+        args.extend(["create", "-n", namespace, "-f", file.to_str().unwrap()]);
+        let out = tokio::task::block_in_place(|| self.cluster.kubectl(&args));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    /// Creates `pod` in the namespace with a range without the SCC admission's uid check: labelled
+    /// out of the stand-in's scope, or on the real one by the admin (whom `anyuid` admits).
+    fn create_unchecked(&self, pod: &Value) -> (bool, String) {
+        let mut pod = pod.clone();
+        pod["metadata"]["labels"][SCC_OPT_OUT] = json!("off");
+        self.create_as(&self.range.name, &pod, self.real)
+    }
+
+    /// Asserts the app container's securityContext is what the SCC admission gave it and nothing of
+    /// ours: the range's first uid (and, from the real one, restricted-v2's other defaults).
+    fn assert_app_has_only_the_sccs(&self, pod: &Value, order: &str) {
+        let mut want = json!({ "runAsUser": FIRST });
+        if self.real {
+            want["allowPrivilegeEscalation"] = json!(false);
+            want["capabilities"] = json!({ "drop": ["ALL"] });
+            want["runAsNonRoot"] = json!(true);
+        }
+        assert_eq!(
+            sc(pod, "containers", "app"),
+            &want,
+            "{order}: the app runs as the range's first uid, set by the SCC admission, not by us"
+        );
     }
 
     async fn stop(self) {
@@ -369,8 +436,23 @@ impl Env {
     }
 
     /// Cases 6 and 7, the same in either order: in Linkerd's namespace and in one without a range,
-    /// the pod is attached and the injector's uids stay (the SCC stand-in does not check there).
+    /// the pod is attached and the injector's uids stay (the SCC stand-in does not check there). On
+    /// OpenShift every namespace has a range: the real SCC admission refuses any pod in one without.
     async fn no_range_cases(&self, sel: &str, order: &str) {
+        if self.real {
+            for namespace in [&self.control_plane.name, &self.plain.name] {
+                let pod = pod_json("no-range", sel, json!({}), json!({}));
+                let (ok, stderr) = self.create(namespace, &pod);
+                assert!(
+                    !ok && stderr.contains(&format!(
+                        "unable to find annotation {}",
+                        vocab::OPENSHIFT_UID_RANGE_ANNOTATION
+                    )),
+                    "{order} {namespace}: {stderr}"
+                );
+            }
+            return;
+        }
         let cases = [
             (
                 &self.control_plane.name,
@@ -380,7 +462,7 @@ impl Env {
             (&self.plain.name, "no-range", json!({})),
         ];
         for (namespace, name, labels) in cases {
-            let (ok, stderr) = try_create(
+            let (ok, stderr) = self.create(
                 namespace,
                 &pod_json(
                     name,
@@ -426,22 +508,37 @@ impl Env {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root (netns, iptables), helm and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
-    let env = Env::start().await;
+    after_linkerds_injector(None).await;
+}
+
+/// [`after_linkerds_injector_the_scc_admission_admits_meshed_pods`] on OpenShift's real SCC admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (netns, iptables), helm and the real platform (LINKERD_MULTUS_PLATFORM): run by e2e/test-all"]
+async fn after_linkerds_injector_openshifts_scc_admission_admits_meshed_pods() {
+    let case =
+        "webhook/tests/openshift.rs: after Linkerd's injector, on OpenShift's real SCC admission";
+    if let Some(real) = tokio::task::block_in_place(|| OpenShiftApiserver::or_not_run(case)) {
+        after_linkerds_injector(Some(&real)).await;
+    }
+}
+
+async fn after_linkerds_injector(real: Option<&OpenShiftApiserver>) {
+    let env = Env::start(real).await;
     let kube = &env.kube;
     let range = &env.range.name;
     let chart_name = chart::webhook_configuration_name(chart::README_RELEASE);
-    let order = format!("configuration {chart_name}");
+    let order = env.case(&format!("configuration {chart_name}"));
     let order = order.as_str();
     let o = env.order(&chart_name).await;
     let sel = &o.selector;
-    let native_sidecars = serves_native_sidecars(kube, &env.plain.name).await;
+    let native_sidecars = serves_native_sidecars(kube, range).await;
     let inject = vocab::INJECT_ANNOTATION;
     let uid_key = vocab::PROXY_UID_ANNOTATION;
     let proxy = vocab::PROXY_CONTAINER;
     let validator = vocab::VALIDATOR_CONTAINER;
 
     // 1. A meshed pod in a namespace with a range.
-    let (ok, stderr) = try_create(
+    let (ok, stderr) = env.create(
         range,
         &pod_json("meshed", sel, json!({ (inject): "enabled" }), json!({})),
     );
@@ -468,20 +565,22 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
     );
     let v = proxy_and_validator(&p, "containers", order);
     assert!(in_range(&v["runAsGroup"]), "{order}: {v}");
-    assert_eq!(
-        sc(&p, "containers", "app"),
-        &json!({ "runAsUser": FIRST }),
-        "{order}: the app runs as the range's first uid, set by the SCC admission, not by us"
-    );
+    env.assert_app_has_only_the_sccs(&p, order);
     // The app (the range's first uid) and the validator are redirected; the proxy is not.
     let validator_uid = v["runAsUser"]
         .as_i64()
         .and_then(vocab::uid_from_kubernetes)
         .unwrap();
-    rules_exempt_exactly(range, "meshed", PROXY_UID, &[FIRST, validator_uid]);
+    rules_exempt_exactly(
+        &env.cluster,
+        range,
+        "meshed",
+        PROXY_UID,
+        &[FIRST, validator_uid],
+    );
 
     // 2. The user's proxy uid inside the range: kept, the proxy made to match.
-    let (ok, stderr) = try_create(
+    let (ok, stderr) = env.create(
         range,
         &pod_json(
             "user-inside",
@@ -516,15 +615,13 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
             json!({}),
         )
     };
-    let (ok, stderr) = try_create(range, &outside("user-outside-refused"));
+    let (ok, stderr) = env.create(range, &outside("user-outside-refused"));
     assert!(
         !ok && stderr
             .contains(".containers[1].runAsUser: Invalid value: 1234: must be in the ranges"),
         "{order}: {stderr}"
     );
-    let mut unchecked = outside("user-outside");
-    unchecked["metadata"]["labels"][SCC_OPT_OUT] = json!("off");
-    let (ok, stderr) = try_create(range, &unchecked);
+    let (ok, stderr) = env.create_unchecked(&outside("user-outside"));
     assert!(
         ok && stderr.contains("\"1234\" is not a uid inside namespace annotation"),
         "{order}: {stderr}"
@@ -540,7 +637,7 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
     // 4. The proxy as a native sidecar, where the server serves an init container's restartPolicy
     // (one that drops it would store a blocking init container, not a sidecar).
     if native_sidecars {
-        let (ok, stderr) = try_create(
+        let (ok, stderr) = env.create(
             range,
             &pod_json(
                 "native",
@@ -561,7 +658,7 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
     }
 
     // 5. Neither container: attached, annotated; only the SCC admission's uid on the app.
-    let (ok, stderr) = try_create(range, &pod_json("neither", sel, json!({}), json!({})));
+    let (ok, stderr) = env.create(range, &pod_json("neither", sel, json!({}), json!({})));
     assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
     let p = stored(kube, range, "neither").await;
     assert_eq!(
@@ -574,11 +671,7 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
         1,
         "{order}"
     );
-    assert_eq!(
-        sc(&p, "containers", "app"),
-        &json!({ "runAsUser": FIRST }),
-        "{order}"
-    );
+    env.assert_app_has_only_the_sccs(&p, order);
     assert!(p["spec"]["initContainers"].is_null(), "{order}");
 
     // 6. and 7.
@@ -600,9 +693,25 @@ async fn after_linkerds_injector_the_scc_admission_admits_meshed_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root (netns, iptables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn before_linkerds_injector_the_scc_admission_refuses_meshed_pods() {
-    let env = Env::start().await;
+    before_linkerds_injector(None).await;
+}
+
+/// [`before_linkerds_injector_the_scc_admission_refuses_meshed_pods`] on OpenShift's real SCC
+/// admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (netns, iptables) and the real platform (LINKERD_MULTUS_PLATFORM): run by e2e/test-all"]
+async fn before_linkerds_injector_openshifts_scc_admission_refuses_meshed_pods() {
+    let case =
+        "webhook/tests/openshift.rs: before Linkerd's injector, on OpenShift's real SCC admission";
+    if let Some(real) = tokio::task::block_in_place(|| OpenShiftApiserver::or_not_run(case)) {
+        before_linkerds_injector(Some(&real)).await;
+    }
+}
+
+async fn before_linkerds_injector(real: Option<&OpenShiftApiserver>) {
+    let env = Env::start(real).await;
     let range = &env.range.name;
-    let order = format!("configuration {NAME_BEFORE_RENAME}");
+    let order = env.case(&format!("configuration {NAME_BEFORE_RENAME}"));
     let order = order.as_str();
     assert!(NAME_BEFORE_RENAME < linkerd_injector::CONFIGURATION_NAME);
     let o = env.order(NAME_BEFORE_RENAME).await;
@@ -616,7 +725,7 @@ async fn before_linkerds_injector_the_scc_admission_refuses_meshed_pods() {
             json!({ (inject): "enabled", (vocab::PROXY_UID_ANNOTATION): "1000650007" }),
         ),
     ] {
-        let (ok, stderr) = try_create(range, &pod_json(name, sel, annotations, json!({})));
+        let (ok, stderr) = env.create(range, &pod_json(name, sel, annotations, json!({})));
         assert!(
             !ok && stderr.contains(VALIDATOR_REFUSED),
             "{order} {name}: {stderr}"
@@ -626,7 +735,7 @@ async fn before_linkerds_injector_the_scc_admission_refuses_meshed_pods() {
             "{order}: the injector ran after this webhook"
         );
     }
-    let (ok, stderr) = try_create(range, &pod_json("neither", sel, json!({}), json!({})));
+    let (ok, stderr) = env.create(range, &pod_json("neither", sel, json!({}), json!({})));
     assert!(ok && !stderr.contains("Warning"), "{order}: {stderr}");
     env.no_range_cases(sel, order).await;
     env.delete_pods(&[(range, "neither")]).await;
