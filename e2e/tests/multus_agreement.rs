@@ -70,6 +70,15 @@ const fn shared(name: &'static str, plugin: Plugin) -> Nad {
     }
 }
 
+/// What is deleted while the sandbox lives: the pod (the kubelet tears a deleted pod's sandbox down
+/// after it is gone from the apiserver), its NADs (`helm uninstall`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gone {
+    Nothing,
+    Pod,
+    Nads,
+}
+
 /// What the real Multus must do with a case (so the table also says what it is about).
 #[derive(Debug, Clone, Copy)]
 enum Expect {
@@ -90,6 +99,8 @@ struct Case {
     cluster: ClusterNet,
     /// `auxiliaryCNIChainName` set, and the chain directory's files (`&[]`: an empty directory).
     chain: Option<&'static [(&'static str, Plugin)]>,
+    /// Deleted between ADD and DEL.
+    gone: Gone,
     expect: Expect,
 }
 
@@ -103,6 +114,7 @@ const BASE: Case = Case {
     isolation: Some(OPENSHIFT_GLOBAL),
     cluster: ClusterNet::Delegates,
     chain: None,
+    gone: Gone::Nothing,
     expect: Expect::Added,
 };
 
@@ -163,6 +175,20 @@ const CASES: &[Case] = &[
         ..BASE
     },
     Case {
+        name: "the pod deleted before DEL: its delegates still get their DEL",
+        networks: "linkerd-cni",
+        nads: &[own("linkerd-cni", rec("nad"))],
+        gone: Gone::Pod,
+        ..BASE
+    },
+    Case {
+        name: "the NAD deleted before DEL: the delegate still gets its DEL",
+        networks: "linkerd-cni",
+        nads: &[own("linkerd-cni", rec("nad"))],
+        gone: Gone::Nads,
+        ..BASE
+    },
+    Case {
         name: "a delegate that fails: what ran is rolled back",
         networks: "linkerd-cni,broken",
         nads: &[
@@ -211,6 +237,13 @@ const CASES: &[Case] = &[
         name: "aux chain: linkerd-cni's conf meshes a pod with no NAD; DEL's config",
         cluster: ClusterNet::File,
         chain: Some(&[("linkerd-cni.conf", Plugin::LinkerdCni)]),
+        ..BASE
+    },
+    Case {
+        name: "aux chain: the pod deleted before DEL",
+        cluster: ClusterNet::File,
+        chain: Some(&[("10-rec.conf", rec("chain"))]),
+        gone: Gone::Pod,
         ..BASE
     },
     Case {
@@ -296,21 +329,6 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
     let log = dir.dir.join("calls.log");
     let subnet_prefix = format!("10.{}.{}.", 200 + pid % 20, (pid / 20 + n * 7) % 250 + 1);
 
-    for nad in case.nads {
-        let namespace = if nad.shared { &other.name } else { &ns.name };
-        let config = plugin_config(nad.plugin, &log, false);
-        let nad = NetworkAttachmentDefinition::new(
-            nad.name,
-            NetworkAttachmentDefinitionSpec {
-                config: Some(config.to_string()),
-            },
-        );
-        Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), namespace)
-            .create(&PostParams::default(), &nad)
-            .await
-            .expect("create NAD");
-    }
-    let uid = create_pod(client, &ns.name, &fill(case.networks), case.meshed).await;
     let container_id = unique_name("ctr");
 
     let mut outcomes = Vec::new();
@@ -328,10 +346,26 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
                 std::fs::write(chain_dir.join(file), config.to_string()).expect("chain conf");
             }
         }
+        // The pod and NADs of each Multus' run: a case may delete them.
+        let nads = create_nads(client, case, &log, [&ns.name, &other.name]).await;
+        let uid = create_pod(client, &ns.name, &fill(case.networks), case.meshed).await;
         let sandbox = Sandbox::new(&container_id, &ns.name, "web", &uid);
-        let (outcome, stderr) = run(&node, &conf, &sandbox, &log);
+        let between = || match case.gone {
+            Gone::Nothing => {}
+            Gone::Pod => delete(&["pod", "web", "-n", &ns.name]),
+            Gone::Nads => {
+                for (namespace, name) in &nads {
+                    delete(&[NAD_RESOURCE, name, "-n", namespace]);
+                }
+            }
+        };
+        let (outcome, stderr) = run(&node, &conf, &sandbox, &log, &uid, between);
         logs.push_str(&format!("--- {imp:?}\n{stderr}\n"));
         outcomes.push(outcome);
+        delete(&["pod", "web", "-n", &ns.name]);
+        for (namespace, name) in &nads {
+            delete(&[NAD_RESOURCE, name, "-n", namespace]);
+        }
     }
     let stand_in = outcomes.pop().expect("two outcomes");
     let real = outcomes.pop().expect("two outcomes");
@@ -342,6 +376,41 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
         ns: ns.name.clone(),
         shared: other.name.clone(),
     }
+}
+
+const NAD_RESOURCE: &str = "network-attachment-definitions.k8s.cni.cncf.io";
+
+/// Deletes an object now, if it is there (kubectl: `between` runs between two Multus calls).
+fn delete(what: &[&str]) {
+    let mut args = vec!["delete", "--ignore-not-found", "--wait=false"];
+    args.extend_from_slice(what);
+    linkerd_multus_e2e::kubectl_ok(&args);
+}
+
+/// The case's NADs, in the pod's namespace or the second one (`namespaces`); `(namespace, name)` each.
+async fn create_nads(
+    client: &Client,
+    case: &Case,
+    log: &Path,
+    namespaces: [&str; 2],
+) -> Vec<(String, String)> {
+    let mut created = Vec::new();
+    for nad in case.nads {
+        let namespace = namespaces[usize::from(nad.shared)];
+        let config = plugin_config(nad.plugin, log, false);
+        let object = NetworkAttachmentDefinition::new(
+            nad.name,
+            NetworkAttachmentDefinitionSpec {
+                config: Some(config.to_string()),
+            },
+        );
+        Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create NAD");
+        created.push((namespace.to_string(), nad.name.to_string()));
+    }
+    created
 }
 
 /// The pod (Pending for ever on the bare apiserver: Multus only reads it); returns its uid.

@@ -323,12 +323,22 @@ pub struct Outcome {
     pub after_del: NetState,
 }
 
-/// ADD, then DEL (the runtime tears a failed sandbox down too), in a fresh netns.
-pub fn run(node: &Node, conf: &Value, sandbox: &Sandbox, log: &Path) -> (Outcome, String) {
+/// ADD, then `between` (objects deleted as a sandbox outlives them), then DEL (the runtime tears a
+/// failed sandbox down too), in a fresh netns. The pod's `uid` (each Multus gets a pod of its own) is
+/// written `<uid>`.
+pub fn run(
+    node: &Node,
+    conf: &Value,
+    sandbox: &Sandbox,
+    log: &Path,
+    uid: &str,
+    between: impl FnOnce(),
+) -> (Outcome, String) {
     let added = node.invoke("ADD", conf, sandbox, log);
     let add = added.verdict(&node.dir);
     let add_calls = take_calls(log, sandbox);
     let after_add = node.state(&sandbox.netns);
+    between();
     let deleted = node.invoke("DEL", conf, sandbox, log);
     let outcome = Outcome {
         add,
@@ -343,7 +353,24 @@ pub fn run(node: &Node, conf: &Value, sandbox: &Sandbox, log: &Path) -> (Outcome
         "ADD stderr:\n{}\nDEL stderr:\n{}",
         added.stderr, deleted.stderr
     );
-    (outcome, stderr)
+    (outcome.without(uid), stderr)
+}
+
+impl Outcome {
+    /// `uid` written `<uid>` wherever Multus or a delegate was told it.
+    fn without(mut self, uid: &str) -> Self {
+        let norm = |s: &mut String| *s = s.replace(uid, "<uid>");
+        for verdict in [&mut self.add, &mut self.del] {
+            if let Verdict::Err { msg, details, .. } = verdict {
+                norm(msg);
+                norm(details);
+            }
+        }
+        for call in self.add_calls.iter_mut().chain(self.del_calls.iter_mut()) {
+            norm(&mut call.args);
+        }
+        self
+    }
 }
 
 /// `value` with every object's keys in order, so a diff shows what differs, not the order.
