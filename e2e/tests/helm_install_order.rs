@@ -316,7 +316,9 @@ fn forcing_match_conditions_on_a_server_without_them_is_refused_by_helm() {
     let _ = std::fs::remove_file(&values);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if openapi_knows_match_conditions() {
-        assert!(out.status.success(), "{stderr}");
+        // Not `success()`: a client-side dry run's `lookup` sees no live NodeMultus CRD, so where
+        // another test's release owns it, helm refuses on that ownership (seen on v1.35.6).
+        assert!(!stderr.contains("matchConditions"), "{stderr}");
         linkerd_multus_e2e::not_run(
             "helm install: openshiftNamespacesByName=true refused on a server without matchConditions",
             &format!("the server ({}) knows matchConditions", server_version()),
