@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;")
 
@@ -63,6 +64,7 @@ def run(tier, summary, skip, args):
         if name in skip:
             print(f"tier {tier}: skipping {name}", file=sys.stderr)
             continue
+        started = time.monotonic()
         proc = subprocess.Popen([exe, *args], cwd=pkg_dir, stdout=subprocess.PIPE, text=True)
         lines = []
         for line in proc.stdout:
@@ -70,6 +72,8 @@ def run(tier, summary, skip, args):
             lines.append(line)
         proc.wait()
         p, f = count_lines(lines)
+        print(f"tier {tier}: {name}: {p} passed, {f} failed in {time.monotonic() - started:.0f} s",
+              file=sys.stderr)
         if proc.returncode != 0 and f == 0:
             f = 1  # a test binary that died without its summary line
             print(f"tier {tier}: {name} exited with {proc.returncode}", file=sys.stderr)
