@@ -143,6 +143,32 @@ const CASES: &[Case] = &[
         ..BASE
     },
     Case {
+        name: "a networks annotation naming no DNS-1123 label",
+        networks: "linkerd.cni",
+        nads: &[own("linkerd.cni", rec("nad"))],
+        expect: Expect::Refused(
+            "error loading k8s delegates k8s args: parsePodNetworkAnnotation: \
+             parsePodNetworkObjectName: Failed to parse: one or more items did not match",
+        ),
+        ..BASE
+    },
+    Case {
+        name: "a networks annotation of broken JSON",
+        networks: r#"[{"name": "linkerd-cni"]"#,
+        expect: Expect::Refused("failed to parse pod Network Attachment Selection Annotation JSON"),
+        ..BASE
+    },
+    Case {
+        name: "an interface name too long",
+        networks: "linkerd-cni@an-interface-name",
+        nads: &[own("linkerd-cni", rec("nad"))],
+        expect: Expect::Refused(
+            "Failed to parse interface name: must be less than 15 chars and not contain '/' or \
+             spaces. interface name 'an-interface-name'",
+        ),
+        ..BASE
+    },
+    Case {
         name: "a NAD that does not exist",
         networks: "linkerd-cni",
         expect: Expect::Refused(
@@ -359,8 +385,11 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
                 }
             }
         };
+        let started = std::time::Instant::now();
         let (outcome, stderr) = run(&node, &conf, &sandbox, &log, &uid, between);
-        logs.push_str(&format!("--- {imp:?}\n{stderr}\n"));
+        let took = started.elapsed().as_millis();
+        eprintln!("{}: {imp:?} ADD+DEL in {took} ms", case.name);
+        logs.push_str(&format!("--- {imp:?} ({took} ms)\n{stderr}\n"));
         outcomes.push(outcome);
         delete(&["pod", "web", "-n", &ns.name]);
         for (namespace, name) in &nads {

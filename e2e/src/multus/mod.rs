@@ -57,8 +57,6 @@ pub enum Error {
     Conf(#[from] conf::ConfError),
     #[error("{0}")]
     Env(String),
-    #[error(transparent)]
-    Annotation(#[from] networks::AnnotationError),
     #[error("cannot get pod {namespace}/{name}: {why}")]
     Pod {
         namespace: String,
@@ -83,7 +81,7 @@ impl Error {
     /// The CNI error code (spec: 4 environment, 7 network config, 11 try again later, 999 other).
     pub fn code(&self) -> u32 {
         match self {
-            Error::Conf(_) | Error::NadConfig { .. } | Error::Annotation(_) => 7,
+            Error::Conf(_) | Error::NadConfig { .. } => 7,
             Error::Env(_) => 4,
             Error::Pod { .. } => 11,
             _ => 999,
@@ -456,10 +454,11 @@ fn resolve(
         };
         let resource = ApiResource::erase::<NetworkAttachmentDefinition>(&());
         let mut delegates = Vec::new();
-        for (i, selection) in networks::parse(&annotation, namespace)?
-            .into_iter()
-            .enumerate()
-        {
+        let selections = networks::parse(&annotation, namespace).map_err(|e| {
+            let msg = format!("error loading k8s delegates k8s args: {}", e.why);
+            Error::Multus(words::cmd_err(&env.label(), &msg))
+        })?;
+        for (i, selection) in selections.into_iter().enumerate() {
             conf.may_use(namespace, &selection.namespace)
                 .map_err(|why| Error::Multus(isolation_message(env, &why)))?;
             let api = Api::<DynamicObject>::namespaced_with(

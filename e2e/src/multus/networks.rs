@@ -1,6 +1,8 @@
 //! The pod's `k8s.v1.cni.cncf.io/networks` annotation read as Multus reads it: a comma list of
 //! `[namespace/]name[@interface]`, or a JSON list of `{"name", "namespace", "interface", ...}`
 //! (other keys of Multus' selection element are ignored). A missing namespace is the pod's own.
+//! Refusals are worded as Multus v4 words them (`parsePodNetworkAnnotation`), checked against it by
+//! `e2e/tests/multus_agreement.rs`; the JSON decoder's own words differ (Go's, serde's).
 
 use serde::Deserialize;
 
@@ -43,9 +45,14 @@ pub fn parse(value: &str, pod_namespace: &str) -> Result<Vec<Selection>, Annotat
         ns.filter(|ns| !ns.is_empty())
             .unwrap_or_else(|| pod_namespace.to_string())
     };
-    if trimmed.contains('[') {
-        let elements: Vec<JsonElement> = serde_json::from_str(trimmed)
-            .map_err(|e| error(format!("not a JSON list of network selections: {e}")))?;
+    // Multus takes it for JSON when it holds any of these.
+    if trimmed.contains(['[', '{', '"']) {
+        let elements: Vec<JsonElement> = serde_json::from_str(trimmed).map_err(|e| {
+            error(format!(
+                "parsePodNetworkAnnotation: failed to parse pod Network Attachment Selection \
+                 Annotation JSON format: {e}"
+            ))
+        })?;
         return elements
             .into_iter()
             .map(|e| {
@@ -62,7 +69,10 @@ pub fn parse(value: &str, pod_namespace: &str) -> Result<Vec<Selection>, Annotat
     }
     trimmed
         .split(',')
-        .map(|item| parse_item(item.trim()).map_err(&error))
+        .map(|item| {
+            parse_item(item.trim())
+                .map_err(|why| error(format!("parsePodNetworkAnnotation: {why}")))
+        })
         .map(|item| {
             item.map(|(namespace, name, interface)| Selection {
                 namespace: or_pod_namespace(namespace),
@@ -75,29 +85,49 @@ pub fn parse(value: &str, pod_namespace: &str) -> Result<Vec<Selection>, Annotat
 
 type Item = (Option<String>, String, Option<String>);
 
-/// `[namespace/]name[@interface]`, each part of the characters Multus allows.
+/// `[namespace/]name[@interface]` as Multus' `parsePodNetworkObjectName` takes it: namespace and name
+/// DNS-1123 labels, the interface at most 15 bytes without `/` or whitespace. An empty name (Multus
+/// would look up a NAD named "") is refused here.
 fn parse_item(item: &str) -> Result<Item, String> {
-    let (namespace, rest) = match item.split_once('/') {
-        Some((ns, rest)) => (Some(ns), rest),
-        None => (None, item),
+    let fail = |why: String| format!("parsePodNetworkObjectName: {why}");
+    let slashes: Vec<&str> = item.split('/').collect();
+    let (namespace, rest) = match slashes[..] {
+        [ns, rest] => (ns.trim(), rest),
+        [rest] => ("", rest),
+        _ => return Err(fail("Invalid network object (failed at '/')".into())),
     };
-    let (name, interface) = match rest.split_once('@') {
-        Some((name, iface)) => (name, Some(iface)),
-        None => (rest, None),
+    let ats: Vec<&str> = rest.split('@').collect();
+    let (name, interface) = match ats[..] {
+        [name, iface] => (name.trim(), iface.trim()),
+        [name] => (name.trim(), ""),
+        _ => return Err(fail("Invalid network object (failed at '@')".into())),
     };
-    let valid = |part: &str| {
-        part.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
-    let parts = [namespace, Some(name), interface];
-    if name.is_empty() || !parts.into_iter().flatten().all(valid) {
-        return Err(format!("invalid item {item:?}"));
+    for part in [namespace, name] {
+        if !part.is_empty() && !is_dns_label(part) {
+            return Err(fail(format!(
+                "Failed to parse: one or more items did not match comma-delimited format (must \
+                 consist of lower case alphanumeric characters). Must start and end with an \
+                 alphanumeric character), mismatch @ '{part}'"
+            )));
+        }
     }
-    Ok((
-        namespace.filter(|ns| !ns.is_empty()).map(str::to_string),
-        name.to_string(),
-        interface.filter(|i| !i.is_empty()).map(str::to_string),
-    ))
+    if interface.len() > 15 || interface.contains(|c: char| c == '/' || c.is_whitespace()) {
+        return Err(fail(format!(
+            "Failed to parse interface name: must be less than 15 chars and not contain '/' or \
+             spaces. interface name '{interface}'"
+        )));
+    }
+    if name.is_empty() {
+        return Err(fail(format!("no network name in {item:?}")));
+    }
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    Ok((some(namespace), name.to_string(), some(interface)))
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_dns_label(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    s.starts_with(ok) && s.ends_with(ok) && s.chars().all(|c| ok(c) || c == '-')
 }
 
 #[cfg(test)]
@@ -154,6 +184,11 @@ mod tests {
             "/",
             "ns/",
             "bad!name",
+            "linkerd.cni",
+            "Linkerd-CNI",
+            "a@b@c",
+            "linkerd-cni@an-interface-name",
+            "linkerd-cni@a/b",
             "[",
             r#"[{"namespace":"x"}]"#,
             r#"[{"name":""}]"#,

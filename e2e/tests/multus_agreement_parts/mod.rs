@@ -359,7 +359,14 @@ pub fn run(
 impl Outcome {
     /// `uid` written `<uid>` wherever Multus or a delegate was told it.
     fn without(mut self, uid: &str) -> Self {
-        let norm = |s: &mut String| *s = s.replace(uid, "<uid>");
+        let norm = |s: &mut String| {
+            *s = s.replace(uid, "<uid>");
+            // The JSON decoder's own words (Go's, serde's) are not Multus'.
+            const JSON: &str = "Annotation JSON format: ";
+            if let Some(at) = s.find(JSON) {
+                s.replace_range(at + JSON.len().., "<decoder's words>");
+            }
+        };
         for verdict in [&mut self.add, &mut self.del] {
             if let Verdict::Err { msg, details, .. } = verdict {
                 norm(msg);
