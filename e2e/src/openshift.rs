@@ -57,6 +57,13 @@ impl OpenShiftApiserver {
     }
 }
 
+/// The same binary as a plain kube-apiserver (no OpenShift admission) on a testbed of its own: where a
+/// comparison runs a stand-in beside the real thing on the same server version.
+pub fn plain_apiserver(platform: &Platform) -> DedicatedTestbed {
+    let binary = platform.binary(APISERVER);
+    DedicatedTestbed::up_with("plain-1.35", |_| vec![("LINKERD_MULTUS_APISERVER", binary)])
+}
+
 impl std::ops::Deref for OpenShiftApiserver {
     type Target = Cluster;
     fn deref(&self) -> &Cluster {

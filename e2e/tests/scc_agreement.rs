@@ -1,16 +1,18 @@
 //! The SCC stand-in (`linkerd_multus_e2e::stand_ins::scc`) agrees with OpenShift's real SCC admission:
 //! one table of pods, created by a ServiceAccount only `restricted-v2` admits in a namespace with
 //! OpenShift's uid-range annotations, goes once through the real plugin (a kube-apiserver of the test's
-//! own in OpenShift mode, from the real platform) and once through the stand-in on the shared testbed,
-//! beside the same webhooks: Linkerd's injector stand-in under its real name, a webhook with
+//! own in OpenShift mode, from the real platform) and once through the stand-in on the same binary as
+//! a plain apiserver (also the test's own), beside the same webhooks: Linkerd's injector stand-in under its real name, a webhook with
 //! `reinvocationPolicy: IfNeeded` that moves uids into the range (as this project's webhook does) sorted
 //! before or after it, and one that adds a container without a uid. Both must give the same verdict,
 //! the same uids and the same refusal text. Where they differ the stand-in is wrong.
 
 use std::path::PathBuf;
 
-use linkerd_multus_e2e::openshift::OpenShiftApiserver;
-use linkerd_multus_e2e::openshift::{restricted_service_account, uid_range_annotations};
+use linkerd_multus_e2e::openshift::{
+    plain_apiserver, restricted_service_account, uid_range_annotations, OpenShiftApiserver,
+};
+use linkerd_multus_e2e::platform::Platform;
 use linkerd_multus_e2e::stand_ins::{allowed, linkerd_injector, scc, AdmissionServer, SccStandIn};
 use linkerd_multus_e2e::{unique_name, Cluster, TestNamespace};
 use serde_json::{json, Value};
@@ -518,18 +520,25 @@ impl Drop for Side {
 /// `injected-fix-first`; one never reinvoked leaves `late` without a uid (`added-late`,
 /// `injected-fixed-and-added`), where the real plugin re-admits the pod before the reinvocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the testbed (kube-apiserver) and the real platform (LINKERD_MULTUS_PLATFORM): run by e2e/test-all"]
+#[ignore = "needs the real platform (LINKERD_MULTUS_PLATFORM) and the testbed's etcd: run by e2e/test-all"]
 async fn the_scc_stand_in_agrees_with_openshifts_scc_admission() {
     let started = std::time::Instant::now();
-    let Some(real) = tokio::task::block_in_place(|| {
-        OpenShiftApiserver::or_not_run(
-            "e2e/tests/scc_agreement.rs: the SCC stand-in agrees with OpenShift's SCC admission",
-        )
-    }) else {
+    let Some(platform) = Platform::or_not_run(
+        "e2e/tests/scc_agreement.rs: the SCC stand-in agrees with OpenShift's SCC admission",
+    ) else {
         return;
     };
+    // The stand-in's side on the same server version without OpenShift's admission: the two differ
+    // in the SCC admission alone, and native sidecars run on both whatever the shared testbed is.
+    let (real, plain) = tokio::task::block_in_place(|| {
+        std::thread::scope(|s| {
+            let plain = s.spawn(|| plain_apiserver(&platform));
+            let real = OpenShiftApiserver::up(&platform);
+            (real, plain.join().expect("the plain apiserver's thread"))
+        })
+    });
     eprintln!(
-        "MEASURE OpenShift apiserver up with its SCCs: {:?}",
+        "MEASURE OpenShift and plain apiservers up: {:?}",
         started.elapsed()
     );
     let run = unique_name("agree");
@@ -541,7 +550,7 @@ async fn the_scc_stand_in_agrees_with_openshifts_scc_admission() {
     )
     .await;
 
-    let shared = Cluster::shared();
+    let shared = (*plain).clone();
     let stand_in = SccStandIn::start(shared.client().await);
     let mut configurations = webhooks.configurations.clone();
     configurations.extend(stand_in.configurations(&run, json!({ "matchLabels": { RUN: &run } })));
@@ -566,7 +575,7 @@ async fn the_scc_stand_in_agrees_with_openshifts_scc_admission() {
                 &format!("e2e/tests/scc_agreement.rs: {}", case.name),
                 &format!(
                     "a server drops an init container's restartPolicy (native sidecars: Kubernetes \
-                     1.28+; real: {}, stand-in's testbed: {})",
+                     1.28+; real: {}, stand-in's server: {})",
                     native[0], native[1]
                 ),
             );
