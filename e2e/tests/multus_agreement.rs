@@ -4,7 +4,8 @@
 //! network and the project's `cni-recorder` and `linkerd-cni` as the delegates. Both must give the
 //! same verdicts, the same refusal messages (what the kubelet's FailedCreatePodSandBox Event shows),
 //! the same delegate calls (interface, cniVersion, CNI_ARGS, prevResult, config) and leave the
-//! sandbox in the same state. Where they differ, the stand-in is wrong.
+//! sandbox in the same state; every Event the real one posts on the pod, the stand-in posts too.
+//! Where they differ, the stand-in is wrong.
 //!
 //! Without `LINKERD_MULTUS_PLATFORM` the table is reported not run. Pods and NADs are real objects
 //! on the testbed's apiserver; everything Multus writes (cache, IPAM, chain configs) stays under the
@@ -12,10 +13,11 @@
 
 mod multus_agreement_parts;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 use linkerd_multus_e2e::platform::Platform;
@@ -334,9 +336,16 @@ impl Drop for CaseDir {
     }
 }
 
+/// An Event on the pod: type, reason, message.
+type PodEvent = (String, String, String);
+
 struct Ran {
     real: Outcome,
     stand_in: Outcome,
+    /// The Events each posted on its pod (the real thin Multus loses some: it exits before they
+    /// are sent).
+    real_events: BTreeSet<PodEvent>,
+    stand_in_events: BTreeSet<PodEvent>,
     logs: String,
     ns: String,
     shared: String,
@@ -358,6 +367,7 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
     let container_id = unique_name("ctr");
 
     let mut outcomes = Vec::new();
+    let mut events = Vec::new();
     let mut logs = String::new();
     for imp in [Impl::Real, Impl::StandIn] {
         let node_dir = dir.dir.join(format!("{imp:?}").to_lowercase());
@@ -391,6 +401,7 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
         eprintln!("{}: {imp:?} ADD+DEL in {took} ms", case.name);
         logs.push_str(&format!("--- {imp:?} ({took} ms)\n{stderr}\n"));
         outcomes.push(outcome);
+        events.push(pod_events(client, &ns.name, &uid).await);
         delete(&["pod", "web", "-n", &ns.name]);
         for (namespace, name) in &nads {
             delete(&[NAD_RESOURCE, name, "-n", namespace]);
@@ -398,13 +409,33 @@ async fn run_case(client: &Client, platform: &Platform, n: u32, case: &Case) -> 
     }
     let stand_in = outcomes.pop().expect("two outcomes");
     let real = outcomes.pop().expect("two outcomes");
+    let stand_in_events = events.pop().expect("two event sets");
+    let real_events = events.pop().expect("two event sets");
     Ran {
         real,
         stand_in,
+        real_events,
+        stand_in_events,
         logs,
         ns: ns.name.clone(),
         shared: other.name.clone(),
     }
+}
+
+/// The Events about the pod `uid` in `namespace`.
+async fn pod_events(client: &Client, namespace: &str, uid: &str) -> BTreeSet<PodEvent> {
+    let selector = format!("involvedObject.uid={uid}");
+    Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .map(|e| {
+            let s = |v: Option<String>| v.unwrap_or_default();
+            (s(e.type_), s(e.reason), s(e.message))
+        })
+        .collect()
 }
 
 const NAD_RESOURCE: &str = "network-attachment-definitions.k8s.cni.cncf.io";
@@ -490,6 +521,13 @@ async fn the_stand_in_refuses_and_delegates_as_the_real_multus() {
         let fill = |s: &str| s.replace("{ns}", &ran.ns).replace("{shared}", &ran.shared);
         if let Some(why) = unexpected(case, &ran.real, fill) {
             failures.push(format!("{}: {why}\n{}", case.name, ran.logs));
+        }
+        let missed: Vec<_> = ran.real_events.difference(&ran.stand_in_events).collect();
+        if !missed.is_empty() {
+            failures.push(format!(
+                "{}: the stand-in posts no such Event as the real Multus: {missed:?} (it posted {:?})",
+                case.name, ran.stand_in_events
+            ));
         }
         if ran.real != ran.stand_in {
             let diff = similar::TextDiff::from_lines(

@@ -20,8 +20,10 @@
 //! before anything runs. Refusals and failures carry the thin plugin's own words ([`words`]) and code
 //! (999), so the sandbox fails as it does under Multus: `e2e/tests/multus_agreement.rs` runs the
 //! real Multus and the stand-in on one table of cases and asserts they agree.
-//! Left out: default networks, network-status annotations, device info, Multus' check that a
-//! delegate's interface does not exist yet, `clusterNetwork` as a NAD or config name, the thick plugin.
+//! It posts the Events on the pod the real thin plugin delivers ([`events`]). Left out: default
+//! networks, network-status annotations, device info, Multus' check that a delegate's interface does
+//! not exist yet, `clusterNetwork` as a NAD or config name, waiting for a pod not (yet) found, the
+//! thick plugin.
 //!
 //! Its config (Multus' keys): `{"cniVersion", "name", "type", "kubeconfig", "delegates": [<cluster
 //! network conf or conflist>] | "clusterNetwork": "<its file>", "auxiliaryCNIChainName"?, "cniDir"?,
@@ -29,6 +31,7 @@
 
 pub mod aux_chain;
 pub mod conf;
+pub mod events;
 pub mod networks;
 pub mod words;
 
@@ -290,6 +293,13 @@ fn add(
         let err = words::libcni_error(&cluster.config, &failure, "add");
         Error::Multus(words::add_failed(&env.label(), cluster.name(), &err))
     })?;
+    if let Some(pod) = &pod {
+        let message = events::added_interface(&primary.ifname, &result, cluster.name());
+        post_event(
+            conf,
+            events::event(pod, "Normal", "AddedInterface", &message),
+        );
+    }
     for i in 0..delegates.len() {
         let d = &delegates[i];
         let network = Network::from_config(d.config.clone(), env.path.clone());
@@ -466,14 +476,21 @@ fn resolve(
                 &selection.namespace,
                 &resource,
             );
-            let nad = api.get(&selection.name).await.map_err(|e| {
-                let why = match e {
-                    kube::Error::Api(status) => status.message,
-                    e => e.to_string(),
-                };
-                let (nad, nad_ns) = (&selection.name, &selection.namespace);
-                Error::Multus(words::nad_missing(&env.label(), nad, nad_ns, &why))
-            })?;
+            let nad = match api.get(&selection.name).await {
+                Ok(nad) => nad,
+                Err(e) => {
+                    let why = match e {
+                        kube::Error::Api(status) => status.message,
+                        e => e.to_string(),
+                    };
+                    let (nad, nad_ns) = (&selection.name, &selection.namespace);
+                    let message = words::nad_not_found(nad, nad_ns, &why);
+                    let event = events::event(&pod_ref, "Warning", "NoNetworkFound", &message);
+                    events::post(&client, event).await;
+                    let refusal = words::nad_missing(&env.label(), nad, nad_ns, &why);
+                    return Err(Error::Multus(refusal));
+                }
+            };
             let spec_config = nad.data["spec"]["config"].as_str();
             let config = conf::delegate_config(spec_config, &selection.name).map_err(|why| {
                 Error::NadConfig {
@@ -497,6 +514,22 @@ fn resolve(
 /// The refusal as the thin plugin (v4) returns it.
 fn isolation_message(env: &Env, why: &str) -> String {
     words::cmd_err(&env.label(), &format!("{}{why}", words::LOAD_DELEGATES))
+}
+
+/// Posts an Event from a blocking context (a runtime and client of its own), best effort.
+fn post_event(conf: &StandInConf, event: k8s_openapi::api::core::v1::Event) {
+    let Ok(tokio) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    tokio.block_on(async {
+        match client(&conf.kubeconfig).await {
+            Ok(client) => events::post(&client, event).await,
+            Err(e) => eprintln!("multus-stand-in: Event not posted: {e}"),
+        }
+    });
 }
 
 async fn client(kubeconfig: &Path) -> Result<Client, Error> {

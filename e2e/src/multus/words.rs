@@ -27,13 +27,22 @@ pub fn cmd_err(pod: &str, msg: &str) -> String {
     format!("Multus: [{pod}]: {msg}")
 }
 
-/// A NAD the pod names that cannot be read (`why`: the apiserver's message).
+/// A NAD the pod names that cannot be read (`why`: the apiserver's message); also the message of
+/// Multus' NoNetworkFound Event.
+pub fn nad_not_found(name: &str, namespace: &str, why: &str) -> String {
+    format!(
+        "cannot find a network-attachment-definition ({name}) in namespace ({namespace}): {why}"
+    )
+}
+
+/// The refusal for [`nad_not_found`].
 pub fn nad_missing(pod: &str, name: &str, namespace: &str, why: &str) -> String {
     cmd_err(
         pod,
         &format!(
             "{LOAD_DELEGATES}GetNetworkDelegates: failed getting the delegate: getKubernetesDelegate: \
-             cannot find a network-attachment-definition ({name}) in namespace ({namespace}): {why}"
+             {}",
+            nad_not_found(name, namespace, why)
         ),
     )
 }
