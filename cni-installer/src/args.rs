@@ -93,6 +93,14 @@ pub struct Args {
     #[arg(long, env = "AUX_CHAIN_DIR")]
     pub aux_chain_dir: Option<PathBuf>,
 
+    /// Where thick Multus' daemon sees the node's root in its container: the daemon writes the
+    /// shim's config with its own paths (OpenShift's `clusterNetwork`:
+    /// /host/run/multus/cni/net.d/...), so this prefix is taken off them to get the node's path.
+    /// The daemon's mounts say it, and they are not on the node: upstream's thick DaemonSet and
+    /// OpenShift's network operator both mount under /host.
+    #[arg(long, env = "MULTUS_HOST_PREFIX", default_value = vocab::DEFAULT_MULTUS_HOST_PREFIX)]
+    pub multus_host_prefix: PathBuf,
+
     /// Directory holding this pod's service-account `token` and `ca.crt`.
     #[arg(long, env = "SERVICE_ACCOUNT_DIR", default_value = DEFAULT_SERVICE_ACCOUNT_DIR)]
     pub service_account_dir: PathBuf,
@@ -348,6 +356,7 @@ impl Settings {
             target: aux_chain::Target {
                 name: args.aux_chain_name.clone(),
                 dir_on_node: aux_dir_on_node,
+                multus_host_prefix: args.multus_host_prefix.clone(),
             },
         };
         Settings {

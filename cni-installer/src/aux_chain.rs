@@ -53,6 +53,8 @@ pub struct Target {
     pub name: String,
     /// `--aux-chain-dir`: the directory holding the chain's subdirectory.
     pub dir_on_node: PathBuf,
+    /// `--multus-host-prefix`: the node's root as thick Multus' daemon sees it in its container.
+    pub multus_host_prefix: PathBuf,
 }
 
 impl Target {
@@ -180,15 +182,23 @@ pub fn refusal(
              --chain-mode append (no Multus)",
             in_net_dir(primary)
         )),
-        Observation::NoMultus { primary: None } => Some(format!(
-            "no network config in {net_dir_on_node} yet: waiting for Multus before writing \
-             linkerd-cni into {subdir}"
-        )),
+        Observation::NoMultus { primary: None } => Some(no_network_config(net_dir_on_node)),
         Observation::Unreadable { reason, .. } => Some(format!(
             "cannot read the node's Multus config ({reason}): linkerd-cni's file in {subdir} is \
              neither written nor removed until it reads"
         )),
     }
+}
+
+/// Why a node whose CNI config directory holds no network config is not installed: the network has
+/// not started yet, or the runtime reads another directory (OpenShift's CRI-O: /etc/kubernetes/cni/net.d),
+/// so the installer must never read it as "no Multus" and look installed.
+pub fn no_network_config(net_dir_on_node: &str) -> String {
+    format!(
+        "no network config in {net_dir_on_node} yet: waiting for Multus (if the node's network runs, \
+         its runtime reads its CNI configs from another directory: --dest-cni-net-dir, helm \
+         cni.destCNINetDir, must be that one; OpenShift: /etc/kubernetes/cni/net.d)"
+    )
 }
 
 /// Where Multus reads the chain from, against `--aux-chain-dir`.
@@ -204,8 +214,11 @@ pub enum DirCheck {
     NotAPath(String),
 }
 
-/// Compares the directory of Multus' `clusterNetwork`, as written or with the leading `/host` thick
-/// Multus' daemon sees the node under removed, with `--aux-chain-dir`.
+/// Compares the directory of Multus' `clusterNetwork`, as written or with the prefix thick Multus'
+/// daemon sees the node under (`--multus-host-prefix`) removed, with `--aux-chain-dir`. Only a
+/// configured prefix is removed, never one guessed from the path: the daemon's mounts need not be
+/// one prefix (OpenShift's /host/etc/cni/net.d is the node's /etc/kubernetes/cni/net.d), and a
+/// guess could call two directories one.
 pub fn dir_check(target: &Target, cluster_network: Option<&str>) -> DirCheck {
     let Some(written) = cluster_network else {
         return DirCheck::Same;
@@ -222,8 +235,9 @@ pub fn dir_check(target: &Target, cluster_network: Option<&str>) -> DirCheck {
         return DirCheck::Same;
     };
     let unprefixed = dir
-        .strip_prefix("/host")
+        .strip_prefix(&target.multus_host_prefix)
         .ok()
+        .filter(|_| target.multus_host_prefix != Path::new("/"))
         .map(|d| Path::new("/").join(d));
     if dir == target.dir_on_node || unprefixed.as_deref() == Some(target.dir_on_node.as_path()) {
         return DirCheck::Same;

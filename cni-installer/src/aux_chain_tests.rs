@@ -9,6 +9,7 @@ fn target(dir: &str) -> Target {
     Target {
         name: vocab::DEFAULT_AUX_CHAIN_NAME.into(),
         dir_on_node: dir.into(),
+        multus_host_prefix: vocab::DEFAULT_MULTUS_HOST_PREFIX.into(),
     }
 }
 
@@ -59,8 +60,7 @@ fn decide_table() {
     };
     // (case, target, observation, current, want: Ok(plan) or Err(words the refusal holds))
     type Want = Result<Plan, &'static [&'static str]>;
-    let cases: Vec<(&str, &Target, Observation, Current, Want)> =
-        vec![
+    let cases: Vec<(&str, &Target, Observation, Current, Want)> = vec![
         (
             "thin, chain set, file missing",
             &t,
@@ -68,7 +68,13 @@ fn decide_table() {
             Current::Missing,
             Ok(install(Some("it was missing"))),
         ),
-        ("thin, file in place", &t, thin_here.clone(), ours(), Ok(install(None))),
+        (
+            "thin, file in place",
+            &t,
+            thin_here.clone(),
+            ours(),
+            Ok(install(None)),
+        ),
         (
             "ours but changed",
             &t,
@@ -164,7 +170,10 @@ fn decide_table() {
             &t,
             Observation::NoMultus { primary: None },
             Current::Missing,
-            Err(&["no network config in /etc/cni/net.d yet"]),
+            Err(&[
+                "no network config in /etc/cni/net.d yet",
+                "OpenShift: /etc/kubernetes/cni/net.d",
+            ]),
         ),
         (
             "Multus config unreadable (being rewritten): our file stays",
@@ -272,6 +281,55 @@ fn dir_check_cases() {
         assert_eq!(got, want, "{cluster_network:?}: {text}");
         assert!(text.contains(words), "{cluster_network:?}: {text}");
     }
+}
+
+/// The daemon's prefix is the configured one, never guessed: another prefix is taken off when
+/// configured (and `/host` then is a directory of its own); `/` takes nothing off.
+#[test]
+fn dir_check_takes_off_the_configured_prefix_only() {
+    let ovn = "/run/multus/cni/net.d/10-ovn-kubernetes.conf";
+    let with = |prefix: &str| Target {
+        multus_host_prefix: prefix.into(),
+        ..target("/run/multus/cni/net.d")
+    };
+    let cases: [(&str, String, bool); 5] = [
+        ("/hostroot", format!("/hostroot{ovn}"), true),
+        ("/hostroot", format!("/host{ovn}"), false),
+        ("/hostroot/", format!("/hostroot{ovn}"), true),
+        ("/", format!("/host{ovn}"), false),
+        ("/", ovn.to_string(), true),
+    ];
+    for (prefix, cluster_network, same) in cases {
+        let got = dir_check(&with(prefix), Some(&cluster_network));
+        assert_eq!(
+            got == DirCheck::Same,
+            same,
+            "{prefix} {cluster_network}: {got:?}"
+        );
+    }
+    // OpenShift's whole layout: thick Multus' config where CRI-O reads it, the chain where Multus runs it.
+    let config =
+        rules::multus_node::read_config(crate::multus::tests::OPENSHIFT_00_MULTUS.as_bytes())
+            .expect("reads")
+            .expect("Multus");
+    let observation = Observation::Multus {
+        file: "00-multus.conf".into(),
+        config,
+    };
+    let plan = decide(
+        &target("/run/multus/cni/net.d"),
+        "/etc/kubernetes/cni/net.d",
+        &observation,
+        &Current::Missing,
+        DESIRED,
+    );
+    assert_eq!(
+        plan,
+        Plan::Install {
+            write: Some("it was missing"),
+            warning: None
+        }
+    );
 }
 
 #[test]

@@ -29,7 +29,8 @@ pub struct Report {
     pub waiting: Option<String>,
     /// Doubts that do not stop the install (logged when they change).
     pub warnings: Vec<String>,
-    /// The node's Multus as this pass read it (`aux-chain` mode), so the publisher need not re-read.
+    /// The node's Multus as this pass read it (`aux-chain` and `none` modes), so the publisher need
+    /// not re-read.
     pub observed: Option<Observation>,
     /// `aux-chain` mode: linkerd-cni's file in the chain, as published in the node's NodeMultus.
     pub aux_chain: Option<AuxChainFile>,
@@ -110,6 +111,18 @@ impl Installer {
                 }
                 Err(e) => report.errors.push(e),
             }
+        }
+        if self.settings.chain_mode == ChainMode::None {
+            // NADs need the node's Multus: a directory with no network config at all is said, never
+            // published as a silent "no Multus" (the runtime may read another directory).
+            let observation =
+                multus::observe(&self.settings.net_dir, &self.settings.kubeconfig_name);
+            if observation == (Observation::NoMultus { primary: None }) {
+                report
+                    .warnings
+                    .push(aux_chain::no_network_config(&self.settings.net_dir_on_node));
+            }
+            report.observed = Some(observation);
         }
         if self.settings.chain_mode == ChainMode::AuxChain {
             self.aux_chain_pass(ready, &mut report);

@@ -26,7 +26,7 @@ pub fn observe(net_dir: &Path, kubeconfig_name: &str) -> Observation {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rules::multus_node::Flavour;
     use std::fs;
@@ -64,6 +64,84 @@ mod tests {
             panic!("not Multus")
         };
         assert_eq!(config.flavour, Some(Flavour::Thick));
+    }
+
+    /// What the thick daemon of OpenShift 4.18+ writes into the directory CRI-O reads
+    /// (/etc/kubernetes/cni/net.d): Multus v4.2's generator with the network operator's daemon
+    /// config, paths as the daemon's container sees them.
+    pub(crate) const OPENSHIFT_00_MULTUS: &str = r#"{"cniVersion":"0.3.1","name":"multus-cni-network","type":"multus-shim","logLevel":"verbose","logToStderr":true,"clusterNetwork":"/host/run/multus/cni/net.d/10-ovn-kubernetes.conf","namespaceIsolation":true,"globalNamespaces":"default,openshift-multus,openshift-sriov-network-operator,openshift-cnv","auxiliaryCNIChainName":"vendor-cni-chain","daemonSocketDir":"/run/multus/socket"}"#;
+
+    /// Discovery, one case a row: OpenShift's thick config, a thin one, none at all; what is
+    /// observed is what the NodeMultus publishes.
+    #[test]
+    fn discovery_table() {
+        let openshift_globals =
+            "default,openshift-multus,openshift-sriov-network-operator,openshift-cnv";
+        let thin = r#"{"type":"multus","namespaceIsolation":false,"clusterNetwork":"/etc/cni/net.d/10-flannel.conflist"}"#;
+        // (case, files, want: (flavour, isolation, globals, chain, clusterNetwork) or None: no Multus)
+        type Want = Option<(
+            Flavour,
+            bool,
+            Option<&'static str>,
+            Option<&'static str>,
+            Option<&'static str>,
+        )>;
+        type Files = Vec<(&'static str, &'static str)>;
+        let cases: [(&str, Files, Want); 4] = [
+            (
+                "OpenShift thick: the daemon's generated config, container paths",
+                vec![("00-multus.conf", OPENSHIFT_00_MULTUS), (KUBECONFIG, "x")],
+                Some((
+                    Flavour::Thick,
+                    true,
+                    Some(openshift_globals),
+                    Some("vendor-cni-chain"),
+                    Some("/host/run/multus/cni/net.d/10-ovn-kubernetes.conf"),
+                )),
+            ),
+            (
+                "thin",
+                vec![
+                    ("00-multus.conf", thin),
+                    ("10-flannel.conflist", r#"{"plugins":[]}"#),
+                ],
+                Some((
+                    Flavour::Thin,
+                    false,
+                    None,
+                    None,
+                    Some("/etc/cni/net.d/10-flannel.conflist"),
+                )),
+            ),
+            (
+                "none: a network, not Multus'",
+                vec![("10-flannel.conflist", r#"{"plugins":[{"type":"flannel"}]}"#)],
+                None,
+            ),
+            (
+                "none at all: only our kubeconfig",
+                vec![(KUBECONFIG, "x")],
+                None,
+            ),
+        ];
+        for (case, files, want) in cases {
+            let dir = dir_with(&files);
+            match (observe(dir.path(), KUBECONFIG), want) {
+                (
+                    Observation::Multus { file, config },
+                    Some((flavour, iso, globals, chain, cluster)),
+                ) => {
+                    assert_eq!(file, "00-multus.conf", "{case}");
+                    assert_eq!(config.flavour, Some(flavour), "{case}");
+                    assert_eq!(config.namespace_isolation, iso, "{case}");
+                    assert_eq!(config.global_namespaces.as_deref(), globals, "{case}");
+                    assert_eq!(config.auxiliary_cni_chain_name.as_deref(), chain, "{case}");
+                    assert_eq!(config.cluster_network.as_deref(), cluster, "{case}");
+                }
+                (Observation::NoMultus { .. }, None) => {}
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

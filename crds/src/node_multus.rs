@@ -170,6 +170,19 @@ impl NodeMultusSpec {
         spec
     }
 
+    /// Why this node's installer found no network config at all in the directory it read (`multus:
+    /// none` and no config file): the node's network is not up, or its runtime reads another
+    /// directory (OpenShift's CRI-O: /etc/kubernetes/cni/net.d), so "no Multus" is not known.
+    pub fn no_network_config(&self) -> Option<String> {
+        (self.readable && self.multus == MultusKind::None && self.config_file.is_none()).then(|| {
+            format!(
+                "no network config in {}: the node's network is not up, or its runtime reads its CNI \
+                 configs from another directory (OpenShift: /etc/kubernetes/cni/net.d)",
+                self.net_dir
+            )
+        })
+    }
+
     /// What this node's Multus does with cross-namespace references.
     pub fn isolation(&self) -> Isolation {
         match self.multus {
@@ -276,6 +289,19 @@ mod tests {
         );
         assert_eq!(none.multus, MultusKind::None);
         assert_eq!(none.isolation(), Isolation::Off);
+        let why = none.no_network_config().expect("no config at all is said");
+        assert!(why.contains("no network config in /etc/cni/net.d"), "{why}");
+        assert_eq!(spec.no_network_config(), None, "Multus found");
+        let flannel = NodeMultusSpec::observed(
+            "n",
+            None,
+            "/etc/cni/net.d",
+            &Observation::NoMultus {
+                primary: Some("10-flannel.conflist".into()),
+            },
+            at(),
+        );
+        assert_eq!(flannel.no_network_config(), None, "a network, not Multus'");
 
         let broken = NodeMultusSpec::observed(
             "n",
@@ -288,6 +314,11 @@ mod tests {
             at(),
         );
         assert!(!broken.readable);
+        assert_eq!(
+            broken.no_network_config(),
+            None,
+            "unreadable is said by its reason"
+        );
         assert_eq!(
             broken.config_file.as_deref(),
             Some("/etc/cni/net.d/00-multus.conf")

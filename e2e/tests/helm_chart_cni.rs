@@ -510,7 +510,9 @@ fn openshift_values_preset_the_vendor_chain() {
         "--chain-mode=aux-chain",
         "--aux-chain-name=vendor-cni-chain",
         "--aux-chain-dir=/run/multus/cni/net.d",
-        "--dest-cni-net-dir=/etc/cni/net.d",
+        // CRI-O's network_dir on OpenShift, where thick Multus writes 00-multus.conf.
+        "--dest-cni-net-dir=/etc/kubernetes/cni/net.d",
+        "--multus-host-prefix=/host",
     ] {
         assert!(args.contains(&want.to_string()), "{want} not in {args:?}");
     }

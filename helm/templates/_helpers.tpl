@@ -144,9 +144,21 @@ and a fresh certificate is generated on each run.
 {{- printf "%s-webhook" (include "linkerd-multus.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The plugin's kubeconfig on the nodes (the operator's --cni-kubeconfig): operator.cniKubeconfig, or,
+empty, where this chart's installer writes it (cni.enabled) or else where Linkerd's linkerd2-cni does. */}}
+{{- define "linkerd-multus.cniKubeconfig" -}}
+{{- if .Values.operator.cniKubeconfig -}}
+{{- .Values.operator.cniKubeconfig -}}
+{{- else if .Values.cni.enabled -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName -}}
+{{- else -}}
+/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig
+{{- end -}}
+{{- end -}}
+
 {{/* Values that must agree with each other; a mismatch would install something that cannot work. */}}
 {{- define "linkerd-multus.validate" -}}
-{{- if and .Values.cni.enabled (ne .Values.operator.cniKubeconfig (printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName)) -}}
+{{- if and .Values.cni.enabled .Values.operator.cniKubeconfig (ne .Values.operator.cniKubeconfig (printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName)) -}}
 {{- fail (printf "operator.cniKubeconfig (%s) must be cni.destCNINetDir/cni.kubeconfigName (%s/%s) when cni.enabled: the NADs would point at a kubeconfig the installer never writes" .Values.operator.cniKubeconfig .Values.cni.destCNINetDir .Values.cni.kubeconfigName) -}}
 {{- end -}}
 {{- if and (eq .Values.attach "auxChain") (not .Values.cni.enabled) -}}

@@ -69,6 +69,9 @@ pub const DEFAULT_CNI_NET_DIR: &str = "/etc/cni/net.d";
 pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 /// Multus' auxiliary CNI chain OpenShift 4.18+ configures (`auxiliaryCNIChainName`).
 pub const DEFAULT_AUX_CHAIN_NAME: &str = "vendor-cni-chain";
+/// Where thick Multus' daemon container sees the node's root (upstream's thick DaemonSet, OpenShift's
+/// network operator): the paths it writes into the shim's config start with it.
+pub const DEFAULT_MULTUS_HOST_PREFIX: &str = "/host";
 /// The label (`key=value`) on every pod of the chart's linkerd-cni installer DaemonSet, by which
 /// `check` and the repairer find the installers.
 pub const CNI_INSTALLER_LABEL: &str = "app.kubernetes.io/component=cni";

@@ -32,6 +32,7 @@ const INSTALLER_ENV: &[&str] = &[
     "CNI_NETWORK_CONFIG",
     "CNI_NETWORK_CONFIG_FILE",
     "CONTAINER_MOUNT_PREFIX",
+    "MULTUS_HOST_PREFIX",
     "UNINSTALL_BINARY",
     "FORCE_APPEND_TO_MULTUS",
     "RESYNC",
@@ -168,12 +169,16 @@ impl Node {
 
     /// Starts the watching installer, its log going to a file.
     pub fn spawn(&self, extra: &[&str]) -> Running {
+        self.spawn_command(self.command(extra))
+    }
+
+    /// Starts `cmd` (from [`Self::bare_command`] or [`Self::command`]) as the watching installer.
+    pub fn spawn_command(&self, mut cmd: Command) -> Running {
         let log = self
             ._tmp
             .path()
             .join(format!("{}.log", unique_name("installer")));
-        let child = self
-            .command(extra)
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(fs::File::create(&log).expect("log file"))
             .spawn()

@@ -223,6 +223,7 @@ async fn observe(
         (Ok(_), Err(_)) => Ok(Vec::new()),
     };
     let node_multus = counted.map(|c| c.nodes).map_err(|e| e.clone());
+    let node_without_network = without_network(&node_multus_objects, &node_multus_ignored);
     let node_multus_objects = node_multus_objects.map(|items| {
         let ignored = node_multus_ignored.as_deref().unwrap_or_default();
         items
@@ -289,6 +290,7 @@ async fn observe(
         containers,
         node_multus,
         node_multus_ignored,
+        node_without_network,
         sandbox_failures,
         repair_events,
         repair_waiting,
@@ -300,6 +302,24 @@ async fn observe(
 /// Aux-chain mode: the NodeMultus specs (of nodes that exist), the installer pods (those the NodeMultus
 /// objects name and the chart's in the CNI namespace: one pod list per namespace, with the pods `list`
 /// the operator has) and the nodes (refused: said by the line, not an error). See `aux_chain.rs`.
+/// The nodes (that exist) whose NodeMultus says their installer found no network config at all.
+fn without_network(
+    objects: &Result<Vec<DynamicObject>, String>,
+    ignored: &Result<Vec<String>, String>,
+) -> Vec<(String, String)> {
+    let ignored = ignored.as_deref().unwrap_or_default();
+    objects
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|o| !ignored.contains(&o.name_any()))
+        .filter_map(|o| {
+            let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone()).ok()?;
+            Some((o.name_any(), spec.no_network_config()?))
+        })
+        .collect()
+}
+
 async fn aux_chain_seen(
     client: &Client,
     s: &CheckSettings,

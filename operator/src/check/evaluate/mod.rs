@@ -115,6 +115,9 @@ pub struct Observed {
     /// The NodeMultus objects ignored because their node does not exist (names); Err: why the nodes
     /// could not be listed (then every object counts).
     pub node_multus_ignored: Result<Vec<String>, String>,
+    /// Nodes whose installer found no network config at all where it looked (node, why): never
+    /// counted as "no Multus" (`NodeMultusSpec::no_network_config`).
+    pub node_without_network: Vec<(String, String)>,
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
@@ -202,7 +205,12 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
                  linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
             ),
         },
-        node_multus_verdict(&seen.node_multus, &seen.node_multus_ignored, &placement),
+        node_multus_verdict(
+            &seen.node_multus,
+            &seen.node_multus_ignored,
+            &seen.node_without_network,
+            &placement,
+        ),
     ];
     if aux {
         verdicts.push(match &seen.aux_chain {

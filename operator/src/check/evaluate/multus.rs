@@ -11,9 +11,31 @@ use super::Verdict;
 pub(super) fn node_multus_verdict(
     nodes: &Result<Vec<NodeIsolation>, String>,
     ignored: &Result<Vec<String>, String>,
+    without_network: &[(String, String)],
     p: &Placement,
 ) -> Verdict {
     const CHECK: &str = "node-multus";
+    // Not "no Multus": where the installer looked there is no network config at all, so which
+    // Multus the node runs is not known, and NADs or the chain may never run there.
+    if !without_network.is_empty() {
+        return Verdict::fail(
+            CHECK,
+            format!(
+                "the installer of {} node(s) found no network config at all where it looked, so their \
+                 Multus is not known",
+                without_network.len()
+            ),
+            "cni.destCNINetDir (--dest-cni-net-dir) must be the directory the node's runtime reads \
+             its CNI configs from (OpenShift's CRI-O: /etc/kubernetes/cni/net.d, the OpenShift \
+             values' setting; containerd: its config's conf_dir, /etc/cni/net.d by default)",
+        )
+        .with_items(
+            without_network
+                .iter()
+                .map(|(node, why)| format!("{node}: {why}"))
+                .collect(),
+        );
+    }
     let nodes = match nodes {
         Ok(nodes) => nodes,
         Err(why) => {

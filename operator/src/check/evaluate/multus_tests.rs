@@ -151,3 +151,22 @@ fn ignored_objects_of_deleted_nodes_are_named() {
         "{line:?}"
     );
 }
+
+/// If this breaks, a node whose installer looks where the runtime keeps no config (OpenShift's values
+/// before issue 35: /etc/cni/net.d, while CRI-O reads /etc/kubernetes/cni/net.d) passes as "no
+/// Multus": the node-multus line fails naming the node, its reason and the setting to fix.
+#[test]
+fn a_node_without_any_network_config_fails_the_node_multus_line() {
+    let mut seen = healthy();
+    seen.node_multus = Ok(vec![node("n1", Isolation::Off)]);
+    let passing = verdict(&evaluate(&seen, &settings()), "node-multus").clone();
+    assert!(passing.ok, "{passing:?}");
+    seen.node_without_network = vec![("n1".into(), "no network config in /etc/cni/net.d".into())];
+    let all = evaluate(&seen, &settings());
+    let line = verdict(&all, "node-multus");
+    assert!(!line.ok && !line.warning, "{line:?}");
+    assert!(line.message.contains("1 node(s)"), "{}", line.message);
+    assert_eq!(line.items, ["n1: no network config in /etc/cni/net.d"]);
+    let hint = line.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("/etc/kubernetes/cni/net.d"), "{hint}");
+}
