@@ -492,7 +492,7 @@ fn step_repair_unattached_pod(
         &format!(
             "the operator restarted the unattached pod of {late} and its new pod runs attached"
         ),
-        READY_WITHIN,
+        without_nad_crd::REPAIRED_WITHIN,
         || {
             let list = node.get_json(&["-n", &late, "pods", "-l", "app=meshed"])?;
             list["items"].as_array()?.iter().find_map(|p| {
