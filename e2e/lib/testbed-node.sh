@@ -32,6 +32,9 @@ NODE_PATH_IMAGES="$ROOT/e2e/images"
 # The daemons in start order, as "pid-file-name:process-name"; down stops them in reverse.
 NODE_DAEMONS=(holder:$HOLDER_NAME containerd:containerd etcd:etcd apiserver:kube-apiserver relay:relay.py
     controller-manager:kube-controller-manager scheduler:kube-scheduler kubelet:kubelet kube-proxy:kube-proxy)
+# The node's Multus (stand-in, or the real thin or thick plugin): e2e/lib/testbed-node-multus.sh.
+source "$ROOT/e2e/lib/testbed-node-multus.sh"
+track_multus_daemon
 
 holder_pid() { cat "$STATE/holder.pid" 2>/dev/null; }
 
@@ -200,28 +203,7 @@ EOF
     # Debian's reference plugins, by link; the project's binaries are added by e2e/images and the
     # chart's installer.
     ln -sf /usr/lib/cni/* "$STATE/cni/bin/"
-    # Multus' place: the stand-in (linked into cni/bin as `multus` by e2e/images) is the node's only
-    # network, in Multus' own file and type, so the installer reads it as the node's Multus; the cluster
-    # network (bridge + host-local) is its delegate, so pods without a networks annotation get exactly
-    # that, and the NADs a pod names run after it as Multus runs them.
-    cat >"$STATE/cni/net.d/00-multus.conf" <<EOF
-{
-  "cniVersion": "0.4.0",
-  "name": "multus-cni-network",
-  "type": "multus",
-  "kubeconfig": "$STATE/node/multus.kubeconfig",
-  "delegates": [{
-    "cniVersion": "0.4.0",
-    "name": "testbed",
-    "plugins": [
-      {
-        "type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-        "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$POD_SUBNET" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
-      }
-    ]
-  }]
-}
-EOF
+    write_node_multus
 }
 
 write_kubelet_config() {
@@ -399,6 +381,8 @@ node_reboot() {
         step "boot: $LINKERD_MULTUS_REBOOT_BOOT"
         "${IN_NODE[@]}" sh -c "$LINKERD_MULTUS_REBOOT_BOOT" || fail "the reboot's boot command failed"
     fi
+    # Multus' thick daemon lost its socket and files with /run: started again, as its pod would be.
+    if [ "$(node_multus_kind)" = thick ]; then stop_node_multus && start_node_multus; fi
     run_containerd
     run_kubelet
     wait_for 120 "node $NODE_NAME Ready" kubelet:kubelet node_ready
@@ -415,6 +399,8 @@ PAUSE_IMAGE="$("$NODE_PATH_IMAGES" --ref pause)"
 node_up() {
     local t0=$SECONDS t
     mkdir -p "$STATE/node"
+    choose_node_multus
+    track_multus_daemon
     make_pki ",IP:$NODE_IP,IP:${SERVICE_CIDR%.0/16}.1"
     write_node_pki
     make_cgroups
@@ -427,6 +413,7 @@ node_up() {
     LINKERD_MULTUS_TESTBED_DIR="$STATE" setsid "$NODE_PATH_IMAGES" >"$STATE/images.log" 2>&1 </dev/null 8>&- 9>&- &
     local images_pid=$!
     start_control_plane
+    start_node_multus
     start_node_agents
     step "wait for node $NODE_NAME to be Ready" "see $STATE/kubelet.log"
     wait_for 120 "node $NODE_NAME Ready" kubelet:kubelet node_ready
@@ -446,6 +433,7 @@ node_down() {
         controller-manager:kube-controller-manager; do
         stop_pid "$STATE/${d%%:*}.pid" "${d#*:}"
     done
+    stop_node_multus
     kill_all_of cgroup_procs
     stop_pid "$STATE/containerd.pid" containerd
     for d in apiserver:kube-apiserver etcd:etcd relay:relay.py; do stop_pid "$STATE/${d%%:*}.pid" "${d#*:}"; done

@@ -10,8 +10,41 @@ use crate::cluster::Cluster;
 use crate::testbed::workspace_root;
 
 const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/test-all does)";
-/// File name of the node's Multus config (e2e/lib/testbed-node.sh writes it; the stand-in plays Multus).
+/// File name of the node's Multus config (e2e/lib/testbed-node-multus.sh writes it, or Multus' thick
+/// daemon does).
 pub const MULTUS_CONF: &str = "00-multus.conf";
+/// Where the thick daemon (and OpenShift) reads the cluster network's config: in the node's /run.
+pub const MULTUS_AUTOCONF_DIR: &str = "/run/multus/cni/net.d";
+/// The cluster network's config file there (thick).
+pub const MULTUS_CLUSTER_CONF: &str = "10-testbed.conf";
+
+/// Which Multus the node runs: chosen by `LINKERD_MULTUS_NODE_MULTUS` at `e2e/testbed up --node`,
+/// recorded in the node's `node/multus` (e2e/lib/testbed-node-multus.sh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultusKind {
+    /// The project's stand-in for the thin plugin (`multus-stand-in`, linked as `multus`).
+    StandIn,
+    /// The real thin plugin: its 00-multus.conf is read at each call.
+    Thin,
+    /// The real thick plugin (daemon + shim, OpenShift's): its daemon config takes effect when the
+    /// daemon restarts, which writes 00-multus.conf anew.
+    Thick,
+}
+
+impl MultusKind {
+    /// The recorded name (`stand-in`, `thin`, `thick`); none recorded is a node from before the
+    /// choice, which ran the stand-in.
+    pub fn parse(recorded: Option<&str>) -> Result<Self, String> {
+        match recorded.map(str::trim) {
+            None | Some("stand-in") => Ok(Self::StandIn),
+            Some("thin") => Ok(Self::Thin),
+            Some("thick") => Ok(Self::Thick),
+            Some(other) => Err(format!(
+                "unknown Multus {other:?} recorded (expected stand-in, thin or thick)"
+            )),
+        }
+    }
+}
 
 /// A node testbed: its state directory, and whether this value started it (and stops it when dropped).
 pub struct Node {
@@ -85,6 +118,30 @@ impl Node {
 
     pub fn cni_dir(&self) -> PathBuf {
         self.dir.join("cni")
+    }
+
+    /// Which Multus this node runs.
+    pub fn multus_kind(&self) -> MultusKind {
+        let recorded = std::fs::read_to_string(self.dir.join("node/multus")).ok();
+        MultusKind::parse(recorded.as_deref())
+            .unwrap_or_else(|e| panic!("{}: {e}", self.dir.join("node/multus").display()))
+    }
+
+    /// The thick daemon's config (OpenShift's keys), which [`Node::restart_multus`] applies.
+    pub fn multus_daemon_config(&self) -> PathBuf {
+        self.dir.join("multus/daemon-config.json")
+    }
+
+    /// Restarts Multus' thick daemon (`e2e/testbed restart-multus --node`), as a rollout of its
+    /// DaemonSet would after a config change: 00-multus.conf is gone meanwhile and written anew.
+    /// Returns once the daemon serves its socket and has written it.
+    pub fn restart_multus(&self) {
+        let out = self.script("restart-multus");
+        assert!(
+            out.status.success(),
+            "e2e/testbed restart-multus --node failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The full reference of a locally built image (`operator`, `cni`, `test`): the
@@ -320,4 +377,24 @@ fn cmdline(pid: u32) -> String {
                 .to_string()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MultusKind;
+
+    /// A node recorded before the choice existed ran the stand-in; anything unknown is refused.
+    #[test]
+    fn the_recorded_multus_is_read() {
+        for (recorded, kind) in [
+            (None, MultusKind::StandIn),
+            (Some("stand-in\n"), MultusKind::StandIn),
+            (Some("thin\n"), MultusKind::Thin),
+            (Some("thick"), MultusKind::Thick),
+        ] {
+            assert_eq!(MultusKind::parse(recorded), Ok(kind), "{recorded:?}");
+        }
+        let err = MultusKind::parse(Some("thicc")).unwrap_err();
+        assert!(err.contains("\"thicc\"") && err.contains("thick"), "{err}");
+    }
 }

@@ -1,5 +1,6 @@
 //! The product on the node, as a cluster admin runs it: the chart installed with the project's images,
-//! the Multus stand-in in Multus' place in the node's CNI config, a namespace annotated (with an
+//! the node's Multus in its place in the node's CNI config (the stand-in, or with the real platform the
+//! real thin or thick plugin: `LINKERD_MULTUS_NODE_MULTUS` at the node's `up`), a namespace annotated (with an
 //! OpenShift uid range), a Deployment injected by the stand-in for Linkerd's injector and admitted by
 //! the stand-in for OpenShift's SCC admission, a pod from before its namespace was enabled repaired,
 //! and real connections redirected by the rules `linkerd-cni` wrote when the runtime ran the chain;
@@ -15,7 +16,7 @@ mod support;
 use std::time::Instant;
 
 use linkerd_multus_e2e::credentials;
-use linkerd_multus_e2e::node::{self, Node};
+use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::stand_ins::scc;
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use node_scenario_parts::*;
@@ -59,12 +60,11 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     drop(cleanup);
 }
 
-/// The stand-in's config file in the node's net.d (Multus' own name: it plays Multus there).
+/// The node's Multus config file in its net.d (the stand-in's, the thin plugin's or the thick daemon's).
 fn stand_in_conf(node: &Node) -> std::path::PathBuf {
     node.multus_conf()
 }
 
-/// Step 1: The node's CNI config: the Multus stand-in in front, the cluster network its delegate. Returns the stand-in's config as it was.
 /// A one-replica Deployment `meshed` in `ns` whose pods carry `pod_metadata` and run `containers`.
 fn meshed_deployment(ns: &str, pod_metadata: Value, containers: Vec<Value>) -> Value {
     json!({
@@ -86,37 +86,10 @@ fn app_container(test_image: &str) -> Value {
     json!({"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]})
 }
 
+/// Step 1: The node's CNI config is Multus' alone, laid out for the Multus the node runs. Returns its
+/// 00-multus.conf as it was.
 fn step_node_cni_config(node: &Node) -> String {
-    let net_d = node.cni_dir().join("net.d");
-    let bin = node.cni_dir().join("bin");
-    let stand_in_conf = stand_in_conf(node);
-    let conf_before = std::fs::read_to_string(&stand_in_conf)
-        .unwrap_or_else(|e| panic!("the node's CNI config {}: {e}", stand_in_conf.display()));
-    let conf: Value = serde_json::from_str(&conf_before).expect("the stand-in's config is JSON");
-    assert_eq!(conf["type"], "multus", "primary plugin: {conf}");
-    assert_eq!(
-        conf["delegates"][0]["plugins"][0]["type"], "bridge",
-        "the cluster network (bridge + host-local) is the stand-in's delegate: {conf}"
-    );
-    let confs: Vec<String> = std::fs::read_dir(&net_d)
-        .expect("the node's net.d")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".conf") || n.ends_with(".conflist"))
-        .collect();
-    assert_eq!(
-        confs,
-        vec![node::MULTUS_CONF.to_string()],
-        "the stand-in's is the node's only network config"
-    );
-    let multus = std::fs::canonicalize(bin.join("multus")).unwrap_or_default();
-    assert!(
-        multus.file_name().is_some_and(|n| n == "multus-stand-in"),
-        "e2e/images linked multus-stand-in into {} as multus: {}",
-        bin.display(),
-        multus.display()
-    );
-    conf_before
+    multus_conf::assert_node_layout(node)
 }
 
 /// Step 2: The chart, installed as an admin would on this node. Returns the plugin's path.

@@ -1,7 +1,7 @@
 //! Step 8 of the node scenario: linkerd-cni attached through Multus' auxiliary CNI chain (issue 26).
-//! The node's Multus (the stand-in) is configured as OpenShift 4.18 configures it: the cluster
-//! network read from its file in `/run/multus/cni/net.d` (in the node's own /run, a tmpfs) and
-//! `auxiliaryCNIChainName: vendor-cni-chain`. The admin switches the release to `attach=auxChain`:
+//! The node's Multus (the stand-in, or the real thin or thick plugin) is configured as OpenShift 4.18
+//! configures it: the cluster network read from its file in `/run/multus/cni/net.d` (in the node's own
+//! /run, a tmpfs) and `auxiliaryCNIChainName: vendor-cni-chain`. The admin switches the release to `attach=auxChain`:
 //! the installer puts linkerd-cni's config in the chain's directory, the pods restarted come without
 //! a networks annotation and are redirected, the NADs go once no pod lists them (0 left), a pod that
 //! is not meshed gets no rules. A node reboot (/run emptied, containerd and the kubelet restarted,
@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::node::{self, MultusKind, Node};
 use linkerd_multus_e2e::wait_for_explained;
 use serde_json::{json, Value};
 
@@ -24,11 +24,13 @@ use super::*;
 use crate::support::{path_str, temp_file};
 use crate::{assert_redirected, pod_names, step_cni_rollout_while_creating_pods, Meshed};
 
-/// Where OpenShift 4.18's Multus finds the cluster network's config, so the chain's parent too.
-const AUX_DIR: &str = "/run/multus/cni/net.d";
+/// Where OpenShift 4.18's Multus finds the cluster network's config, so the chain's parent too (the
+/// thick daemon's `multusAutoconfigDir` on the node).
+const AUX_DIR: &str = node::MULTUS_AUTOCONF_DIR;
 const CHAIN: &str = vocab::DEFAULT_AUX_CHAIN_NAME;
-/// The cluster network's config in [`AUX_DIR`] (the stand-in's delegate, moved to a file).
-const CLUSTER_NETWORK: &str = "10-testbed.conflist";
+/// The cluster network's config in [`AUX_DIR`]: the thin plugin's delegate moved to a file of one
+/// plugin (see [`multus_conf::single_plugin`]); the thick daemon's is already there, under this name.
+const CLUSTER_NETWORK: &str = node::MULTUS_CLUSTER_CONF;
 /// Removing the nodeSelector's key brings the installer back.
 const NO_INSTALLER: &str = "linkerd-multus-test/no-installer";
 const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
@@ -40,7 +42,13 @@ pub fn step_attach_through_the_aux_chain(
     plain: &str,
 ) {
     let multus = MultusConf::new(node);
-    let _aux_dir = RemovedOnDrop(node.in_node_mounts(AUX_DIR));
+    // The thick daemon's cluster network lives in AUX_DIR from the node's start: only the chain's
+    // directory is this step's there.
+    let ours = match multus.kind() {
+        MultusKind::Thick => format!("{AUX_DIR}/{CHAIN}"),
+        MultusKind::StandIn | MultusKind::Thin => AUX_DIR.to_string(),
+    };
+    let _aux_dir = RemovedOnDrop(node.in_node_mounts(&ours));
     write_multus(node, &multus, Some(CHAIN));
     switch_to_aux_chain(node, meshed, plain);
     unmeshed_pod_gets_no_rules(node, meshed, plain);
@@ -139,11 +147,36 @@ fn chain_file(node: &Node) -> PathBuf {
     node.in_node_mounts(&format!("{AUX_DIR}/{CHAIN}/{}", vocab::AUX_CHAIN_FILE_NAME))
 }
 
-/// The stand-in's config as OpenShift 4.18 writes Multus': the cluster network from its file in
-/// [`AUX_DIR`], and `chain` as `auxiliaryCNIChainName` (none: the key is absent).
+/// The node's Multus config as OpenShift 4.18 writes Multus': the cluster network from its file in
+/// [`AUX_DIR`], and `chain` as `auxiliaryCNIChainName` (none: the key is absent). The thick daemon
+/// reads its cluster network from there already; only the chain changes (and the daemon restarts).
 fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
     let mut conf = multus.original();
-    let cluster = conf["delegates"][0].clone();
+    if multus.kind() == MultusKind::Thick {
+        let obj = conf
+            .as_object_mut()
+            .expect("the daemon config is an object");
+        assert_eq!(
+            obj.get("multusAutoconfigDir").and_then(Value::as_str),
+            Some(AUX_DIR),
+            "the thick daemon reads its cluster network from {AUX_DIR}: {obj:?}"
+        );
+        if let Some(chain) = chain {
+            obj.insert("auxiliaryCNIChainName".into(), json!(chain));
+        }
+        multus.write(&conf);
+        let generated: Value = serde_json::from_str(
+            &std::fs::read_to_string(node.multus_conf()).expect("the daemon's 00-multus.conf"),
+        )
+        .expect("00-multus.conf is JSON");
+        assert_eq!(
+            generated["clusterNetwork"],
+            format!("{AUX_DIR}/{CLUSTER_NETWORK}").as_str(),
+            "{generated}"
+        );
+        return;
+    }
+    let cluster = multus_conf::single_plugin(&conf["delegates"][0]);
     assert!(cluster.is_object(), "the stand-in's delegate: {conf}");
     let dir = node.in_node_mounts(AUX_DIR);
     std::fs::create_dir_all(&dir).expect("the node's /run/multus/cni/net.d");
@@ -524,19 +557,21 @@ fn check_fails_without_the_chain(node: &Node, multus: &MultusConf) {
     );
     write_multus(node, multus, None);
     let name = node_name(node);
+    // Waited for by what it says: while a thick daemon restarts, its 00-multus.conf is gone for a
+    // moment, and check may first fail for that.
     let report = wait_for_explained(
-        "check fails once the node's Multus has no auxiliary chain",
+        "check fails saying the node's Multus has no auxiliaryCNIChainName",
         Duration::from_secs(60),
         || {
             let report = check_json(node);
-            (report["success"] == false).then_some(report)
+            (report["success"] == false && report.to_string().contains("auxiliaryCNIChainName"))
+                .then_some(report)
         },
         || check_json(node).to_string(),
     );
-    let text = report.to_string();
     assert!(
-        text.contains(name.trim()) && text.contains("auxiliaryCNIChainName"),
-        "check names the node and what its Multus lacks: {report}"
+        report.to_string().contains(name.trim()),
+        "check names the node whose Multus lacks the chain: {report}"
     );
     write_multus(node, multus, Some(CHAIN));
     wait_for_explained(

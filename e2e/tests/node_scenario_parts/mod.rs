@@ -13,7 +13,10 @@ use crate::support::{helm, path_str, temp_file};
 pub mod aux_chain;
 pub mod isolation;
 pub mod lifecycle;
+pub mod multus_conf;
 pub mod without_nad_crd;
+
+pub use multus_conf::MultusConf;
 
 pub const RELEASE: &str = "ld-controller";
 pub const RELEASE_NS: &str = "linkerd-multus";
@@ -404,44 +407,6 @@ pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> Str
         || node.describe(&ns, "serviceaccounts"),
     );
     ns
-}
-
-/// The node's Multus config, restored when dropped.
-pub struct MultusConf<'a> {
-    node: &'a Node,
-    original: String,
-}
-
-impl<'a> MultusConf<'a> {
-    pub fn new(node: &'a Node) -> Self {
-        let original =
-            std::fs::read_to_string(node.multus_conf()).expect("the node's Multus config");
-        Self { node, original }
-    }
-
-    /// The original config, parsed.
-    pub fn original(&self) -> Value {
-        serde_json::from_str(&self.original).expect("Multus config JSON")
-    }
-
-    /// Writes `conf` as the node's Multus config.
-    pub fn write(&self, conf: &Value) {
-        std::fs::write(self.node.multus_conf(), conf.to_string()).expect("write Multus config");
-    }
-
-    /// Writes the original with `isolation` (namespaceIsolation, globalNamespaces) on top.
-    pub fn isolate(&self, global_namespaces: &str) {
-        let mut conf = self.original();
-        conf["namespaceIsolation"] = json!(true);
-        conf["globalNamespaces"] = json!(global_namespaces);
-        self.write(&conf);
-    }
-}
-
-impl Drop for MultusConf<'_> {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.node.multus_conf(), &self.original);
-    }
 }
 
 pub fn node_name(node: &Node) -> String {
