@@ -101,6 +101,12 @@ pub struct Args {
     #[arg(long, env = "MULTUS_HOST_PREFIX", default_value = vocab::DEFAULT_MULTUS_HOST_PREFIX)]
     pub multus_host_prefix: PathBuf,
 
+    /// Where the node's binary directories (/usr/sbin, /sbin, /usr/bin, /bin) are mounted, read
+    /// only, for `iptables-mode: auto`: the installer decides the node's backend as the plugin does
+    /// (no iptables binaries: nftables) to publish it in the NodeMultus. [default: --host-prefix, else /]
+    #[arg(long, env = "NODE_ROOT")]
+    pub node_root: Option<PathBuf>,
+
     /// Directory holding this pod's service-account `token` and `ca.crt`.
     #[arg(long, env = "SERVICE_ACCOUNT_DIR", default_value = DEFAULT_SERVICE_ACCOUNT_DIR)]
     pub service_account_dir: PathBuf,
@@ -251,6 +257,8 @@ pub struct Settings {
     pub aux_chain: AuxChain,
     /// `--uninstall`.
     pub uninstall: bool,
+    /// `--node-root`: the node's binary directories below it (`iptables-mode: auto`).
+    pub node_root: PathBuf,
     /// This installer pod (POD_NAMESPACE, POD_NAME): on SIGTERM its DaemonSet tells an uninstall
     /// from a rollout ([`crate::termination`]).
     pub own_pod: Option<OwnPod>,
@@ -359,7 +367,13 @@ impl Settings {
                 multus_host_prefix: args.multus_host_prefix.clone(),
             },
         };
+        let node_root = args
+            .node_root
+            .clone()
+            .or_else(|| args.host_prefix.clone())
+            .unwrap_or_else(|| PathBuf::from("/"));
         Settings {
+            node_root,
             aux_chain,
             own_pod,
             uninstall: args.uninstall,

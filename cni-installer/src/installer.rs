@@ -9,7 +9,7 @@ use crate::error::InstallError;
 use crate::files::{self, BINARY_MODE, CONFIG_MODE, DIR_MODE, KUBECONFIG_MODE};
 use crate::revert::{self, Applied, Revert};
 use crate::{credential, kubeconfig, multus, primary};
-use linkerd_multus_crds::node_multus::AuxChainFile;
+use linkerd_multus_crds::node_multus::{AuxChainFile, NodeIptables};
 use rules::cni_template;
 use rules::multus_node::Observation;
 use std::fs;
@@ -34,6 +34,8 @@ pub struct Report {
     pub observed: Option<Observation>,
     /// `aux-chain` mode: linkerd-cni's file in the chain, as published in the node's NodeMultus.
     pub aux_chain: Option<AuxChainFile>,
+    /// The pods' rules backend on this node, as published; None without a usable template.
+    pub iptables: Option<NodeIptables>,
 }
 
 /// What the `aux-chain` step found and did.
@@ -112,6 +114,7 @@ impl Installer {
                 Err(e) => report.errors.push(e),
             }
         }
+        report.iptables = self.entry().ok().map(|entry| self.iptables_backend(&entry));
         if self.settings.chain_mode == ChainMode::None {
             // NADs need the node's Multus: a directory with no network config at all is said, never
             // published as a silent "no Multus" (the runtime may read another directory).
@@ -530,6 +533,48 @@ impl Installer {
     }
 
     // === helpers ===
+
+    /// The backend the plugin uses on this node for `entry`'s `linkerd.iptables-mode`: with `auto`
+    /// decided as the plugin decides it ([`rules::backend_choice`]), from the node's binary
+    /// directories under `--node-root` and the legacy tables of this (the node's: hostNetwork)
+    /// network namespace.
+    fn iptables_backend(&self, entry: &serde_json::Value) -> NodeIptables {
+        use rules::backend_choice::{self as choice, NodeNetfilter};
+        let configured = entry
+            .pointer("/linkerd/iptables-mode")
+            .and_then(|m| m.as_str())
+            .filter(|m| !m.is_empty())
+            .unwrap_or(choice::AUTO)
+            .to_string();
+        if configured != choice::AUTO {
+            return NodeIptables {
+                backend: configured.clone(),
+                configured,
+                reason: None,
+            };
+        }
+        let dirs: Vec<PathBuf> = choice::SBIN_DIRS
+            .iter()
+            .map(|d| self.settings.node_root.join(d.trim_start_matches('/')))
+            .collect();
+        let find = |name: &str| dirs.iter().any(|d| d.join(name).is_file());
+        let node = NodeNetfilter {
+            binaries: choice::BINARIES
+                .iter()
+                .filter(|(_, restore, save)| find(restore) && find(save))
+                .map(|(b, _, _)| *b)
+                .collect(),
+            legacy_tables: fs::read_to_string(choice::IP_TABLES_NAMES)
+                .map(|t| choice::parse_ip_tables_names(&t))
+                .unwrap_or_default(),
+        };
+        let chosen = choice::choose(&node);
+        NodeIptables {
+            configured,
+            backend: chosen.backend.as_str().to_string(),
+            reason: Some(chosen.reason),
+        }
+    }
 
     /// The bytes to restore on uninstall. A file that already held our entry (rewritten with an
     /// outdated one) keeps the original remembered from before, if any.

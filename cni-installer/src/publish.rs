@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
-use linkerd_multus_crds::node_multus::{self, AuxChainFile, NodeMultusSpec};
+use linkerd_multus_crds::node_multus::{self, AuxChainFile, NodeIptables, NodeMultusSpec};
 use rules::multus_node::Observation;
 use tokio::sync::watch;
 
@@ -34,6 +34,7 @@ const OWNER_RETRY: Duration = Duration::from_secs(60);
 struct Observed {
     observation: Observation,
     aux_chain: Option<AuxChainFile>,
+    iptables: Option<NodeIptables>,
 }
 
 /// What the loop hands the publisher after a pass.
@@ -59,17 +60,20 @@ impl Publisher {
         Self { tx }
     }
 
-    /// Hands over what a pass observed (`aux_chain`: the chain file's state in `aux-chain` mode);
-    /// wakes the publisher only when that or the credentials changed.
+    /// Hands over what a pass observed (`aux_chain`: the chain file's state in `aux-chain` mode;
+    /// `iptables`: the node's rules backend); wakes the publisher only when that or the credentials
+    /// changed.
     pub fn offer(
         &self,
         observation: Observation,
         aux_chain: Option<AuxChainFile>,
+        iptables: Option<NodeIptables>,
         kubeconfig: Result<String, String>,
     ) {
         let observed = Observed {
             observation,
             aux_chain,
+            iptables,
         };
         self.tx.send_if_modified(|current| {
             let (same_observed, same_kubeconfig) = match current {
@@ -108,6 +112,7 @@ async fn run(mut rx: watch::Receiver<Option<Offer>>, publish: Publish, net_dir: 
                         node = %publish.node_name,
                         observed = %describe(&offer.observed.observation),
                         aux_chain = %offer.observed.aux_chain.as_ref().map_or_else(String::new, describe_aux_chain),
+                        iptables = %offer.observed.iptables.as_ref().map_or_else(String::new, NodeIptables::describe),
                         "published the node's Multus (kubectl get nodemultus {})",
                         publish.node_name
                     );
@@ -262,6 +267,7 @@ async fn apply(
         offer.observed_at.clone(),
     );
     spec.aux_chain = offer.observed.aux_chain.clone();
+    spec.iptables = offer.observed.iptables.clone();
     let resource = node_multus::api_resource(publish.api_group.as_deref());
     let mut object = DynamicObject::new(&publish.node_name, &resource);
     object.metadata.owner_references = owner

@@ -153,6 +153,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
             publisher.offer(
                 observation,
                 report.aux_chain.take(),
+                report.iptables.take(),
                 credential::installer_kubeconfig(installer.settings())
                     .map_err(|e| vocab::report::chain(&e)),
             );

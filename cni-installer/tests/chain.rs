@@ -27,9 +27,12 @@ impl Drop for BridgeGuard {
     }
 }
 
+/// The pod's nat rules, whichever backend `iptables-mode: auto` (the default) picked on this machine.
 fn nat_rules(ns: &NetNs) -> String {
-    let out = ns.exec(&["iptables-legacy-save", "-t", "nat"]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ["iptables-legacy-save", "iptables-nft-save"]
+        .iter()
+        .map(|save| String::from_utf8_lossy(&ns.exec(&[save, "-t", "nat"]).stdout).into_owned())
+        .collect()
 }
 
 fn addresses(ns: &NetNs) -> String {

@@ -108,9 +108,13 @@ async fn drill7_cni_add_between_sigterm_and_the_next_installer_succeeds() {
             continue;
         }
         ok += 1;
-        let rules =
-            String::from_utf8_lossy(&netns.exec(&["iptables-legacy-save", "-t", "nat"]).stdout)
-                .into_owned();
+        // Whichever backend `iptables-mode: auto` (the default) picked on this machine.
+        let rules: String = ["iptables-legacy-save", "iptables-nft-save"]
+            .iter()
+            .map(|save| {
+                String::from_utf8_lossy(&netns.exec(&[save, "-t", "nat"]).stdout).into_owned()
+            })
+            .collect();
         assert!(
             rules.contains("PROXY_INIT_REDIRECT") && rules.contains("--to-ports 4143"),
             "{name}: no redirect rules after ADD:\n{rules}"

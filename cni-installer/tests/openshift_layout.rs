@@ -210,3 +210,76 @@ async fn publishes_openshifts_multus_from_crios_directory() {
         assert!(status.success(), "{status:?}\n{log}");
     }
 }
+
+/// `iptables-mode: auto` (the default): the installer publishes the backend the plugin picks on this
+/// node, from the node's binaries under `--node-root`: none (RHEL 10) gives nftables; with iptables
+/// binaries an iptables flavour. A configured mode is published as configured.
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
+async fn publishes_each_nodes_rules_backend() {
+    let client = client().await;
+    let group = node_multus::test_group("nm-ipt");
+    let _crd = node_multus::install_crd_in(&client, &group).await;
+    let objects = node_multus::api(&client, &group);
+    let template = |mode: &str| {
+        json!({"name": "linkerd-cni", "type": "linkerd-cni",
+            "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"},
+            "linkerd": {"iptables-mode": mode}})
+        .to_string()
+    };
+    // This machine's legacy tables count too (the installer reads its own network namespace's).
+    let legacy_here = fs::read_to_string(rules::backend_choice::IP_TABLES_NAMES)
+        .is_ok_and(|t| !rules::backend_choice::parse_ip_tables_names(&t).is_empty());
+    let (with_binaries, why) = match legacy_here {
+        true => ("legacy", "iptables-legacy"),
+        false => ("nft", "nf_tables"),
+    };
+    // (binaries under the node's root, iptables-mode, backend, reason words)
+    let cases: [(&[&str], &str, &str, Option<&str>); 3] = [
+        (&[], "auto", "nftables", Some("no iptables binaries")),
+        (
+            &["iptables-nft-restore", "iptables-nft-save"],
+            "auto",
+            with_binaries,
+            Some(why),
+        ),
+        (&[], "legacy", "legacy", None),
+    ];
+    for (binaries, mode, backend, words) in cases {
+        let node_name = linkerd_multus_e2e::unique_name("node");
+        let mut node = Node::new();
+        let root = openshift_root(&node, "/host");
+        fs::create_dir_all(root.join("usr/sbin")).expect("usr/sbin");
+        for b in binaries {
+            fs::write(root.join("usr/sbin").join(b), "").expect("binary");
+        }
+        node.use_testbed_service_account();
+        node.env.extend([
+            ("NODE_NAME".to_string(), node_name.clone()),
+            ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
+            ("CNI_NETWORK_CONFIG".to_string(), template(mode)),
+        ]);
+        let mut cmd = node.bare_command();
+        cmd.args(openshift_flags(&root, CRIO_NET_DIR))
+            .arg(format!("--node-root={}", root.display()))
+            .arg("--resync=1s");
+        let running = node.spawn_command(cmd);
+        let obj = eventually("the node's backend is published", || async {
+            let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+            obj.data["spec"].get("iptables").is_some().then_some(obj)
+        })
+        .await;
+        let ipt = &obj.data["spec"]["iptables"];
+        assert_eq!(ipt["configured"], mode, "{ipt}\n{}", running.log());
+        assert_eq!(ipt["backend"], backend, "{ipt}");
+        match words {
+            Some(words) => {
+                let reason = ipt["reason"].as_str().unwrap_or_default();
+                assert!(reason.contains(words), "{reason}");
+            }
+            None => assert_eq!(ipt.get("reason"), None, "{ipt}"),
+        }
+        let (status, log) = running.terminate();
+        assert!(status.success(), "{status:?}\n{log}");
+    }
+}

@@ -234,14 +234,16 @@ impl LinkerdConfig {
             })
             .collect::<Result<_, _>>()?;
         let iptables_mode = match string(l, "iptables-mode", &key("iptables-mode"))?.as_deref() {
-            None | Some("") | Some("legacy") => IptablesMode::Legacy,
+            None | Some("") => IptablesMode::default(),
+            Some("legacy") => IptablesMode::Legacy,
             Some("nft") => IptablesMode::Nft,
             Some("plain") => IptablesMode::Plain,
             Some("nftables") => IptablesMode::Nftables,
+            Some(rules::backend_choice::AUTO) => IptablesMode::Auto,
             Some(other) => {
                 return Err(bad(
                     &key("iptables-mode"),
-                    format!("`{other}` is not one of legacy, nft, plain, nftables"),
+                    format!("`{other}` is not one of legacy, nft, plain, nftables, auto"),
                 ))
             }
         };
@@ -373,12 +375,30 @@ mod tests {
         assert_eq!(w.iptables_mode, IptablesMode::Nft);
     }
 
+    /// Every iptables-mode value, `auto` (decided per node when the backend is selected) included.
+    #[test]
+    fn iptables_modes_parse() {
+        for (text, want) in [
+            ("legacy", IptablesMode::Legacy),
+            ("nft", IptablesMode::Nft),
+            ("plain", IptablesMode::Plain),
+            ("nftables", IptablesMode::Nftables),
+            ("auto", IptablesMode::Auto),
+        ] {
+            let conf =
+                format!(r#"{{"cniVersion":"1.0.0","linkerd":{{"iptables-mode":"{text}"}}}}"#);
+            let cfg = PluginConfig::parse(conf.as_bytes()).unwrap();
+            assert_eq!(cfg.linkerd.iptables_mode, want, "{text}");
+            assert_eq!(want.as_str(), text);
+        }
+    }
+
     #[test]
     fn minimal_config_gets_linkerds_defaults() {
         let cfg = PluginConfig::parse(br#"{"cniVersion":"1.0.0"}"#).unwrap();
         assert_eq!(cfg.linkerd, LinkerdConfig::default());
         assert_eq!(cfg.linkerd.rules.proxy_uid, Some(2102));
-        assert_eq!(cfg.linkerd.iptables_mode, IptablesMode::Legacy);
+        assert_eq!(cfg.linkerd.iptables_mode, IptablesMode::Auto);
         assert!(
             !cfg.linkerd.aux_chain,
             "a NAD's config: the pod asked to be meshed"

@@ -14,8 +14,7 @@ use crate::plan::{self, Family, NatTable, Plan};
 /// `linkerd.iptables-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IptablesMode {
-    /// `iptables-legacy-restore` (Linkerd's default).
-    #[default]
+    /// `iptables-legacy-restore` (Linkerd's default before linkerd2#14326).
     Legacy,
     /// `iptables-nft-restore`.
     Nft,
@@ -23,6 +22,43 @@ pub enum IptablesMode {
     Plain,
     /// No binary at all: the plugin programs nf_tables itself over netlink ([`crate::nftables`]).
     Nftables,
+    /// Decided per node at each call ([`rules::backend_choice`], [`probe_node`]): `nftables` where the
+    /// node has no iptables binaries, else what the node's own rules use. The default: a fixed
+    /// mode fails every pod on a node without its binaries (RHEL 10 ships none).
+    #[default]
+    Auto,
+}
+
+impl From<rules::backend_choice::Backend> for IptablesMode {
+    fn from(b: rules::backend_choice::Backend) -> Self {
+        use rules::backend_choice::Backend;
+        match b {
+            Backend::Legacy => Self::Legacy,
+            Backend::Nft => Self::Nft,
+            Backend::Plain => Self::Plain,
+            Backend::Nftables => Self::Nftables,
+        }
+    }
+}
+
+/// What this node shows for `auto`: the flavours whose binaries are in `dirs`, and the legacy
+/// x_tables listed in `ip_tables_names` (read in the node's network namespace). A file that cannot
+/// be read lists no table: the module is not loaded, so no legacy rule exists.
+pub fn probe_node(
+    dirs: &[PathBuf],
+    ip_tables_names: &Path,
+) -> rules::backend_choice::NodeNetfilter {
+    let find = |name: &str| dirs.iter().any(|d| d.join(name).is_file());
+    rules::backend_choice::NodeNetfilter {
+        binaries: rules::backend_choice::BINARIES
+            .iter()
+            .filter(|(_, restore, save)| find(restore) && find(save))
+            .map(|(b, _, _)| *b)
+            .collect(),
+        legacy_tables: std::fs::read_to_string(ip_tables_names)
+            .map(|t| rules::backend_choice::parse_ip_tables_names(&t))
+            .unwrap_or_default(),
+    }
 }
 
 impl IptablesMode {
@@ -32,6 +68,7 @@ impl IptablesMode {
             IptablesMode::Nft => "nft",
             IptablesMode::Plain => "plain",
             IptablesMode::Nftables => "nftables",
+            IptablesMode::Auto => "auto",
         }
     }
 
@@ -41,8 +78,9 @@ impl IptablesMode {
             IptablesMode::Nft => &[IptablesMode::Nft, IptablesMode::Plain, IptablesMode::Legacy],
             IptablesMode::Plain => &[IptablesMode::Plain, IptablesMode::Legacy],
             IptablesMode::Legacy => &[IptablesMode::Legacy, IptablesMode::Plain],
-            // Never falls back to binaries: the point of the mode is a node without them.
-            IptablesMode::Nftables => &[],
+            // Never falls back to binaries: the point of the mode is a node without them. Auto is
+            // decided before (`backend::select`).
+            IptablesMode::Nftables | IptablesMode::Auto => &[],
         }
     }
 
@@ -56,7 +94,7 @@ impl IptablesMode {
             IptablesMode::Legacy => "-legacy",
             IptablesMode::Nft => "-nft",
             // Nftables has no fallbacks, so it never gets here.
-            IptablesMode::Plain | IptablesMode::Nftables => "",
+            IptablesMode::Plain | IptablesMode::Nftables | IptablesMode::Auto => "",
         };
         (
             format!("{base}{infix}-restore"),
@@ -251,6 +289,49 @@ mod tests {
             std::fs::write(d.path().join(n), "").unwrap();
         }
         d
+    }
+
+    /// `auto` on three nodes: none of the binaries, legacy rules in use, nft binaries only.
+    #[test]
+    fn auto_probes_binaries_and_legacy_tables() {
+        use rules::backend_choice::{choose, Backend};
+        let tables = tempfile::tempdir().unwrap();
+        let names = tables.path().join("ip_tables_names");
+        let empty = dir_with(&[]);
+        let missing_file = tables.path().join("absent");
+        let node = probe_node(&[empty.path().into()], &missing_file);
+        assert!(
+            node.binaries.is_empty() && node.legacy_tables.is_empty(),
+            "{node:?}"
+        );
+        assert_eq!(choose(&node).backend, Backend::Nftables);
+        assert_eq!(
+            IptablesMode::from(choose(&node).backend),
+            IptablesMode::Nftables
+        );
+
+        let debian = dir_with(&[
+            "iptables-legacy-restore",
+            "iptables-legacy-save",
+            "iptables-nft-restore",
+            "iptables-nft-save",
+            "iptables-restore",
+        ]);
+        std::fs::write(&names, "nat\nfilter\n").unwrap();
+        let node = probe_node(&[debian.path().into()], &names);
+        assert_eq!(
+            node.binaries,
+            [Backend::Legacy, Backend::Nft],
+            "plain lacks its save"
+        );
+        assert_eq!(node.legacy_tables, ["nat", "filter"]);
+        assert_eq!(
+            IptablesMode::from(choose(&node).backend),
+            IptablesMode::Legacy
+        );
+        std::fs::write(&names, "").unwrap();
+        let node = probe_node(&[empty.path().into(), debian.path().into()], &names);
+        assert_eq!(IptablesMode::from(choose(&node).backend), IptablesMode::Nft);
     }
 
     #[test]

@@ -88,6 +88,32 @@ pub struct NodeMultusSpec {
     /// aux-chain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aux_chain: Option<AuxChainFile>,
+    /// The backend of the pods' rules on this node (`check` names it per node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iptables: Option<NodeIptables>,
+}
+
+/// Which backend linkerd-cni writes the pods' rules with on this node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeIptables {
+    /// `iptables-mode` in the installer's plugin config (legacy, nft, plain, nftables or auto).
+    pub configured: String,
+    /// The backend the plugin uses here: the configured one, or with `auto` the node's choice.
+    pub backend: String,
+    /// With `auto`: why this node gets that backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl NodeIptables {
+    /// One line for `check` and the log: `nftables (auto: no iptables binaries ...)`.
+    pub fn describe(&self) -> String {
+        match &self.reason {
+            Some(why) => format!("{} ({}: {why})", self.backend, self.configured),
+            None => format!("{} (configured)", self.backend),
+        }
+    }
 }
 
 /// An installer's file in Multus' auxiliary CNI chain, and whether the node's Multus runs it.
@@ -141,6 +167,7 @@ impl NodeMultusSpec {
             bin_dir: None,
             daemon_config: None,
             aux_chain: None,
+            iptables: None,
         };
         match observation {
             Observation::NoMultus { primary } => {
@@ -210,6 +237,26 @@ mod tests {
 
     fn at() -> Time {
         Time("2025-01-02T03:04:05Z".parse().expect("timestamp"))
+    }
+
+    /// `check`'s words for a node's backend: with `auto` the reason, else "configured".
+    #[test]
+    fn a_nodes_backend_in_one_line() {
+        let auto = NodeIptables {
+            configured: "auto".into(),
+            backend: "nftables".into(),
+            reason: Some("no iptables binaries on the node".into()),
+        };
+        assert_eq!(
+            auto.describe(),
+            "nftables (auto: no iptables binaries on the node)"
+        );
+        let fixed = NodeIptables {
+            configured: "legacy".into(),
+            backend: "legacy".into(),
+            reason: None,
+        };
+        assert_eq!(fixed.describe(), "legacy (configured)");
     }
 
     /// The CRD is cluster-scoped, in our group, with the columns `kubectl get nodemultuses` shows.

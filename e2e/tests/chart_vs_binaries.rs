@@ -277,6 +277,8 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
     // The plugin's own ServiceAccount exists only where the chart creates it; alone, the binary
     // keeps the pod-token mode.
     expected.plugin_service_account = Some("linkerd-cni-plugin".into());
+    // iptables-mode auto: the node's binary directories, mounted read only where only the chart mounts them.
+    expected.node_root = Some("/node".into());
     assert_eq!(format!("{chart:?}"), format!("{expected:?}"));
 
     // The readiness probe's command parses as a check of the file the container writes.

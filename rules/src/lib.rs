@@ -16,11 +16,13 @@
 //! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
 //! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
+//! - [`backend_choice`]: `iptables-mode: auto`, the backend a node gets from what it shows.
 //! - [`installers`]: linkerd-cni's installer pods (aux-chain mode): which pods, which nodes have a
 //!   Ready one.
 
 pub mod attach;
 pub mod attachment;
+pub mod backend_choice;
 pub mod cni_template;
 pub mod containers;
 pub mod decision;

@@ -117,7 +117,19 @@ pub fn select(cfg: &LinkerdConfig) -> Box<dyn Backend> {
     } else {
         vec![Family::V4]
     };
-    let backend: Box<dyn Backend> = match cfg.iptables_mode {
+    let mode = match cfg.iptables_mode {
+        IptablesMode::Auto => {
+            let node = crate::iptables::probe_node(
+                &crate::iptables::search_path(),
+                std::path::Path::new(rules::backend_choice::IP_TABLES_NAMES),
+            );
+            let choice = rules::backend_choice::choose(&node);
+            tracing::debug!(backend = choice.backend.as_str(), reason = %choice.reason, "iptables-mode auto");
+            choice.backend.into()
+        }
+        mode => mode,
+    };
+    let backend: Box<dyn Backend> = match mode {
         IptablesMode::Nftables => Box::new(Nftables { families }),
         mode => Box::new(Iptables {
             mode,

@@ -34,8 +34,8 @@ Config keys: cniVersion (0.3.0 to 1.1.0), kubernetes.kubeconfig, log_level, log_
 `linkerd` block: incoming-proxy-port (4143), outgoing-proxy-port (4140), proxy-uid (2102),
 proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-ports-to-ignore
 (\"80\" or \"9000-9100\"), subnets-to-ignore, simulate, use-wait-flag, iptables-mode (legacy,
-nft, plain: that iptables-restore; nftables: nf_tables over netlink, no iptables or nft binary),
-ipv6. Pods override them with config.linkerd.io/* annotations.
+nft, plain: that iptables-restore; nftables: nf_tables over netlink, no iptables or nft binary;
+auto: per node, nftables without iptables binaries, else what the node's own rules use), ipv6. Pods override them with config.linkerd.io/* annotations.
 
 `linkerd.aux-chain: true` (the installer sets it in Multus' auxiliary chain, which runs the plugin
 for every pod): when the kubeconfig is missing or unusable, or the apiserver refuses the plugin's

@@ -26,6 +26,7 @@ fn spec(node: &str, multus_chain: Option<&str>, aux: Option<AuxChainFile>) -> No
         bin_dir: None,
         daemon_config: None,
         aux_chain: aux,
+        iptables: None,
     }
 }
 

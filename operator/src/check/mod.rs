@@ -224,6 +224,7 @@ async fn observe(
     };
     let node_multus = counted.map(|c| c.nodes).map_err(|e| e.clone());
     let node_without_network = without_network(&node_multus_objects, &node_multus_ignored);
+    let node_backends = backends(&node_multus_objects, &node_multus_ignored);
     let node_multus_objects = node_multus_objects.map(|items| {
         let ignored = node_multus_ignored.as_deref().unwrap_or_default();
         items
@@ -291,6 +292,7 @@ async fn observe(
         node_multus,
         node_multus_ignored,
         node_without_network,
+        node_backends,
         sandbox_failures,
         repair_events,
         repair_waiting,
@@ -316,6 +318,24 @@ fn without_network(
         .filter_map(|o| {
             let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone()).ok()?;
             Some((o.name_any(), spec.no_network_config()?))
+        })
+        .collect()
+}
+
+/// Each node's (that exists) rules backend, as its NodeMultus says.
+fn backends(
+    objects: &Result<Vec<DynamicObject>, String>,
+    ignored: &Result<Vec<String>, String>,
+) -> Vec<(String, String)> {
+    let ignored = ignored.as_deref().unwrap_or_default();
+    objects
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|o| !ignored.contains(&o.name_any()))
+        .filter_map(|o| {
+            let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone()).ok()?;
+            Some((o.name_any(), spec.iptables?.describe()))
         })
         .collect()
 }

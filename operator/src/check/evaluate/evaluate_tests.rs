@@ -128,6 +128,7 @@ fn healthy() -> Observed {
         node_multus: Ok(vec![]),
         node_multus_ignored: Ok(vec![]),
         node_without_network: vec![],
+        node_backends: vec![],
         sandbox_failures: BTreeMap::new(),
         repair_events: Vec::new(),
         repair_waiting: Vec::new(),

@@ -47,6 +47,17 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// Each node's rules backend (`iptables-mode`, `auto` decided per node) after the line's own
+    /// items: `check` names every node's backend.
+    pub(super) fn with_node_backends(mut self, backends: &[(String, String)]) -> Self {
+        self.items.extend(
+            backends
+                .iter()
+                .map(|(node, backend)| format!("{node}: pod rules via {backend}")),
+        );
+        self
+    }
+
     pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
         Self::line(check, message.into(), None, Mark::Pass)
     }
@@ -118,6 +129,8 @@ pub struct Observed {
     /// Nodes whose installer found no network config at all where it looked (node, why): never
     /// counted as "no Multus" (`NodeMultusSpec::no_network_config`).
     pub node_without_network: Vec<(String, String)>,
+    /// Each node's rules backend as its installer published it (node, `backend (why)`).
+    pub node_backends: Vec<(String, String)>,
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
@@ -210,7 +223,8 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
             &seen.node_multus_ignored,
             &seen.node_without_network,
             &placement,
-        ),
+        )
+        .with_node_backends(&seen.node_backends),
     ];
     if aux {
         verdicts.push(match &seen.aux_chain {

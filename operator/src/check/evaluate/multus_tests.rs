@@ -170,3 +170,27 @@ fn a_node_without_any_network_config_fails_the_node_multus_line() {
     let hint = line.hint.as_deref().unwrap_or_default();
     assert!(hint.contains("/etc/kubernetes/cni/net.d"), "{hint}");
 }
+
+/// `check` names each node's backend (an `auto` node with its reason) on the node-multus line.
+#[test]
+fn the_node_multus_line_names_each_nodes_backend() {
+    let mut seen = healthy();
+    seen.node_multus = Ok(vec![node("n1", Isolation::Off), node("n2", Isolation::Off)]);
+    seen.node_backends = vec![
+        (
+            "n1".into(),
+            "nftables (auto: no iptables binaries on the node)".into(),
+        ),
+        ("n2".into(), "legacy (configured)".into()),
+    ];
+    let all = evaluate(&seen, &settings());
+    let line = verdict(&all, "node-multus");
+    assert!(line.ok, "{line:?}");
+    assert_eq!(
+        line.items,
+        [
+            "n1: pod rules via nftables (auto: no iptables binaries on the node)",
+            "n2: pod rules via legacy (configured)"
+        ]
+    );
+}

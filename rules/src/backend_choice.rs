@@ -1,0 +1,172 @@
+//! PURE: `iptables-mode: auto`, the backend one node gets, decided from what the node shows. The
+//! plugin decides it at each call (in the node's network namespace, before entering the pod's) and
+//! the installer decides it the same way to publish it (NodeMultus `spec.iptables`, shown by `check`).
+//!
+//! - No iptables binaries at all (RHEL 10 ships none; Linkerd's own plugin moved to `nft`,
+//!   linkerd2#14326): `nftables`, the plugin's own nf_tables table over netlink, no binary needed.
+//! - The node's own rules in legacy x_tables (a table listed in the node's
+//!   `/proc/net/ip_tables_names`, which any iptables-legacy rule registers): `legacy`, as before
+//!   `auto` (Linkerd's default), falling back like `legacy` does.
+//! - Otherwise the node's iptables works through nf_tables: `nft`, falling back to `plain` then
+//!   `legacy` where its binaries are missing.
+
+/// The `iptables-mode` value that asks for this choice; also what a config without the key gets.
+pub const AUTO: &str = "auto";
+
+/// Binary directories probed, as the plugin's fallback search path has them (under the node's root).
+pub const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// The IPv4 restore and save binaries of each iptables flavour.
+pub const BINARIES: [(Backend, &str, &str); 3] = [
+    (
+        Backend::Legacy,
+        "iptables-legacy-restore",
+        "iptables-legacy-save",
+    ),
+    (Backend::Nft, "iptables-nft-restore", "iptables-nft-save"),
+    (Backend::Plain, "iptables-restore", "iptables-save"),
+];
+
+/// Where the node's legacy x_tables are listed (per network namespace: read it in the node's).
+pub const IP_TABLES_NAMES: &str = "/proc/net/ip_tables_names";
+
+/// An `iptables-mode` other than `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Legacy,
+    Nft,
+    Plain,
+    Nftables,
+}
+
+impl Backend {
+    /// Its `iptables-mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Nft => "nft",
+            Self::Plain => "plain",
+            Self::Nftables => "nftables",
+        }
+    }
+}
+
+/// What a node shows of its netfilter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeNetfilter {
+    /// The flavours whose restore and save binaries both exist.
+    pub binaries: Vec<Backend>,
+    /// The legacy x_tables registered in the node's network namespace.
+    pub legacy_tables: Vec<String>,
+}
+
+/// The backend for a node, and why (for the log, NodeMultus and `check`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub backend: Backend,
+    pub reason: String,
+}
+
+/// `auto`'s decision for `node`.
+pub fn choose(node: &NodeNetfilter) -> Choice {
+    let has = |b: Backend| node.binaries.contains(&b);
+    if node.binaries.is_empty() {
+        return Choice {
+            backend: Backend::Nftables,
+            reason:
+                "no iptables binaries on the node: the plugin's own nf_tables rules over netlink"
+                    .into(),
+        };
+    }
+    if !node.legacy_tables.is_empty() {
+        return Choice {
+            backend: Backend::Legacy,
+            reason: format!(
+                "the node's rules use iptables-legacy (x_tables {} registered)",
+                node.legacy_tables.join(",")
+            ),
+        };
+    }
+    let backend = if has(Backend::Nft) {
+        Backend::Nft
+    } else if has(Backend::Plain) {
+        Backend::Plain
+    } else {
+        Backend::Legacy
+    };
+    Choice {
+        backend,
+        reason: format!(
+            "no legacy x_tables on the node: its iptables works through nf_tables ({} binaries)",
+            backend.as_str()
+        ),
+    }
+}
+
+/// The tables listed in `/proc/net/ip_tables_names` (one a line).
+pub fn parse_ip_tables_names(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Backend::*;
+
+    /// One node a row: what it shows, the backend it gets.
+    #[test]
+    fn choice_table() {
+        let node = |binaries: &[Backend], tables: &[&str]| NodeNetfilter {
+            binaries: binaries.to_vec(),
+            legacy_tables: tables.iter().map(|t| t.to_string()).collect(),
+        };
+        let cases = [
+            (
+                "RHEL 10: no binaries",
+                node(&[], &[]),
+                Nftables,
+                "no iptables binaries",
+            ),
+            (
+                "no binaries, legacy tables left",
+                node(&[], &["nat"]),
+                Nftables,
+                "no iptables binaries",
+            ),
+            (
+                "Debian, kube-proxy legacy",
+                node(&[Legacy, Nft, Plain], &["nat", "filter"]),
+                Legacy,
+                "x_tables nat,filter",
+            ),
+            (
+                "RHEL 9: nft, no legacy tables",
+                node(&[Nft, Plain], &[]),
+                Nft,
+                "nf_tables (nft",
+            ),
+            ("only plain", node(&[Plain], &[]), Plain, "(plain binaries)"),
+            (
+                "only legacy binaries, no tables",
+                node(&[Legacy], &[]),
+                Legacy,
+                "(legacy binaries)",
+            ),
+        ];
+        for (case, node, want, words) in cases {
+            let got = choose(&node);
+            assert_eq!(got.backend, want, "{case}: {got:?}");
+            assert!(got.reason.contains(words), "{case}: {}", got.reason);
+        }
+    }
+
+    #[test]
+    fn ip_tables_names_lines() {
+        assert_eq!(parse_ip_tables_names("nat\nfilter\n\n"), ["nat", "filter"]);
+        assert!(parse_ip_tables_names("").is_empty());
+    }
+}
