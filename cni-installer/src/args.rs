@@ -1,8 +1,8 @@
 //! The installer's flags (each also an environment variable, as a DaemonSet sets them) and the
 //! settings resolved from them.
 
+use crate::aux_chain;
 use crate::error::InstallError;
-use crate::{aux_chain, credential};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vocab::{
@@ -213,9 +213,24 @@ pub struct Publish {
     pub api_group: Option<String>,
 }
 
-/// The apiserver issues no token for less than [`credential::MIN_LIFETIME`].
+/// The apiserver's floor for a requested token lifetime (TokenRequest validation).
+pub const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(600);
+
+/// The apiserver issues no token for less than [`MIN_TOKEN_LIFETIME`].
 fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
-    vocab::duration::parse_at_least(text, credential::MIN_LIFETIME)
+    vocab::duration::parse_at_least(text, MIN_TOKEN_LIFETIME)
+}
+
+/// Where the plugin's token comes from (`--plugin-service-account`; [`crate::credential`] keeps it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PluginCredential {
+    /// This pod's own token from `--service-account-dir` (bound to the pod on Kubernetes 1.22+).
+    PodToken,
+    /// A TokenRequest for this service account in the installer's namespace.
+    TokenRequest {
+        service_account: String,
+        lifetime: Duration,
+    },
 }
 
 /// Where the network config template comes from.
@@ -248,7 +263,7 @@ pub struct Settings {
     pub once: bool,
     pub resync: Duration,
     pub ready_file: Option<PathBuf>,
-    pub plugin_credential: credential::Source,
+    pub plugin_credential: PluginCredential,
     /// The net dir as the node sees it (what the NodeMultus names).
     pub net_dir_on_node: String,
     /// Publishing the node's Multus: None without `--node-name`.
@@ -400,11 +415,11 @@ impl Settings {
             resync: args.resync,
             ready_file: args.ready_file,
             plugin_credential: match args.plugin_service_account.filter(|a| !a.is_empty()) {
-                Some(service_account) => credential::Source::TokenRequest {
+                Some(service_account) => PluginCredential::TokenRequest {
                     service_account,
                     lifetime: args.plugin_token_lifetime,
                 },
-                None => credential::Source::PodToken,
+                None => PluginCredential::PodToken,
             },
         }
     }

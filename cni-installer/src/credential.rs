@@ -8,8 +8,8 @@
 //! installer pod, and each installer renews it at [`RENEW_AT`] of that lifetime.
 
 use crate::args::Settings;
+pub use crate::args::{PluginCredential as Source, MIN_TOKEN_LIFETIME as MIN_LIFETIME};
 use crate::error::InstallError;
-use crate::installer::PluginToken;
 use crate::kubeconfig;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -20,19 +20,15 @@ use std::time::{Duration, SystemTime};
 /// a fifth of the lifetime to come back before the plugin's token expires.
 pub const RENEW_AT: f64 = 0.8;
 
-/// The apiserver's floor for a requested lifetime (TokenRequest validation).
-pub const MIN_LIFETIME: Duration = Duration::from_secs(600);
-
-/// Where the plugin's token comes from.
+/// The token the next pass writes into the plugin's kubeconfig.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// This pod's own token from `--service-account-dir` (bound to the pod on Kubernetes 1.22+).
-    PodToken,
-    /// A TokenRequest for this service account in the installer's namespace.
-    TokenRequest {
-        service_account: String,
-        lifetime: Duration,
-    },
+pub enum PluginToken {
+    /// This pod's own, read from `--service-account-dir` at each pass.
+    FromServiceAccountDir,
+    /// One the run loop obtained by TokenRequest ([`Keeper`]).
+    Issued(String),
+    /// TokenRequest mode without a usable token yet: the kubeconfig is left as it is.
+    Missing { service_account: String },
 }
 
 /// A token the apiserver issued, with its validity as the apiserver stated it.

@@ -5,6 +5,7 @@
 use crate::args::{ChainMode, Settings, TemplateSource};
 use crate::aux_chain::{self, Current, Plan};
 use crate::chain::{self, ConfigKind, Outcome};
+pub use crate::credential::PluginToken;
 use crate::error::InstallError;
 use crate::files::{self, BINARY_MODE, CONFIG_MODE, DIR_MODE, KUBECONFIG_MODE};
 use crate::revert::{self, Applied, Revert};
@@ -55,17 +56,6 @@ pub struct Installer {
     /// are unchanged, a pass does not re-read them (a debug build of the plugin is 150 MB).
     binary_verified: Option<(files::Identity, files::Identity)>,
     plugin_token: PluginToken,
-}
-
-/// The token the next pass writes into the plugin's kubeconfig.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PluginToken {
-    /// This pod's own, read from `--service-account-dir` at each pass.
-    FromServiceAccountDir,
-    /// One the run loop obtained by TokenRequest (see [`crate::credential`]).
-    Issued(String),
-    /// TokenRequest mode without a usable token yet: the kubeconfig is left as it is.
-    Missing { service_account: String },
 }
 
 impl Installer {
