@@ -36,6 +36,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let plugin = step_install_chart(&node, &mut cleanup, &conf_before);
     let meshed = step_meshed_deployment(&node, &mut cleanup);
     let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
+    native_sidecar::step_native_sidecar_proxy(&node, &meshed, &plain, native_sidecar::Attach::Nad);
     step_cni_rollout_while_creating_pods(&node, &meshed);
     let repaired = step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
     step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);

@@ -52,6 +52,12 @@ pub fn step_attach_through_the_aux_chain(
     write_multus(node, &multus, Some(CHAIN));
     switch_to_aux_chain(node, meshed, plain);
     unmeshed_pod_gets_no_rules(node, meshed, plain);
+    super::native_sidecar::step_native_sidecar_proxy(
+        node,
+        meshed,
+        plain,
+        super::native_sidecar::Attach::AuxChain,
+    );
     reboot_window(node, cleanup, meshed, plain);
     step_cni_rollout_while_creating_pods(node, meshed);
     check_fails_without_the_chain(node, &multus);

@@ -14,6 +14,7 @@ pub mod aux_chain;
 pub mod isolation;
 pub mod lifecycle;
 pub mod multus_conf;
+pub mod native_sidecar;
 pub mod without_nad_crd;
 
 pub use multus_conf::MultusConf;
