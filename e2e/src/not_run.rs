@@ -48,7 +48,9 @@ fn test_target() -> String {
 
 fn target_of(exe: &str) -> &str {
     match exe.rsplit_once('-') {
-        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name,
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name
+        }
         _ => exe,
     }
 }
@@ -79,7 +81,10 @@ mod tests {
     #[test]
     fn the_target_is_the_executable_without_cargos_hash() {
         assert_eq!(target_of("node_scenario-0123456789abcdef"), "node_scenario");
-        assert_eq!(target_of("linkerd_multus_e2e-0123456789abcdef"), "linkerd_multus_e2e");
+        assert_eq!(
+            target_of("linkerd_multus_e2e-0123456789abcdef"),
+            "linkerd_multus_e2e"
+        );
         assert_eq!(target_of("helm-install"), "helm-install");
     }
 
