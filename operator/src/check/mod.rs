@@ -301,25 +301,12 @@ async fn observe(
     })
 }
 
-/// Aux-chain mode: the NodeMultus specs (of nodes that exist), the installer pods (those the NodeMultus
-/// objects name and the chart's in the CNI namespace: one pod list per namespace, with the pods `list`
-/// the operator has) and the nodes (refused: said by the line, not an error). See `aux_chain.rs`.
 /// The nodes (that exist) whose NodeMultus says their installer found no network config at all.
 fn without_network(
     objects: &Result<Vec<DynamicObject>, String>,
     ignored: &Result<Vec<String>, String>,
 ) -> Vec<(String, String)> {
-    let ignored = ignored.as_deref().unwrap_or_default();
-    objects
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .filter(|o| !ignored.contains(&o.name_any()))
-        .filter_map(|o| {
-            let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone()).ok()?;
-            Some((o.name_any(), spec.no_network_config()?))
-        })
-        .collect()
+    per_existing_node(objects, ignored, NodeMultusSpec::no_network_config)
 }
 
 /// Each node's (that exists) rules backend, as its NodeMultus says.
@@ -327,6 +314,17 @@ fn backends(
     objects: &Result<Vec<DynamicObject>, String>,
     ignored: &Result<Vec<String>, String>,
 ) -> Vec<(String, String)> {
+    per_existing_node(objects, ignored, |spec| {
+        Some(spec.iptables.as_ref()?.describe())
+    })
+}
+
+/// `(node, what)` for each readable NodeMultus of a node that exists, where `what` says something.
+fn per_existing_node(
+    objects: &Result<Vec<DynamicObject>, String>,
+    ignored: &Result<Vec<String>, String>,
+    what: impl Fn(&NodeMultusSpec) -> Option<String>,
+) -> Vec<(String, String)> {
     let ignored = ignored.as_deref().unwrap_or_default();
     objects
         .as_deref()
@@ -335,11 +333,14 @@ fn backends(
         .filter(|o| !ignored.contains(&o.name_any()))
         .filter_map(|o| {
             let spec = serde_json::from_value::<NodeMultusSpec>(o.data["spec"].clone()).ok()?;
-            Some((o.name_any(), spec.iptables?.describe()))
+            Some((o.name_any(), what(&spec)?))
         })
         .collect()
 }
 
+/// Aux-chain mode: the NodeMultus specs (of nodes that exist), the installer pods (those the NodeMultus
+/// objects name and the chart's in the CNI namespace: one pod list per namespace, with the pods `list`
+/// the operator has) and the nodes (refused: said by the line, not an error). See `aux_chain.rs`.
 async fn aux_chain_seen(
     client: &Client,
     s: &CheckSettings,
