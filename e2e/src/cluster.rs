@@ -74,6 +74,29 @@ impl Cluster {
             .then(|| serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl json: {e}")))
     }
 
+    /// What the server would store for `object` (`kubectl create --dry-run=server`, in `namespace` when
+    /// given): how a test asks whether the server keeps a field it may not know. Panics with kubectl's
+    /// stderr when the server refuses it.
+    pub fn dry_run_stored(&self, namespace: Option<&str>, object: &Value) -> Value {
+        let file = std::env::temp_dir().join(crate::unique_name("dry-run"));
+        std::fs::write(&file, object.to_string())
+            .unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+        let mut args = namespace.map_or_else(Vec::new, |ns| vec!["-n", ns]);
+        // kubectl's own schema (1.20's) would refuse an unknown field before the server is asked.
+        args.extend([
+            "create",
+            "--dry-run=server",
+            "--validate=false",
+            "-o",
+            "json",
+            "-f",
+        ]);
+        args.push(file.to_str().expect("a UTF-8 temp path"));
+        let out = self.kubectl_ok(&args);
+        let _ = std::fs::remove_file(&file);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("the dry run's object: {e}: {out}"))
+    }
+
     /// `kubectl describe` of `what` in `namespace` plus the namespace's events: what a failure shows.
     pub fn describe(&self, namespace: &str, what: &str) -> String {
         let text = |o: Output| {

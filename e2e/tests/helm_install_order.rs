@@ -365,18 +365,7 @@ fn serves_match_conditions() -> bool {
             "matchConditions": [{"name": "probe", "expression": "true"}],
         }],
     });
-    let file = temp_file("match-conditions-probe", &probe.to_string());
-    let out = kubectl_ok(&[
-        "create",
-        "--dry-run=server",
-        "--validate=false",
-        "-o",
-        "json",
-        "-f",
-        path_str(&file),
-    ]);
-    let _ = std::fs::remove_file(&file);
-    let created: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let created = linkerd_multus_e2e::Cluster::shared().dry_run_stored(None, &probe);
     !created["webhooks"][0]["matchConditions"].is_null()
 }
 

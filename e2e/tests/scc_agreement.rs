@@ -445,24 +445,10 @@ impl Side {
             "spec": { "initContainers": [{ "name": "s", "image": "x", "restartPolicy": "Always" }],
                       "containers": [{ "name": "c", "image": "x" }] },
         });
-        let file = self.write("probe.json", &probe);
-        let out = self.kubectl(&[
-            "-n",
-            &self.namespace.name,
-            "create",
-            "--dry-run=server",
-            "--validate=false",
-            "-o",
-            "json",
-            "-f",
-            &file,
-        ]);
-        let pod: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{}: dry-run probe: {e}: {}",
-                self.label,
-                String::from_utf8_lossy(&out.stderr)
-            )
+        // Off the runtime's worker, as every kubectl here (the webhooks it calls are served here).
+        let pod = tokio::task::block_in_place(|| {
+            self.cluster
+                .dry_run_stored(Some(&self.namespace.name), &probe)
         });
         pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
     }

@@ -17,7 +17,6 @@ use linkerd_multus_e2e::{not_run, wait_for_explained};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::support::{path_str, temp_file};
 use crate::{app_container, assert_redirected, Meshed};
 
 /// The Deployment's name and `app` label.
@@ -142,19 +141,7 @@ fn serves_native_sidecars(node: &Node, ns: &str) -> bool {
             "containers": [{"name": "c", "image": "x"}],
         },
     });
-    let file = temp_file("native-sidecar-probe", &probe.to_string());
-    let stored = node.kubectl_ok(&[
-        "create",
-        "--dry-run=server",
-        // kubectl's own schema (1.20's) would refuse the field before the server is asked.
-        "--validate=false",
-        "-o",
-        "json",
-        "-f",
-        path_str(&file),
-    ]);
-    let _ = std::fs::remove_file(&file);
-    let stored: Value = serde_json::from_str(&stored).expect("the dry run's pod is JSON");
+    let stored = node.dry_run_stored(None, &probe);
     stored["spec"]["initContainers"][0]["restartPolicy"] == "Always"
 }
 
