@@ -361,3 +361,17 @@ impl Drop for PodNetwork {
         }
     }
 }
+
+/// linkerd-cni's config as the chart's NAD holds it (legacy iptables), reading pods with `kubeconfig`:
+/// the delegate of the Multus tests (stand-in alone, and against the real Multus).
+pub fn linkerd_cni_nad_config(kubeconfig: &Path) -> Value {
+    json!({
+        "cniVersion": "0.3.1", "name": "linkerd-cni", "type": "linkerd-cni", "log_level": "info",
+        "kubernetes": {"kubeconfig": kubeconfig},
+        "linkerd": {
+            "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102,
+            "ports-to-redirect": [], "inbound-ports-to-ignore": ["4191", "4190"],
+            "simulate": false, "use-wait-flag": false, "iptables-mode": "legacy", "ipv6": false
+        }
+    })
+}

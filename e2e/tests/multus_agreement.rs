@@ -21,6 +21,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 use linkerd_multus_e2e::platform::Platform;
+use linkerd_multus_e2e::pod_network::linkerd_cni_nad_config;
 use linkerd_multus_e2e::{client, ensure_nad_crd, kubeconfig_path, unique_name, TestNamespace};
 use multus_agreement_parts::{run, ClusterNet, Impl, Node, Outcome, Sandbox, Verdict, CHAIN};
 use serde_json::{json, Value};
@@ -286,23 +287,10 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// linkerd-cni's config as the chart's NAD holds it.
-fn linkerd_cni_config() -> Value {
-    json!({
-        "cniVersion": "0.3.1", "name": "linkerd-cni", "type": "linkerd-cni", "log_level": "info",
-        "kubernetes": {"kubeconfig": kubeconfig_path()},
-        "linkerd": {
-            "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102,
-            "ports-to-redirect": [], "inbound-ports-to-ignore": ["4191", "4190"],
-            "simulate": false, "use-wait-flag": false, "iptables-mode": "legacy", "ipv6": false
-        }
-    })
-}
-
 /// The plugin's config: in a NAD (`in_chain` false) with its own cniVersion and an answer of its own.
 fn plugin_config(plugin: Plugin, log: &Path, in_chain: bool) -> Value {
     match plugin {
-        Plugin::LinkerdCni => linkerd_cni_config(),
+        Plugin::LinkerdCni => linkerd_cni_nad_config(&kubeconfig_path()),
         Plugin::Recorder { tag, fail_on } => {
             let mut c = json!({"type": "cni-recorder", "log": log, "tag": tag});
             if !in_chain {

@@ -11,6 +11,7 @@ use kube::{Api, Client};
 use linkerd_multus_crds::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 use linkerd_multus_e2e::cni::{exec_plugin_logged, PluginFailure, Runtime};
 use linkerd_multus_e2e::netns::NetNs;
+use linkerd_multus_e2e::pod_network::linkerd_cni_nad_config;
 use linkerd_multus_e2e::recorder::{read_log, LOG_ENV};
 use linkerd_multus_e2e::{binary, client, ensure_nad_crd, kubeconfig_path, TestNamespace};
 use serde_json::{json, Value};
@@ -54,18 +55,6 @@ async fn create_nad(client: &Client, namespace: &str, name: &str, config: &Value
         .create(&PostParams::default(), &nad)
         .await
         .expect("create NAD");
-}
-
-fn linkerd_cni_config() -> Value {
-    json!({
-        "cniVersion": "0.3.1", "name": "linkerd-cni", "type": "linkerd-cni", "log_level": "info",
-        "kubernetes": {"kubeconfig": kubeconfig_path()},
-        "linkerd": {
-            "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102,
-            "ports-to-redirect": [], "inbound-ports-to-ignore": ["4191", "4190"],
-            "simulate": false, "use-wait-flag": false, "iptables-mode": "legacy", "ipv6": false
-        }
-    })
 }
 
 /// A macvlan on the pod's eth0: shows which interface name the stand-in gave a delegate.
@@ -232,7 +221,13 @@ async fn add_runs_the_cluster_network_then_the_nad_and_del_cleans_up() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
-    create_nad(&client, &ns.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &ns.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     create_pod(&client, &ns.name, "web", "linkerd-cni").await;
     let sandbox = Sandbox::new(0, &ns.name, "web");
 
@@ -301,7 +296,13 @@ async fn a_failing_delegate_rolls_everything_back() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
-    create_nad(&client, &ns.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &ns.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     let broken = json!({"cniVersion": "0.3.1", "type": "no-such-plugin"});
     create_nad(&client, &ns.name, "broken", &broken).await;
     create_pod(&client, &ns.name, "web", "linkerd-cni,broken").await;
@@ -335,7 +336,13 @@ async fn json_selections_pick_namespace_and_interface() {
     let ns = TestNamespace::create(&client, "msi").await;
     let other = TestNamespace::create(&client, "msi-other").await;
     create_nad(&client, &other.name, "mac", &macvlan_config()).await;
-    create_nad(&client, &ns.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &ns.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     let networks = json!([
         {"name": "mac", "namespace": other.name, "interface": "mac7"},
         {"name": "linkerd-cni"},
@@ -377,7 +384,13 @@ async fn namespace_isolation_honours_only_global_namespaces() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
     let shared = TestNamespace::create(&client, "msi-shared").await;
-    create_nad(&client, &shared.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &shared.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     let reference = format!("{}/linkerd-cni", shared.name);
     create_pod(&client, &ns.name, "web", &reference).await;
 
@@ -471,7 +484,13 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
     let mut nad = recorder(&log, "nad");
     nad["cniVersion"] = json!("0.4.0");
     nad["standalone"] = json!(true);
-    create_nad(&client, &ns.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &ns.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     create_nad(&client, &ns.name, "rec", &nad).await;
     let web = create_pod(&client, &ns.name, "web", "linkerd-cni,rec").await;
     let bare = create_pod_with(&client, &ns.name, "bare", "", false).await;
@@ -675,7 +694,13 @@ async fn a_failing_aux_chain_fails_the_pod_and_rolls_everything_back() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi-aux").await;
-    create_nad(&client, &ns.name, "linkerd-cni", &linkerd_cni_config()).await;
+    create_nad(
+        &client,
+        &ns.name,
+        "linkerd-cni",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    )
+    .await;
     create_pod(&client, &ns.name, "web", "linkerd-cni").await;
     let mut sandbox = Sandbox::new(7, &ns.name, "web");
     let chain_dir = sandbox.with_aux_chain(CHAIN);
@@ -746,7 +771,11 @@ async fn linkerd_cni_in_the_aux_chain_meshes_only_meshed_pods_without_a_nad() {
     create_pod_with(&client, &ns.name, "bare", "", false).await;
     let mut sandbox = Sandbox::new(9, &ns.name, "web");
     let chain_dir = sandbox.with_aux_chain(CHAIN);
-    write_conf(&chain_dir, "10-linkerd-cni.conf", &linkerd_cni_config());
+    write_conf(
+        &chain_dir,
+        "10-linkerd-cni.conf",
+        &linkerd_cni_nad_config(&kubeconfig_path()),
+    );
 
     let (added, stderr) = sandbox.run("ADD", None);
     let result = added
