@@ -16,7 +16,7 @@ pub use nftables::Nftables;
 
 use crate::cni::{codes, CniError};
 use crate::config::LinkerdConfig;
-use crate::netns::NetnsError;
+use crate::netns::{self, NetnsError};
 use crate::nftables::NftError;
 use crate::plan::{Family, RuleSettings};
 use crate::{IptablesError, IptablesMode};
@@ -112,35 +112,106 @@ impl BackendError {
 
 /// The backend for this config: `simulate` wraps the mode's backend in a [`DryRun`].
 pub fn select(cfg: &LinkerdConfig) -> Box<dyn Backend> {
+    let backend = build(cfg, resolve_mode(cfg, &node_netfilter()));
+    if cfg.simulate {
+        Box::new(DryRun(backend))
+    } else {
+        backend
+    }
+}
+
+/// DEL's backends: [`select`]'s first, then every other that may hold our rules in `netns`.
+///
+/// DEL cannot trust its config to name the mode ADD used: Multus hands an auxiliary chain's DEL
+/// only each plugin's type and version (no `iptables-mode`, so `auto`), and an upgrade may change
+/// the mode between a pod's ADD and its DEL. Each removal reads before it deletes, so one that
+/// finds nothing costs a read. Legacy x_tables are read only where the pod's netns has a legacy
+/// nat table: reading them would create it, and load a module the node may not have.
+pub fn select_for_del(
+    cfg: &LinkerdConfig,
+    netns: &Path,
+) -> (Box<dyn Backend>, Vec<Box<dyn Backend>>) {
+    let node = node_netfilter();
+    let first = resolve_mode(cfg, &node);
+    if cfg.simulate {
+        return (Box::new(DryRun(build(cfg, first))), Vec::new());
+    }
+    let others = del_extras(first, &node, || pod_has_legacy_nat(netns))
+        .into_iter()
+        .map(|mode| build(cfg, mode))
+        .collect();
+    (build(cfg, first), others)
+}
+
+/// The modes DEL also removes with after `first` (pure: the node and the pod's netns are given).
+fn del_extras(
+    first: IptablesMode,
+    node: &rules::backend_choice::NodeNetfilter,
+    pod_has_legacy_nat: impl FnOnce() -> bool,
+) -> Vec<IptablesMode> {
+    use rules::backend_choice::Backend as B;
+    let mut extras = Vec::new();
+    if first != IptablesMode::Legacy && pod_has_legacy_nat() {
+        extras.push(IptablesMode::Legacy);
+    }
+    if first != IptablesMode::Nft && node.binaries.contains(&B::Nft) {
+        extras.push(IptablesMode::Nft);
+    }
+    if first != IptablesMode::Nftables {
+        extras.push(IptablesMode::Nftables);
+    }
+    extras
+}
+
+/// What the node shows of its netfilter, read from the plugin's own (the node's) netns.
+fn node_netfilter() -> rules::backend_choice::NodeNetfilter {
+    crate::iptables::probe_node(
+        &crate::iptables::search_path(),
+        Path::new(rules::backend_choice::IP_TABLES_NAMES),
+    )
+}
+
+/// Whether the pod's netns has a legacy nat table (`/proc/thread-self/net` is the netns of the
+/// thread that reads it; `/proc/net` would follow the process). A netns that is gone has none.
+fn pod_has_legacy_nat(netns: &Path) -> bool {
+    netns::run_in(netns, || {
+        std::fs::read_to_string("/proc/thread-self/net/ip_tables_names")
+            .map(|t| {
+                rules::backend_choice::parse_ip_tables_names(&t)
+                    .iter()
+                    .any(|n| n == "nat")
+            })
+            .unwrap_or(false)
+    })
+    .unwrap_or(false)
+}
+
+/// The config's mode, `auto` decided for `node`.
+fn resolve_mode(cfg: &LinkerdConfig, node: &rules::backend_choice::NodeNetfilter) -> IptablesMode {
+    match cfg.iptables_mode {
+        IptablesMode::Auto => {
+            let choice = rules::backend_choice::choose(node);
+            tracing::debug!(backend = choice.backend.as_str(), reason = %choice.reason, "iptables-mode auto");
+            choice.backend.into()
+        }
+        mode => mode,
+    }
+}
+
+/// The backend of a decided `mode` with the config's families and wait flag.
+fn build(cfg: &LinkerdConfig, mode: IptablesMode) -> Box<dyn Backend> {
     let families = if cfg.ipv6 {
         vec![Family::V4, Family::V6]
     } else {
         vec![Family::V4]
     };
-    let mode = match cfg.iptables_mode {
-        IptablesMode::Auto => {
-            let node = crate::iptables::probe_node(
-                &crate::iptables::search_path(),
-                std::path::Path::new(rules::backend_choice::IP_TABLES_NAMES),
-            );
-            let choice = rules::backend_choice::choose(&node);
-            tracing::debug!(backend = choice.backend.as_str(), reason = %choice.reason, "iptables-mode auto");
-            choice.backend.into()
-        }
-        mode => mode,
-    };
-    let backend: Box<dyn Backend> = match mode {
+    match mode {
         IptablesMode::Nftables => Box::new(Nftables { families }),
         mode => Box::new(Iptables {
             mode,
             families,
             use_wait_flag: cfg.use_wait_flag,
         }),
-    };
-    if cfg.simulate {
-        Box::new(DryRun(backend))
-    } else {
-        backend
     }
 }
 
@@ -185,6 +256,36 @@ mod tests {
             assert_eq!(
                 format!("{:?}", select(&simulate)),
                 format!("DryRun({want})")
+            );
+        }
+    }
+
+    /// DEL also removes what another mode may have written: legacy only where the pod's netns has
+    /// a legacy nat table, iptables-nft only where its binaries are, our nf_tables table always;
+    /// never the first mode twice.
+    #[test]
+    fn del_also_removes_what_other_modes_wrote() {
+        use rules::backend_choice::{Backend as B, NodeNetfilter};
+        use IptablesMode::*;
+        let node = |binaries: &[B]| NodeNetfilter {
+            binaries: binaries.to_vec(),
+            legacy_tables: Vec::new(),
+        };
+        let debian = node(&[B::Legacy, B::Nft, B::Plain]);
+        let cases = [
+            (Nft, &debian, true, vec![Legacy, Nftables]),
+            (Nft, &debian, false, vec![Nftables]),
+            (Legacy, &debian, true, vec![Nft, Nftables]),
+            (Nftables, &debian, false, vec![Nft]),
+            (Plain, &debian, true, vec![Legacy, Nft, Nftables]),
+            (Nftables, &node(&[]), false, vec![]),
+            (Legacy, &node(&[B::Legacy]), true, vec![Nftables]),
+        ];
+        for (first, node, legacy_nat, want) in cases {
+            assert_eq!(
+                del_extras(first, node, || legacy_nat),
+                want,
+                "{first:?} legacy_nat={legacy_nat}"
             );
         }
     }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{rendered, Applied, Backend, BackendError, Rendered};
 use crate::netns;
-use crate::nftables::netlink::{self, Batch};
+use crate::nftables::netlink;
 use crate::nftables::{table, Table};
 use crate::plan::{Family, RuleSettings};
 
@@ -53,10 +53,6 @@ impl Backend for Nftables {
 
     /// Deletes our tables, nothing else; a table that is not there is fine.
     fn remove(&self, netns: &Path) -> Result<(), BackendError> {
-        let mut batch = Batch::default();
-        for f in &self.families {
-            batch.delete_table(*f);
-        }
-        Ok(netns::run_in(netns, || netlink::apply(&batch))??)
+        Ok(netns::run_in(netns, || netlink::remove(&self.families))??)
     }
 }

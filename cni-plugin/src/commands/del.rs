@@ -7,15 +7,25 @@ use crate::cni::{CniEnv, CniError};
 use crate::config::PluginConfig;
 use crate::netns::NetnsError;
 
+/// Removes with the config's backend, then with each other one that may hold rules of an earlier
+/// mode ([`backend::select_for_del`]). Only the config's backend can fail DEL: the others look
+/// for what a config no longer names, and a failure there is logged (the netns is going away).
 pub(super) fn del(env: &CniEnv, cfg: &PluginConfig) -> Result<(), CniError> {
-    remove(env, &*backend::select(&cfg.linkerd))
-}
-
-fn remove(env: &CniEnv, backend: &dyn Backend) -> Result<(), CniError> {
     if env.netns.is_empty() {
         tracing::info!(container = %env.container_id, "DEL without a netns: nothing to remove");
         return Ok(());
     }
+    let (first, others) = backend::select_for_del(&cfg.linkerd, netns_path(env));
+    remove(env, &*first)?;
+    for other in others {
+        if let Err(e) = remove(env, &*other) {
+            tracing::warn!(backend = ?other, error = %e, "DEL: removing another mode's rules failed");
+        }
+    }
+    Ok(())
+}
+
+fn remove(env: &CniEnv, backend: &dyn Backend) -> Result<(), CniError> {
     match backend.remove(netns_path(env)) {
         Err(BackendError::Netns(NetnsError::Gone(path))) => {
             tracing::info!(netns = %path, "DEL: the netns is gone, nothing to remove");

@@ -381,6 +381,17 @@ impl Socket {
             }
         }
     }
+
+    /// Whether our table exists in `family`.
+    fn has_table(&mut self, family: Family) -> Result<bool, NftError> {
+        Ok(self.dump(GETTABLE, family, "tables")?.iter().any(|msg| {
+            attr::parse(msg)
+                .ok()
+                .and_then(|a| attr::get(&a, TABLE_NAME).map(attr::string))
+                .as_deref()
+                == Some(TABLE)
+        }))
+    }
 }
 
 /// Applies `batch` atomically in the calling thread's netns.
@@ -394,14 +405,24 @@ pub fn replace(tables: &[Table]) -> Result<(), NftError> {
     let mut sock = Socket::open()?;
     let mut batch = Batch::default();
     for t in tables {
-        let existing = sock.dump(GETTABLE, t.family, "tables")?.iter().any(|msg| {
-            attr::parse(msg)
-                .ok()
-                .and_then(|a| attr::get(&a, TABLE_NAME).map(attr::string))
-                .as_deref()
-                == Some(TABLE)
-        });
+        let existing = sock.has_table(t.family)?;
         batch.replace_table(t, existing);
+    }
+    sock.apply(&batch)
+}
+
+/// Deletes our tables of `families` that exist in the calling thread's netns. Looking first spares
+/// a netns without them the kernel's RCU wait a deletion costs (DEL runs for every pod).
+pub fn remove(families: &[Family]) -> Result<(), NftError> {
+    let mut sock = Socket::open()?;
+    let mut batch = Batch::default();
+    for f in families {
+        if sock.has_table(*f)? {
+            batch.delete_table(*f);
+        }
+    }
+    if batch.msgs.is_empty() {
+        return Ok(());
     }
     sock.apply(&batch)
 }
