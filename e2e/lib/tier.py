@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """The tiers of e2e/test-all: one test pass against one set of real parts, counted.
 
-  tier.py count TIER LOG SUMMARY
+  tier.py count TIER LOG SUMMARY [--only-target NAME]...
       sum the libtest `test result:` lines of a `cargo test` log into
-      `TIER<TAB>passed<TAB>failed<TAB>NOT_RUN_FILE`, appended to SUMMARY (NOT_RUN_FILE: the tier's
-      $LINKERD_MULTUS_NOT_RUN_FILE, where linkerd_multus_e2e::not_run recorded its cases).
-  tier.py run TIER SUMMARY [--skip-target NAME]... -- [ARGS...]
-      build the workspace's test executables (`cargo test --no-run`), run each but the skipped
-      targets, as cargo would (from its package's directory, ARGS passed to each), and append the
-      counts to SUMMARY. A second pass against another server runs this way: cargo test cannot leave
-      out one test target of a package.
+      `TIER<TAB>passed<TAB>failed<TAB>NOT_RUN_FILE<TAB>SKIPPED<TAB>ONLY`, appended to SUMMARY
+      (NOT_RUN_FILE: the tier's $LINKERD_MULTUS_NOT_RUN_FILE, where linkerd_multus_e2e::not_run
+      recorded its cases; ONLY: the test targets the log covers, empty for all).
+  tier.py run TIER SUMMARY [--skip-target NAME]... [--only-target NAME]... -- [ARGS...]
+      build the workspace's test executables (`cargo test --no-run`), run each of the named targets
+      (all when none is named) but the skipped ones, as cargo would (from its package's directory,
+      ARGS passed to each), and append the counts to SUMMARY. Tiers run side by side, and against
+      other servers, this way: cargo test cannot leave out one test target of a package.
   tier.py skipped TIER REASON SUMMARY
       record a tier that was not run at all, and why.
   tier.py report SUMMARY
@@ -39,10 +40,10 @@ def count_lines(lines):
     return passed, failed
 
 
-def record(summary, tier, passed, failed, skipped=()):
+def record(summary, tier, passed, failed, skipped=(), only=()):
     not_run = os.environ.get("LINKERD_MULTUS_NOT_RUN_FILE", "")
     with open(summary, "a") as f:
-        f.write(f"{tier}\t{passed}\t{failed}\t{not_run}\t{','.join(skipped)}\n")
+        f.write(f"{tier}\t{passed}\t{failed}\t{not_run}\t{','.join(skipped)}\t{','.join(only)}\n")
     print(f"tier {tier}: {passed} passed, {failed} failed", file=sys.stderr)
     return 1 if failed or not passed else 0
 
@@ -58,11 +59,10 @@ def executables():
             yield msg["target"]["name"], msg["executable"], os.path.dirname(msg["manifest_path"])
 
 
-def run(tier, summary, skip, args):
+def run(tier, summary, skip, only, args):
     passed = failed = 0
     for name, exe, pkg_dir in executables():
-        if name in skip:
-            print(f"tier {tier}: skipping {name}", file=sys.stderr)
+        if name in skip or (only and name not in only):
             continue
         started = time.monotonic()
         proc = subprocess.Popen([exe, *args], cwd=pkg_dir, stdout=subprocess.PIPE, text=True)
@@ -79,7 +79,7 @@ def run(tier, summary, skip, args):
             print(f"tier {tier}: {name} exited with {proc.returncode}", file=sys.stderr)
         passed += p
         failed += f
-    return record(summary, tier, passed, failed)
+    return record(summary, tier, passed, failed, skip, only)
 
 
 def not_run_cases(path):
@@ -94,16 +94,18 @@ def not_run_cases(path):
 
 
 def report(summary):
-    ran = []  # (tier, cases not run in it, targets it skipped)
+    ran = []  # (tier, cases not run in it, whether it ran a target)
     lines = open(summary).read().splitlines() if os.path.exists(summary) else []
     for line in lines:
         parts = line.split("\t")
         if len(parts) == 3 and parts[1] == "not run":
             print(f"tier {parts[0]}: not run: {parts[2]}")
             continue
-        tier, passed, failed, path, skipped = (parts + ["", ""])[:5]
+        tier, passed, failed, path, skipped, only = (parts + ["", "", ""])[:6]
         cases = not_run_cases(path)
-        ran.append((tier, cases, set(filter(None, skipped.split(",")))))
+        skipped = set(filter(None, skipped.split(",")))
+        only = set(filter(None, only.split(",")))
+        ran.append((tier, cases, lambda t, s=skipped, o=only: t not in s and (not o or t in o)))
         print(f"tier {tier}: {passed} passed, {failed} failed, {len(cases)} cases not run")
         for case in sorted(cases):
             print(f"  - {case}: {cases[case][0]}")
@@ -114,7 +116,7 @@ def report(summary):
             every[case] = target
     nowhere = [
         case for case, target in sorted(every.items())
-        if all(case in cases or target in skipped for _, cases, skipped in ran)
+        if all(case in cases or not runs(target) for _, cases, runs in ran)
     ]
     print(f"cases not run on any server: {len(nowhere)}")
     for case in nowhere:
@@ -123,19 +125,25 @@ def report(summary):
     return 0
 
 
+def targets(rest):
+    """The --skip-target and --only-target names before `--`, and what follows it."""
+    skip, only = [], []
+    while len(rest) >= 2 and rest[0] in ("--skip-target", "--only-target"):
+        (skip if rest[0] == "--skip-target" else only).append(rest[1])
+        rest = rest[2:]
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    return skip, only, rest
+
+
 def main(argv):
     if len(argv) >= 5 and argv[1] == "count":
+        _, only, _ = targets(argv[5:])
         with open(argv[3], errors="replace") as log:
-            return record(argv[4], argv[2], *count_lines(log))
+            return record(argv[4], argv[2], *count_lines(log), only=only)
     if len(argv) >= 4 and argv[1] == "run":
-        tier, summary, rest = argv[2], argv[3], argv[4:]
-        skip = []
-        while rest and rest[0] == "--skip-target":
-            skip.append(rest[1])
-            rest = rest[2:]
-        if rest and rest[0] == "--":
-            rest = rest[1:]
-        return run(tier, summary, skip, rest)
+        skip, only, rest = targets(argv[4:])
+        return run(argv[2], argv[3], skip, only, rest)
     if len(argv) == 5 and argv[1] == "skipped":
         with open(argv[4], "a") as f:
             f.write(f"{argv[2]}\tnot run\t{argv[3]}\n")
