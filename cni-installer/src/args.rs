@@ -3,6 +3,7 @@
 
 use crate::aux_chain;
 use crate::error::InstallError;
+use rules::attach::Attach;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vocab::{
@@ -10,21 +11,18 @@ use vocab::{
     DEFAULT_KUBECONFIG_NAME, DEFAULT_SERVICE_ACCOUNT_DIR, PLUGIN_TYPE,
 };
 
-/// Where linkerd-cni goes in the node's network config.
+/// Whether linkerd-cni is appended to the node's primary network config: a choice of its own, apart
+/// from `--attach` (how Multus reaches pods), which only matters when it is not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChainMode {
     /// Append linkerd-cni as the last plugin of the primary network config (plain clusters).
     Append,
-    /// Touch no network config: Multus attaches the plugin through a NetworkAttachmentDefinition
-    /// (OpenShift, Multus clusters). SIGTERM on a rollout leaves the binary and the kubeconfig in
-    /// place (NADs point at them, and a rolling update must not fail the pods scheduled meanwhile);
-    /// on an uninstall (its DaemonSet deleted) it removes the kubeconfig.
+    /// Touch no primary network config: Multus runs the plugin, through a NetworkAttachmentDefinition
+    /// (`--attach nad`; OpenShift, Multus clusters) or its auxiliary chain (`--attach aux-chain`).
+    /// SIGTERM on a rollout leaves the binary and the kubeconfig (and the chain file) in place: NADs
+    /// and the chain point at them, and a rolling update must not fail the pods scheduled meanwhile;
+    /// on an uninstall (its DaemonSet deleted) it removes them.
     None,
-    /// Put linkerd-cni into Multus' auxiliary CNI chain (Multus v4.2.1+ with
-    /// `auxiliaryCNIChainName`; OpenShift 4.18+), which Multus runs for every pod: no NAD, no pod
-    /// annotation. Written only while the node's Multus runs that chain; SIGTERM on a rollout leaves
-    /// it all, on an uninstall (its DaemonSet deleted) removes the file and the kubeconfig.
-    AuxChain,
 }
 
 impl ChainMode {
@@ -33,7 +31,6 @@ impl ChainMode {
         match self {
             Self::Append => "append",
             Self::None => "none",
-            Self::AuxChain => "aux-chain",
         }
     }
 }
@@ -71,12 +68,18 @@ pub struct Args {
     #[arg(long, env = "KUBECONFIG_FILE_NAME", default_value = DEFAULT_KUBECONFIG_NAME)]
     pub kubeconfig_name: String,
 
-    /// `append`: chain linkerd-cni after the primary network; `none`: leave network configs alone
-    /// (Multus/OpenShift attach it with a NetworkAttachmentDefinition); `aux-chain`: put it into
-    /// Multus' auxiliary CNI chain, which Multus runs for every pod (Multus v4.2.1+ configured with
-    /// "auxiliaryCNIChainName"; OpenShift 4.18+, with --aux-chain-dir /run/multus/cni/net.d).
+    /// `append`: chain linkerd-cni after the primary network (plain clusters); `none`: leave the
+    /// network configs alone (Multus runs the plugin, as --attach says).
     #[arg(long, env = "CNI_CHAIN_MODE", value_enum, default_value_t = ChainMode::Append)]
     pub chain_mode: ChainMode,
+
+    /// How Multus reaches pods, the operator's --attach (same values, same env): `nad` (a
+    /// NetworkAttachmentDefinition; nothing more to write here) or `aux-chain`: put linkerd-cni into
+    /// Multus' auxiliary CNI chain, which Multus runs for every pod (Multus v4.2.1+ configured with
+    /// "auxiliaryCNIChainName"; OpenShift 4.18+, with --aux-chain-dir /run/multus/cni/net.d).
+    /// `aux-chain` needs --chain-mode none: appended as well, the plugin would run twice per pod.
+    #[arg(long, env = "ATTACH", default_value = "nad", value_parser = Attach::parse)]
+    pub attach: Attach,
 
     /// In `aux-chain` mode, the chain to join: Multus' "auxiliaryCNIChainName" (OpenShift 4.18+:
     /// vendor-cni-chain). Nothing is written while the node's Multus names another chain or none.
@@ -252,6 +255,7 @@ pub struct Settings {
     /// The kubeconfig's path as the node (and so the plugin) sees it.
     pub kubeconfig_node_path: String,
     pub chain_mode: ChainMode,
+    pub attach: Attach,
     pub service_account_dir: PathBuf,
     pub plugin_binary: PathBuf,
     pub template: TemplateSource,
@@ -307,7 +311,28 @@ impl AuxChain {
     }
 }
 
+impl Args {
+    /// Flags clap cannot judge alone: `--attach aux-chain` with `--chain-mode append` would run the
+    /// plugin twice for every pod (from the primary config and from Multus' chain).
+    pub fn check(&self) -> Result<(), String> {
+        if self.attach == Attach::AuxChain && self.chain_mode == ChainMode::Append {
+            return Err("--attach aux-chain needs --chain-mode none: appended to the primary network \
+                 config as well, linkerd-cni would run twice for every pod (helm: attach=auxChain sets it)"
+                .into());
+        }
+        Ok(())
+    }
+}
+
 impl Settings {
+    /// The flags that chose what this installer writes, for messages.
+    pub fn mode_flags(&self) -> String {
+        match (self.chain_mode, self.attach) {
+            (ChainMode::None, Attach::AuxChain) => "--attach aux-chain".into(),
+            (mode, _) => format!("--chain-mode {}", mode.name()),
+        }
+    }
+
     /// `host:port` of the apiserver's in-cluster service, from the pod's environment.
     pub fn service_address(&self) -> Result<(&str, &str), InstallError> {
         let host = self
@@ -403,6 +428,7 @@ impl Settings {
                 .into_owned(),
             kubeconfig_name: args.kubeconfig_name,
             chain_mode: args.chain_mode,
+            attach: args.attach,
             service_account_dir: args.service_account_dir,
             plugin_binary,
             template,
@@ -556,13 +582,41 @@ mod tests {
         assert_eq!(s.own_pod, None, "no namespace: nothing to ask about");
     }
 
+    /// `--attach` takes the operator's values and env name; aux-chain with append is refused, saying
+    /// why, since the plugin would run twice per pod; the operator's spelling of a bad value too.
+    #[test]
+    fn attach_is_the_operators_and_refuses_append_with_the_aux_chain() {
+        assert_eq!(parse(&[]).attach, Attach::Nad);
+        assert_eq!(
+            parse(&["--chain-mode=none", "--attach=aux-chain"]).check(),
+            Ok(())
+        );
+        assert_eq!(parse(&["--attach=nad"]).check(), Ok(()));
+        let err = parse(&["--attach=aux-chain"])
+            .check()
+            .expect_err("append + aux-chain");
+        assert!(
+            err.contains("needs --chain-mode none") && err.contains("twice"),
+            "{err}"
+        );
+        let err = Args::try_parse_from(["x", "--attach", "auxChain"]).expect_err("helm's spelling");
+        assert!(err.to_string().contains("nad or aux-chain"), "{err}");
+        let err = Args::try_parse_from(["x", "--chain-mode", "aux-chain"]).expect_err("moved");
+        assert!(err.to_string().contains("append, none"), "{err}");
+    }
+
     /// `aux-chain` mode: the chain's name and directory, each with its env name (the chart sets
     /// them), resolved under the prefix; the directory defaults to the net dir.
     #[test]
     fn aux_chain_settings() {
-        let s = Settings::resolve(parse(&["--chain-mode", "aux-chain"]), |_| None, None);
-        assert_eq!(s.chain_mode, ChainMode::AuxChain);
-        for mode in [ChainMode::Append, ChainMode::None, ChainMode::AuxChain] {
+        let s = Settings::resolve(
+            parse(&["--chain-mode", "none", "--attach", "aux-chain"]),
+            |_| None,
+            None,
+        );
+        assert_eq!(s.attach, Attach::AuxChain);
+        assert_eq!(s.mode_flags(), "--attach aux-chain");
+        for mode in [ChainMode::Append, ChainMode::None] {
             let value = clap::ValueEnum::to_possible_value(&mode).expect("a value");
             assert_eq!(mode.name(), value.get_name());
         }
@@ -579,7 +633,8 @@ mod tests {
         );
         let s = Settings::resolve(
             parse(&[
-                "--chain-mode=aux-chain",
+                "--chain-mode=none",
+                "--attach=aux-chain",
                 "--aux-chain-name=my-chain",
                 "--aux-chain-dir=/run/multus/cni/net.d",
                 "--host-prefix=/host",
@@ -612,6 +667,7 @@ mod tests {
                 .map(|e| e.to_string_lossy().into_owned())
         };
         assert_eq!(env("chain_mode").as_deref(), Some("CNI_CHAIN_MODE"));
+        assert_eq!(env("attach").as_deref(), Some("ATTACH"));
         assert_eq!(env("aux_chain_name").as_deref(), Some("AUX_CHAIN_NAME"));
         assert_eq!(env("aux_chain_dir").as_deref(), Some("AUX_CHAIN_DIR"));
     }

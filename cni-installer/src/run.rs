@@ -14,6 +14,7 @@ use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use crate::termination::{self, Verdict};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use rules::attach::Attach;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,10 @@ pub fn main(args: Args) -> ExitCode {
     if args.ready_check {
         let path = args.ready_file.unwrap_or_default(); // clap requires it with --ready-check
         return ready::check_main(&path);
+    }
+    if let Err(why) = args.check() {
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
     }
     let installer = std::env::current_exe().ok();
     let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
@@ -58,16 +63,13 @@ pub fn main(args: Args) -> ExitCode {
 /// `--uninstall`: removes what the chain mode installed, prints each removal on stdout, and fails
 /// when a removal did.
 fn uninstall_main(settings: Settings) -> ExitCode {
-    let mode = settings.chain_mode;
+    let mode = settings.mode_flags();
     let report = Installer::new(settings).remove_installed();
     for change in &report.changes {
         println!("{change}");
     }
     if report.changes.is_empty() && report.errors.is_empty() {
-        println!(
-            "nothing to remove for --chain-mode {} on this node",
-            mode.name()
-        );
+        println!("nothing to remove for {mode} on this node");
     }
     for e in &report.errors {
         tracing::error!(error = %vocab::report::Chain(e), "uninstall step failed");
@@ -86,6 +88,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         net_dir = %settings.net_dir.display(),
         bin_dir = %settings.bin_dir.display(),
         chain_mode = ?settings.chain_mode,
+        attach = settings.attach.as_str(),
         plugin_binary = %settings.plugin_binary.display(),
         "linkerd-cni-install starting"
     );
@@ -95,7 +98,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         settings.net_dir.clone(),
         settings.service_account_dir.clone(),
     ];
-    if settings.chain_mode == ChainMode::AuxChain {
+    if settings.chain_mode == ChainMode::None && settings.attach == Attach::AuxChain {
         // The subdirectory may not exist yet (the pass creates it when Multus runs the chain): the
         // watch on its parent sees it appear, and DirWatch picks it up then.
         watched.push(settings.aux_chain.dir.clone());
@@ -176,19 +179,21 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     status_file.clear();
     let uninstall = match installer.settings().chain_mode {
         ChainMode::Append => true,
-        mode => match termination::decide(&termination::observe(installer.settings()).await) {
-            Verdict::Uninstall(reason) => {
-                tracing::info!(
-                    "uninstall: {reason}; removing what --chain-mode {} installed on this node",
-                    mode.name()
-                );
-                true
+        ChainMode::None => {
+            match termination::decide(&termination::observe(installer.settings()).await) {
+                Verdict::Uninstall(reason) => {
+                    tracing::info!(
+                        "uninstall: {reason}; removing what {} installed on this node",
+                        installer.settings().mode_flags()
+                    );
+                    true
+                }
+                Verdict::Keep(reason) => {
+                    tracing::info!("not an uninstall: {reason}");
+                    false
+                }
             }
-            Verdict::Keep(reason) => {
-                tracing::info!("not an uninstall: {reason}");
-                false
-            }
-        },
+        }
     };
     let report = installer.terminate(uninstall);
     log_report(&report, &mut Logged::default(), false);

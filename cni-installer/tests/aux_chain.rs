@@ -1,4 +1,4 @@
-//! `--chain-mode aux-chain` (the real binary on a temp node): linkerd-cni's plugin config goes into
+//! `--attach aux-chain` (the real binary on a temp node): linkerd-cni's plugin config goes into
 //! Multus' auxiliary chain directory only while the node's Multus runs that chain; refusals write
 //! nothing and keep what is there; a deleted or changed file is repaired through the watch; SIGTERM
 //! leaves everything; `--uninstall` removes only what this mode installed.
@@ -14,7 +14,7 @@ use std::time::Duration;
 use support::*;
 use vocab::{AUX_CHAIN_FILE_NAME, DEFAULT_AUX_CHAIN_NAME, PLUGIN_TYPE};
 
-const AUX: &[&str] = &["--chain-mode", "aux-chain"];
+const AUX: &[&str] = &["--chain-mode", "none", "--attach", "aux-chain"];
 /// The watch repairs within about a second; the resync in these tests is an hour.
 const REPAIR: Duration = Duration::from_secs(5);
 
@@ -280,7 +280,7 @@ fn repairs_through_the_watch_and_sigterm_keeps_everything() {
         assert_eq!(identity(&path), before, "{} kept", path.display());
     }
     assert!(
-        log.contains("--chain-mode aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place"),
+        log.contains("--attach aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place"),
         "{log}"
     );
 }
@@ -339,7 +339,7 @@ fn uninstall_removes_only_our_file() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "nothing to remove for --chain-mode aux-chain on this node"
+        "nothing to remove for --attach aux-chain on this node"
     );
 }
 
@@ -432,10 +432,17 @@ fn openshift_layout_under_a_host_prefix() {
     .expect("multus conf");
     let run = |aux_dir: Option<&str>| {
         let mut cmd = node.bare_command();
-        cmd.args(["--once", "--chain-mode", "aux-chain", "--host-prefix"])
-            .arg(root.path())
-            .args(["--dest-cni-net-dir", "/etc/kubernetes/cni/net.d"])
-            .args(["--dest-cni-bin-dir", "/var/lib/cni/bin"]);
+        cmd.args([
+            "--once",
+            "--chain-mode",
+            "none",
+            "--attach",
+            "aux-chain",
+            "--host-prefix",
+        ])
+        .arg(root.path())
+        .args(["--dest-cni-net-dir", "/etc/kubernetes/cni/net.d"])
+        .args(["--dest-cni-bin-dir", "/var/lib/cni/bin"]);
         if let Some(dir) = aux_dir {
             cmd.env("AUX_CHAIN_DIR", dir);
         }
@@ -567,7 +574,7 @@ fn other_modes_remove_our_leftover_chain_file() {
         let out = node.once_ok(&flags);
         assert!(!chain_file(&node).exists(), "{mode}: our leftover stays");
         assert!(
-            stderr(&out).contains("left from --chain-mode aux-chain"),
+            stderr(&out).contains("left from --attach aux-chain"),
             "{mode}: {}",
             stderr(&out)
         );
@@ -609,4 +616,20 @@ fn the_installed_file_is_what_multus_runs_after_passthru() {
         .expect("loads")
         .expect("a chain");
     assert_eq!(chain.plugins, vec![passthru_entry(), ours]);
+}
+
+/// `--attach aux-chain` left with the default `--chain-mode append` would run the plugin twice per
+/// pod: refused (exit 2) with the flag to set, before anything is written.
+#[test]
+fn the_aux_chain_with_append_is_refused_before_anything_is_written() {
+    let node = multus_node(Some(DEFAULT_AUX_CHAIN_NAME));
+    let out = node.once(&["--attach", "aux-chain"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--attach aux-chain needs --chain-mode none"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!chain_file(&node).exists());
+    assert!(!node.binary().exists());
 }

@@ -200,7 +200,14 @@ async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
         ("NODE_NAME".to_string(), node_name.clone()),
         ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
     ]);
-    let running = node.spawn(&["--chain-mode", "aux-chain", "--resync-seconds", "1"]);
+    let running = node.spawn(&[
+        "--chain-mode",
+        "none",
+        "--attach",
+        "aux-chain",
+        "--resync-seconds",
+        "1",
+    ]);
     let file = node
         .net
         .join("vendor-cni-chain")

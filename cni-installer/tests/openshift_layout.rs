@@ -60,7 +60,8 @@ fn openshift_flags(root: &Path, net_dir: &str) -> Vec<String> {
         format!("--host-prefix={}", root.display()),
         format!("--dest-cni-net-dir={net_dir}"),
         "--dest-cni-bin-dir=/var/lib/cni/bin".into(),
-        "--chain-mode=aux-chain".into(),
+        "--chain-mode=none".into(),
+        "--attach=aux-chain".into(),
         "--aux-chain-name=vendor-cni-chain".into(),
         "--aux-chain-dir=/run/multus/cni/net.d".into(),
     ]
@@ -148,8 +149,8 @@ fn no_network_config_where_it_looks_is_said() {
     let flags: Vec<String> = openshift_flags(&root, "/etc/cni/net.d")
         .into_iter()
         .map(|f| {
-            if f == "--chain-mode=aux-chain" {
-                "--chain-mode=none".into()
+            if f == "--attach=aux-chain" {
+                "--attach=nad".into()
             } else {
                 f
             }

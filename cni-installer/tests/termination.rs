@@ -23,7 +23,14 @@ use serde_json::json;
 use support::*;
 use vocab::{AUX_CHAIN_FILE_NAME, DEFAULT_AUX_CHAIN_NAME};
 
-const AUX: &[&str] = &["--chain-mode", "aux-chain", "--resync", "1h"];
+const AUX: &[&str] = &[
+    "--chain-mode",
+    "none",
+    "--attach",
+    "aux-chain",
+    "--resync",
+    "1h",
+];
 const DAEMONSET: &str = "linkerd-cni";
 const POD: &str = "linkerd-cni-abcde";
 
@@ -70,7 +77,7 @@ fn assert_removed(node: &Node, log: &str, why: &str) {
     assert!(node.binary().exists(), "the binary stays for DEL: {log}");
     assert!(log.contains(&format!("uninstall: {why}")), "{log}");
     assert!(
-        log.contains("removing what --chain-mode aux-chain installed on this node")
+        log.contains("removing what --attach aux-chain installed on this node")
             && log.contains(&format!(
                 "removed {} (uninstalling)",
                 chain_file(node).display()

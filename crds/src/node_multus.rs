@@ -84,7 +84,7 @@ pub struct NodeMultusSpec {
     /// Thick Multus: where its daemon config is, and why it was not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_config: Option<String>,
-    /// linkerd-cni's file in Multus' auxiliary chain: only from an installer in `--chain-mode
+    /// linkerd-cni's file in Multus' auxiliary chain: only from an installer with `--attach
     /// aux-chain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aux_chain: Option<AuxChainFile>,

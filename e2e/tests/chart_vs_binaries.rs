@@ -310,7 +310,8 @@ fn installer_parses_the_chart_args_and_defaults_agree() {
 }
 
 /// attach=auxChain: the operator reads ATTACH as its aux-chain mode and the installer accepts the
-/// DaemonSet's aux-chain args (its chain mode, the chain's name and directory) as given.
+/// DaemonSet's aux-chain args (the same attach mode, chain mode none, the chain's name and
+/// directory) as given.
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn aux_chain_settings_parse_in_both_binaries() {
@@ -333,10 +334,12 @@ fn aux_chain_settings_parse_in_both_binaries() {
             .unwrap_or_else(|e| panic!("the installer rejects the chart's aux-chain args: {e}"));
     let parsed = format!("{installer:?}");
     assert_eq!(
-        format!("{:?}", installer.chain_mode),
-        "AuxChain",
+        installer.attach,
+        rules::attach::Attach::AuxChain,
         "{parsed}"
     );
+    assert_eq!(format!("{:?}", installer.chain_mode), "None", "{parsed}");
+    assert_eq!(installer.check(), Ok(()), "{parsed}");
     for want in ["vendor-cni-chain", "/run/multus/cni/net.d"] {
         assert!(parsed.contains(want), "{want} not parsed: {parsed}");
     }

@@ -401,8 +401,8 @@ fn installer_mounts(ds: &Value) -> (Vec<Mount>, Vec<HostPath>) {
     (mounts, host_paths)
 }
 
-/// attach=auxChain: the operator gets ATTACH=aux-chain, the installer --chain-mode=aux-chain (whatever
-/// cni.chainMode says) with the chain's name and directory; a directory other than the CNI net dir is
+/// attach=auxChain: the operator gets ATTACH=aux-chain, the installer --attach=aux-chain and
+/// --chain-mode=none (whatever cni.chainMode says) with the chain's name and directory; a directory other than the CNI net dir is
 /// mounted from the node at its own path (DirectoryOrCreate: OpenShift's is a tmpfs emptied at boot).
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
@@ -414,6 +414,7 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
     let args = installer_args(find(&docs, "DaemonSet", None));
     assert!(
         args.contains(&"--chain-mode=append".to_string())
+            && args.contains(&"--attach=nad".to_string())
             && args.contains(&"--aux-chain-name=vendor-cni-chain".to_string()),
         "{args:?}"
     );
@@ -443,7 +444,8 @@ fn attach_aux_chain_renders_the_installer_flags_and_mount() {
         let ds = find(&docs, "DaemonSet", None);
         let args = installer_args(ds);
         for want in [
-            "--chain-mode=aux-chain",
+            "--attach=aux-chain",
+            "--chain-mode=none",
             "--aux-chain-name=vendor-cni-chain",
         ] {
             assert!(
@@ -507,7 +509,8 @@ fn openshift_values_preset_the_vendor_chain() {
     let docs = cni_docs(&["-f", path_str(&openshift), "--set", "attach=auxChain"]);
     let args = installer_args(find(&docs, "DaemonSet", None));
     for want in [
-        "--chain-mode=aux-chain",
+        "--attach=aux-chain",
+        "--chain-mode=none",
         "--aux-chain-name=vendor-cni-chain",
         "--aux-chain-dir=/run/multus/cni/net.d",
         // CRI-O's network_dir on OpenShift, where thick Multus writes 00-multus.conf.

@@ -162,7 +162,7 @@ empty, where this chart's installer writes it (cni.enabled) or else where Linker
 {{- fail (printf "operator.cniKubeconfig (%s) must be cni.destCNINetDir/cni.kubeconfigName (%s/%s) when cni.enabled: the NADs would point at a kubeconfig the installer never writes" .Values.operator.cniKubeconfig .Values.cni.destCNINetDir .Values.cni.kubeconfigName) -}}
 {{- end -}}
 {{- if and (eq .Values.attach "auxChain") (not .Values.cni.enabled) -}}
-{{- fail "attach=auxChain needs cni.enabled=true: only this chart's installer (--chain-mode aux-chain) puts linkerd-cni into Multus' auxiliary chain, Linkerd's own linkerd2-cni does not" -}}
+{{- fail "attach=auxChain needs cni.enabled=true: only this chart's installer (--attach aux-chain) puts linkerd-cni into Multus' auxiliary chain, Linkerd's own linkerd2-cni does not" -}}
 {{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElect) -}}
 {{- fail "replicas > 1 needs leaderElect=true: several replicas would write the same NADs" -}}

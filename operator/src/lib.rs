@@ -260,7 +260,7 @@ fn log_attach_mode(nad: &rules::namespaces::OurNad) {
         tracing::info!(
             attach = mode,
             "attach mode aux-chain: linkerd-cni runs from Multus' auxiliary CNI chain on each node \
-             (installer --chain-mode aux-chain); no NAD is written (ours left from nad mode are \
+             (installer --attach aux-chain); no NAD is written (ours left from nad mode are \
              deleted once no pod lists them), no networks annotation is added, and a node's Multus \
              isolation does not matter"
         );

@@ -122,7 +122,7 @@ pub struct OurNad {
     /// How linkerd-cni reaches pods. `nad`: through a NetworkAttachmentDefinition the operator writes
     /// and the webhook names in each pod's networks annotation. `aux-chain`: through Multus' auxiliary
     /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
-    /// (`--chain-mode aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
+    /// (`--attach aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
     /// mode are deleted once no pod lists them) and no networks annotation is added.
     #[cfg_attr(feature = "cli", arg(long, global = true, env = "ATTACH", default_value = "nad",
         value_parser = Attach::parse))]

@@ -1,4 +1,4 @@
-//! `--chain-mode aux-chain`: linkerd-cni's config in Multus' auxiliary CNI chain (Multus v4.2.1+ with
+//! `--attach aux-chain`: linkerd-cni's config in Multus' auxiliary CNI chain (Multus v4.2.1+ with
 //! `auxiliaryCNIChainName`; OpenShift 4.18+), which Multus runs for every pod.
 
 use super::mode::Mode;
@@ -76,7 +76,7 @@ impl Mode for AuxChain {
             binary = %s.bin_dir.join(vocab::PLUGIN_TYPE).display(),
             kubeconfig = %s.net_dir.join(&s.kubeconfig_name).display(),
             chain_file = %s.aux_chain.file().display(),
-            "--chain-mode aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place (a rollout must not start pods unmeshed or failing)"
+            "--attach aux-chain: leaving the plugin binary, its kubeconfig and the chain file in place (a rollout must not start pods unmeshed or failing)"
         );
     }
 

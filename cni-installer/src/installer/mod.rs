@@ -17,6 +17,7 @@ use crate::files::{self, BINARY_MODE, KUBECONFIG_MODE};
 use crate::kubeconfig;
 use linkerd_multus_crds::node_multus::{AuxChainFile, NodeIptables};
 use mode::Mode;
+use rules::attach::Attach;
 use rules::cni_template;
 use rules::multus_node::Observation;
 use std::fs;
@@ -60,7 +61,7 @@ pub struct Installer {
 impl Installer {
     pub fn new(settings: Settings) -> Self {
         Installer {
-            mode: mode_of(settings.chain_mode),
+            mode: mode_of(&settings),
             settings,
             binary_verified: None,
             plugin_token: PluginToken::FromServiceAccountDir,
@@ -281,12 +282,12 @@ impl Installer {
     }
 }
 
-/// The [`Mode`] of a `--chain-mode`.
-fn mode_of(chain_mode: ChainMode) -> Box<dyn Mode> {
-    match chain_mode {
-        ChainMode::Append => Box::<append::Append>::default(),
-        ChainMode::None => Box::new(nad::Nad),
-        ChainMode::AuxChain => Box::new(aux::AuxChain),
+/// The [`Mode`] of `--chain-mode` and `--attach` (`Args::check` refuses append with the chain).
+fn mode_of(s: &Settings) -> Box<dyn Mode> {
+    match (s.chain_mode, s.attach) {
+        (ChainMode::Append, _) => Box::<append::Append>::default(),
+        (ChainMode::None, Attach::Nad) => Box::new(nad::Nad),
+        (ChainMode::None, Attach::AuxChain) => Box::new(aux::AuxChain),
     }
 }
 

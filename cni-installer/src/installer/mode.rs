@@ -33,9 +33,9 @@ pub(super) fn remove_aux_chain_leftover(s: &Settings, report: &mut Report) {
     }
     match files::remove_optional(&file) {
         Ok(true) => report.changes.push(format!(
-            "removed {} (left from --chain-mode aux-chain; in {} mode Multus would run linkerd-cni from it a second time)",
+            "removed {} (left from --attach aux-chain; with {} Multus would run linkerd-cni from it a second time)",
             file.display(),
-            s.chain_mode.name()
+            s.mode_flags()
         )),
         Ok(false) => {}
         Err(source) => report.errors.push(InstallError::Remove { path: file, source }),

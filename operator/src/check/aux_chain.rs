@@ -2,7 +2,7 @@
 //! auxiliary chain on every node, and is each node's installer Ready?
 //!
 //! What it goes by, with the operator's RBAC plus one read-only rule of `rbac.check`:
-//! - the NodeMultus objects (`spec.auxChain`, published by each installer in `--chain-mode aux-chain`),
+//! - the NodeMultus objects (`spec.auxChain`, published by each installer with `--attach aux-chain`),
 //!   which the operator already lists;
 //! - the installer pods: those a NodeMultus names (`spec.installerPod`) and those of the chart's
 //!   DaemonSet in the CNI namespace (`rules::installers::is_installer`, the repairer's rule too), found
@@ -76,7 +76,7 @@ pub fn verdict(seen: &AuxChainSeen) -> Verdict {
             CHECK,
             "no node published linkerd-cni's file in Multus' auxiliary chain (no NodeMultus, no installer pod)",
             "install the chart with attach=auxChain and cni.enabled=true (its installer runs with \
-             --chain-mode aux-chain); see the README's Attach modes",
+             --attach aux-chain); see the README's Attach modes",
         )
         .with_items(nodes_gap.into_iter().collect());
     }
@@ -150,7 +150,7 @@ fn node_problem(seen: &AuxChainSeen, node: &str) -> Problem {
     };
     let Some(aux) = &spec.aux_chain else {
         return Problem::Fail(
-            "its NodeMultus has no spec.auxChain: its installer does not run with --chain-mode \
+            "its NodeMultus has no spec.auxChain: its installer does not run with --attach \
              aux-chain (helm: attach=auxChain)"
                 .into(),
         );

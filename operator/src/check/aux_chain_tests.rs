@@ -196,7 +196,7 @@ fn each_node_failure_names_the_node_and_why() {
                     .insert("node-b".into(), Ok(spec("node-b", None, None)));
             },
             "node-b: its NodeMultus has no spec.auxChain: its installer does not run with \
-             --chain-mode aux-chain (helm: attach=auxChain)",
+             --attach aux-chain (helm: attach=auxChain)",
         ),
         (
             "the installer pod is not Ready",
