@@ -99,6 +99,8 @@ EOF
 write_node_multus() {
     local kind bin="$STATE/cni/bin"
     kind="$(node_multus_kind)"
+    # The OpenShift profile lays Multus out as OpenShift's network operator does.
+    if [ "$(node_profile)" = openshift ]; then write_openshift_multus; return; fi
     case "$kind" in
     stand-in | thin)
         # The stand-in (linked into cni/bin as `multus` by e2e/images) or the real thin plugin is the

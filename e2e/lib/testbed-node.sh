@@ -35,6 +35,8 @@ NODE_DAEMONS=(holder:$HOLDER_NAME containerd:containerd etcd:etcd apiserver:kube
 # The node's Multus (stand-in, or the real thin or thick plugin): e2e/lib/testbed-node-multus.sh.
 source "$ROOT/e2e/lib/testbed-node-multus.sh"
 track_multus_daemon
+# The node's layout (plain, or OpenShift's directories): e2e/lib/testbed-node-profile.sh.
+source "$ROOT/e2e/lib/testbed-node-profile.sh"
 
 holder_pid() { cat "$STATE/holder.pid" 2>/dev/null; }
 
@@ -67,6 +69,7 @@ mount -t overlay testbed-var -o lowerdir=/var,upperdir=$n/var-upper,workdir=$n/v
 mount --bind $n/sysctl/panic /proc/sys/kernel/panic
 mount --bind $n/sysctl/panic_on_oops /proc/sys/kernel/panic_on_oops
 mount --bind $n/sysctl/overcommit_memory /proc/sys/vm/overcommit_memory
+$(profile_holder_mounts)
 ip link set lo up
 ip link add $NODE_BRIDGE type bridge
 ip addr add $NODE_IP/24 dev $NODE_BRIDGE
@@ -197,8 +200,8 @@ state = "/run/containerd"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$STATE/cni/bin"
-    conf_dir = "$STATE/cni/net.d"
+    bin_dir = "$(node_cni_bin_dir)"
+    conf_dir = "$(node_cni_net_dir)"
 EOF
     # Debian's reference plugins, by link; the project's binaries are added by e2e/images and the
     # chart's installer.
@@ -383,6 +386,7 @@ node_reboot() {
     fi
     # Multus' thick daemon lost its socket and files with /run: started again, as its pod would be.
     if [ "$(node_multus_kind)" = thick ]; then stop_node_multus && start_node_multus; fi
+    start_openshift_multus
     run_containerd
     run_kubelet
     wait_for 120 "node $NODE_NAME Ready" kubelet:kubelet node_ready
@@ -401,6 +405,7 @@ node_up() {
     mkdir -p "$STATE/node"
     choose_node_multus
     track_multus_daemon
+    choose_node_profile
     make_pki ",IP:$NODE_IP,IP:${SERVICE_CIDR%.0/16}.1"
     write_node_pki
     make_cgroups
@@ -414,6 +419,7 @@ node_up() {
     local images_pid=$!
     start_control_plane
     start_node_multus
+    start_openshift_multus
     start_node_agents
     step "wait for node $NODE_NAME to be Ready" "see $STATE/kubelet.log"
     wait_for 120 "node $NODE_NAME Ready" kubelet:kubelet node_ready

@@ -46,6 +46,55 @@ impl MultusKind {
     }
 }
 
+/// The node's layout, chosen by `LINKERD_MULTUS_NODE_PROFILE` at `e2e/testbed up --node` and recorded
+/// in the node's `node/profile` (e2e/lib/testbed-node-profile.sh): what the scenario installs with and
+/// where the node's runtime reads CNI configs and plugins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// `plain` or `openshift`.
+    pub name: String,
+    /// The runtime's CNI config directory as the node's processes see it (a chart value).
+    pub cni_net_dir: PathBuf,
+    /// The runtime's CNI plugin directory as the node's processes see it.
+    pub cni_bin_dir: PathBuf,
+    /// The chart's values file an admin of this node installs with (workspace-relative), if any.
+    pub chart_values: Option<PathBuf>,
+    /// The node's Multus' `globalNamespaces` when it isolates namespaces.
+    pub global_namespaces: String,
+}
+
+impl Profile {
+    /// The recorded `key=value` lines; none recorded is a node from before profiles (plain, its CNI
+    /// directories under `state`).
+    pub fn parse(recorded: Option<&str>, state: &Path) -> Result<Self, String> {
+        let get = |key: &str| {
+            recorded?
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let name = get("profile").unwrap_or_else(|| "plain".into());
+        if name != "plain" && name != "openshift" {
+            return Err(format!(
+                "unknown profile {name:?} recorded (expected plain or openshift)"
+            ));
+        }
+        Ok(Self {
+            cni_net_dir: get("cni_net_dir").map_or_else(|| state.join("cni/net.d"), PathBuf::from),
+            cni_bin_dir: get("cni_bin_dir").map_or_else(|| state.join("cni/bin"), PathBuf::from),
+            chart_values: get("chart_values").map(PathBuf::from),
+            global_namespaces: get("global_namespaces").unwrap_or_else(|| "default".into()),
+            name,
+        })
+    }
+
+    pub fn is_openshift(&self) -> bool {
+        self.name == "openshift"
+    }
+}
+
 /// A node testbed: its state directory, and whether this value started it (and stops it when dropped).
 pub struct Node {
     dir: PathBuf,
@@ -118,6 +167,14 @@ impl Node {
 
     pub fn cni_dir(&self) -> PathBuf {
         self.dir.join("cni")
+    }
+
+    /// The node's layout ([`Profile`]).
+    pub fn profile(&self) -> Profile {
+        let file = self.dir.join("node/profile");
+        let recorded = std::fs::read_to_string(&file).ok();
+        Profile::parse(recorded.as_deref(), &self.dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
     }
 
     /// Which Multus this node runs.
@@ -381,7 +438,32 @@ fn cmdline(pid: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::MultusKind;
+    use super::{MultusKind, Profile};
+    use std::path::{Path, PathBuf};
+
+    /// A node from before profiles is plain with its state's directories; OpenShift's is read as
+    /// recorded; an unknown name is refused.
+    #[test]
+    fn the_recorded_profile_is_read() {
+        let state = Path::new("/s");
+        let plain = Profile::parse(None, state).unwrap();
+        assert_eq!(plain.name, "plain");
+        assert_eq!(plain.cni_net_dir, PathBuf::from("/s/cni/net.d"));
+        assert_eq!(plain.chart_values, None);
+        assert_eq!(plain.global_namespaces, "default");
+        let ocp = Profile::parse(
+            Some("profile=openshift\ncni_net_dir=/etc/kubernetes/cni/net.d\ncni_bin_dir=/var/lib/cni/bin\nchart_values=helm/values-openshift.yaml\nglobal_namespaces=default,openshift-multus\n"),
+            state,
+        )
+        .unwrap();
+        assert!(ocp.is_openshift());
+        assert_eq!(ocp.cni_net_dir, PathBuf::from("/etc/kubernetes/cni/net.d"));
+        assert_eq!(ocp.cni_bin_dir, PathBuf::from("/var/lib/cni/bin"));
+        assert_eq!(ocp.chart_values, Some("helm/values-openshift.yaml".into()));
+        assert_eq!(ocp.global_namespaces, "default,openshift-multus");
+        let err = Profile::parse(Some("profile=okd\n"), state).unwrap_err();
+        assert!(err.contains("\"okd\""), "{err}");
+    }
 
     /// A node recorded before the choice existed ran the stand-in; anything unknown is refused.
     #[test]

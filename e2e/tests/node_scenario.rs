@@ -36,6 +36,7 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let plugin = step_install_chart(&node, &mut cleanup, &conf_before);
     let meshed = step_meshed_deployment(&node, &mut cleanup);
     let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
+    no_iptables::step_meshed_pod_without_iptables(&node, &meshed, &plain);
     native_sidecar::step_native_sidecar_proxy(&node, &meshed, &plain, native_sidecar::Attach::Nad);
     step_cni_rollout_while_creating_pods(&node, &meshed);
     let repaired = step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
@@ -130,6 +131,7 @@ fn step_install_chart(node: &Node, cleanup: &mut Cleanup, conf_before: &str) -> 
         kubeconfig.contains("token:"),
         "the plugin's kubeconfig carries the pod's token: {kubeconfig}"
     );
+    multus_conf::assert_published(node);
     assert_eq!(
         std::fs::read_to_string(&stand_in_conf).unwrap_or_default(),
         conf_before,
@@ -153,7 +155,8 @@ struct Meshed {
 /// the stand-in for OpenShift's SCC admission with the chart's default configuration name (it runs
 /// after the injector's): attached, the proxy on the range's uid, the validator's check passed.
 fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
-    let net_d = node.cni_dir().join("net.d");
+    // The runtime's directory as the node names it (the NAD's path is read by the plugin on the node).
+    let net_d = node.profile().cni_net_dir;
     let ns = create_namespace(node, cleanup, "meshed");
     node.kubectl_ok(&[
         "annotate",

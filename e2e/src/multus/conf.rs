@@ -17,7 +17,8 @@ pub struct StandInConf {
     pub cni_version: String,
     #[serde(default)]
     pub name: String,
-    /// The kubeconfig used to read pods and NADs.
+    /// The kubeconfig used to read pods and NADs (thick: none, the daemon's credential is used).
+    #[serde(default)]
     pub kubeconfig: PathBuf,
     /// The cluster network: exactly one conf or conflist, run as the primary (`CNI_IFNAME`), unless
     /// `clusterNetwork` names its file.
@@ -41,6 +42,10 @@ pub struct StandInConf {
     /// `default` alone is global.
     #[serde(default)]
     pub global_namespaces: Option<String>,
+    /// Thick Multus' `daemonSocketDir` (a node path): set, the config is the daemon's generated one
+    /// and its paths are the daemon's container paths ([`super::thick`]).
+    #[serde(default)]
+    pub daemon_socket_dir: Option<PathBuf>,
     /// Set by the runtime for CHECK and DEL.
     #[serde(default)]
     pub prev_result: Option<Value>,
@@ -52,7 +57,19 @@ pub struct ConfError(pub String);
 
 impl StandInConf {
     pub fn parse(stdin: &[u8]) -> Result<Self, ConfError> {
-        let conf: Self = serde_json::from_slice(stdin).map_err(|e| ConfError(e.to_string()))?;
+        let mut conf: Self = serde_json::from_slice(stdin).map_err(|e| ConfError(e.to_string()))?;
+        if let Some(dir) = &conf.daemon_socket_dir {
+            // The daemon reads its config's paths in its container and uses its own credential.
+            let daemon = super::thick::Daemon::load(dir).map_err(ConfError)?;
+            if let Some(path) = &conf.cluster_network {
+                let on_node = daemon.on_node(path).map_err(ConfError)?;
+                conf.cluster_network = Some(on_node.to_string_lossy().into_owned());
+            }
+            conf.kubeconfig = daemon.kubeconfig;
+        }
+        if conf.kubeconfig.as_os_str().is_empty() {
+            return Err(ConfError("no kubeconfig (and no daemonSocketDir)".into()));
+        }
         match &conf.cluster_network {
             Some(path) if !path.contains('/') => Err(ConfError(format!(
                 "clusterNetwork {path:?}: the stand-in reads it only as a file path (Multus also \
@@ -301,6 +318,46 @@ mod tests {
         let by_name = json!({"cniVersion": "0.4.0", "kubeconfig": "/k", "clusterNetwork": "k8s"});
         let err = StandInConf::parse(by_name.to_string().as_bytes()).unwrap_err();
         assert!(err.to_string().contains("only as a file path"), "{err}");
+    }
+
+    /// The thick daemon's generated config: no kubeconfig, its paths in the daemon's container.
+    /// With the daemon's file in `daemonSocketDir`, clusterNetwork is read on the node and the
+    /// daemon's credential used; without it, the call fails as the shim does without its daemon.
+    #[test]
+    fn a_thick_config_reads_through_the_daemons_mounts() {
+        let node = tempfile::tempdir().unwrap();
+        let socket = node.path().join("run/multus/socket");
+        let nets = node.path().join("run/multus/cni/net.d");
+        std::fs::create_dir_all(&socket).unwrap();
+        std::fs::create_dir_all(&nets).unwrap();
+        std::fs::write(
+            nets.join("10-k8s.conf"),
+            r#"{"cniVersion": "0.3.1", "name": "k8s", "type": "bridge"}"#,
+        )
+        .unwrap();
+        let generated = json!({"cniVersion": "0.3.1", "name": "multus-cni-network",
+            "type": "multus-shim", "clusterNetwork": "/host/run/multus/cni/net.d/10-k8s.conf",
+            "namespaceIsolation": true, "globalNamespaces": "default,openshift-multus",
+            "auxiliaryCNIChainName": "vendor-cni-chain", "daemonSocketDir": socket});
+        let err = StandInConf::parse(generated.to_string().as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("daemon is not running"), "{err}");
+        let daemon = json!({"kubeconfig": "/daemon.kubeconfig", "mounts": [
+            {"container": "/host/run/multus/cni/net.d", "node": nets},
+            {"container": "/hostroot", "node": "/"}]});
+        std::fs::write(
+            socket.join(super::super::thick::DAEMON_FILE),
+            daemon.to_string(),
+        )
+        .unwrap();
+        let conf = StandInConf::parse(generated.to_string().as_bytes()).unwrap();
+        assert_eq!(conf.kubeconfig, PathBuf::from("/daemon.kubeconfig"));
+        assert_eq!(conf.cluster_network().unwrap()["name"], "k8s");
+        let dir = super::super::aux_chain::conf_dir(conf.cluster_network.as_deref()).unwrap();
+        assert_eq!(dir, nets, "the chain's directory on the node");
+        let mut outside = generated.clone();
+        outside["clusterNetwork"] = json!("/host/etc/cni/net.d/10-k8s.conf");
+        let err = StandInConf::parse(outside.to_string().as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("not mounted"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod aux_chain;
 pub mod conf;
 pub mod events;
 pub mod networks;
+pub mod thick;
 pub mod words;
 
 use std::path::{Path, PathBuf};

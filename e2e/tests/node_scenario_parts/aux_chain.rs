@@ -45,6 +45,7 @@ pub fn step_attach_through_the_aux_chain(
     // The thick daemon's cluster network lives in AUX_DIR from the node's start: only the chain's
     // directory is this step's there.
     let ours = match multus.kind() {
+        _ if node.profile().is_openshift() => format!("{AUX_DIR}/{CHAIN}"),
         MultusKind::Thick => format!("{AUX_DIR}/{CHAIN}"),
         MultusKind::StandIn | MultusKind::Thin => AUX_DIR.to_string(),
     };
@@ -182,6 +183,19 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
         );
         return;
     }
+    if conf.get("daemonSocketDir").is_some() {
+        // The thick daemon's generated config (the OpenShift profile): its cluster network is in
+        // AUX_DIR from the node's start, named with the daemon's /host prefix; only the chain changes.
+        let want = format!("/host{AUX_DIR}/{CLUSTER_NETWORK}");
+        assert_eq!(conf["clusterNetwork"], want.as_str(), "{conf}");
+        let obj = conf.as_object_mut().expect("Multus config object");
+        match chain {
+            Some(chain) => obj.insert("auxiliaryCNIChainName".into(), json!(chain)),
+            None => obj.remove("auxiliaryCNIChainName"),
+        };
+        multus.write(&conf);
+        return;
+    }
     let cluster = multus_conf::single_plugin(&conf["delegates"][0]);
     assert!(cluster.is_object(), "the stand-in's delegate: {conf}");
     let dir = node.in_node_mounts(AUX_DIR);
@@ -286,7 +300,7 @@ fn switch_to_aux_chain(node: &Node, meshed: &Meshed, plain: &str) {
     assert_eq!(conf["type"], "linkerd-cni", "{conf}");
     assert_eq!(
         conf["kubernetes"]["kubeconfig"].as_str(),
-        node.cni_dir().join("net.d").join(KUBECONFIG_NAME).to_str(),
+        node.profile().cni_net_dir.join(KUBECONFIG_NAME).to_str(),
         "the chain's config names the installer's kubeconfig: {conf}"
     );
     assert!(

@@ -94,8 +94,10 @@ pub fn step_shared_nad_refused_by_isolation(
     let name = node_name(node);
     let multus = MultusConf::new(node);
     let nad_home = create_namespace(node, cleanup, "nad-home");
-    multus.isolate("default");
-    wait_published(node, &name, "default");
+    // The node's own globals: `default` alone, or OpenShift's four on its profile.
+    let globals = node.profile().global_namespaces;
+    multus.isolate(&globals);
+    wait_published(node, &name, &globals);
     let evictions_before = events(node, meshed_ns, "PodEvictedForRepair", &["name"]);
 
     helm_upgrade(node, &[&format!("operator.nadNamespace={nad_home}")]);
@@ -201,8 +203,8 @@ pub fn step_shared_nad_refused_by_isolation(
     );
 
     // Fixed on the node's side: the operator switches to the shared NAD, no restart.
-    multus.isolate(&format!("default,{nad_home}"));
-    wait_published(node, &name, &format!("default,{nad_home}"));
+    multus.isolate(&format!("{globals},{nad_home}"));
+    wait_published(node, &name, &format!("{globals},{nad_home}"));
     wait_for_explained(
         "the shared NAD exists and the gauge is back at 1",
         WITHIN,

@@ -15,6 +15,7 @@ pub mod isolation;
 pub mod lifecycle;
 pub mod multus_conf;
 pub mod native_sidecar;
+pub mod no_iptables;
 pub mod without_nad_crd;
 
 pub use multus_conf::MultusConf;
@@ -55,13 +56,29 @@ pub fn image(node: &Node, key: &str) -> String {
 
 /// The values an admin would give on this node: local images, the installer in Multus mode writing
 /// into the node's CNI directories. The NAD CRD is Multus' (applied before, as Multus would have).
+/// On a node whose profile names a values file (OpenShift's), that file does the rest, as the README
+/// says: only the node's images, the installer on and the scenario's repair deadline are added.
 pub fn values(node: &Node) -> String {
     let op_image = image(node, "operator");
     let (op_repo, op_tag) = split_ref(&op_image);
     let cni_image = image(node, "cni");
     let (cni_repo, cni_tag) = split_ref(&cni_image);
-    let net_d = node.cni_dir().join("net.d");
-    let bin = node.cni_dir().join("bin");
+    let profile = node.profile();
+    let net_d = profile.cni_net_dir;
+    let bin = profile.cni_bin_dir;
+    if profile.chart_values.is_some() {
+        return json!({
+            "image": {"repository": op_repo, "tag": op_tag, "pullPolicy": "Never"},
+            "operator": {
+                "repair": {"enabled": true, "deadline": format!("{}s", REPAIR_DEADLINE.as_secs())},
+            },
+            "cni": {
+                "enabled": true,
+                "image": {"repository": cni_repo, "tag": cni_tag, "pullPolicy": "Never"},
+            },
+        })
+        .to_string();
+    }
     json!({
         "image": {"repository": op_repo, "tag": op_tag, "pullPolicy": "Never"},
         "operator": {
@@ -311,6 +328,10 @@ pub fn event_pods(node: &Node, ns: &str, reason: &str) -> Vec<String> {
 pub fn helm_install(node: &Node, sets: &[&str]) {
     let values = temp_file("node-scenario-values", &values(node));
     let chart = crate::support::chart_dir();
+    let preset = node
+        .profile()
+        .chart_values
+        .map(|f| linkerd_multus_e2e::workspace_root().join(f));
     let mut args = vec![
         "install",
         RELEASE,
@@ -318,9 +339,11 @@ pub fn helm_install(node: &Node, sets: &[&str]) {
         "-n",
         RELEASE_NS,
         "--create-namespace",
-        "-f",
-        path_str(&values),
     ];
+    if let Some(preset) = &preset {
+        args.extend(["-f", path_str(preset)]);
+    }
+    args.extend(["-f", path_str(&values)]);
     for set in sets {
         args.extend(["--set", set]);
     }

@@ -141,6 +141,86 @@ pub fn single_plugin(network: &Value) -> Value {
     conf
 }
 
+/// OpenShift's keys as the network operator's thick daemon generates them: its container path for the
+/// cluster network (under /host), isolation with the profile's globals, the chain; and the node's
+/// /etc/cni/net.d empty (the runtime reads /etc/kubernetes/cni/net.d). Returns the cluster network.
+fn openshift_layout(node: &Node, conf: &Value) -> Value {
+    let profile = node.profile();
+    let file = format!(
+        "{}/{}",
+        node::MULTUS_AUTOCONF_DIR,
+        node::MULTUS_CLUSTER_CONF
+    );
+    assert_eq!(
+        conf["clusterNetwork"],
+        format!("/host{file}").as_str(),
+        "{conf}"
+    );
+    assert_eq!(conf["namespaceIsolation"], true, "{conf}");
+    assert_eq!(
+        conf["globalNamespaces"],
+        profile.global_namespaces.as_str(),
+        "{conf}"
+    );
+    assert_eq!(
+        conf["auxiliaryCNIChainName"],
+        vocab::DEFAULT_AUX_CHAIN_NAME,
+        "{conf}"
+    );
+    assert!(
+        conf.get("kubeconfig").is_none(),
+        "the daemon's config has none: {conf}"
+    );
+    let unread = std::fs::read_dir(node.in_node_mounts("/etc/cni/net.d"))
+        .map(|d| d.count())
+        .unwrap_or_else(|e| panic!("the node's /etc/cni/net.d: {e}"));
+    assert_eq!(unread, 0, "the node's /etc/cni/net.d is empty");
+    assert!(
+        node.in_node_mounts(
+            &profile
+                .cni_net_dir
+                .join(node::MULTUS_CONF)
+                .to_string_lossy()
+        )
+        .is_file(),
+        "00-multus.conf is in the node's {}",
+        profile.cni_net_dir.display()
+    );
+    read_json(&node.in_node_mounts(&file))
+}
+
+/// The installer published the node's Multus as the node has it: on the OpenShift profile the
+/// thick daemon's, OpenShift's four global namespaces and the chain (nothing to say elsewhere).
+pub fn assert_published(node: &Node) {
+    let profile = node.profile();
+    if !profile.is_openshift() {
+        return;
+    }
+    let name = super::node_name(node);
+    let spec = linkerd_multus_e2e::wait_for_explained(
+        "the installer publishes OpenShift's Multus in the node's NodeMultus",
+        super::READY_WITHIN,
+        || {
+            let spec = node.get_json(&["nodemultuses", &name])?["spec"].clone();
+            (spec["globalNamespaces"] == profile.global_namespaces.as_str()).then_some(spec)
+        },
+        || node.kubectl_ok(&["get", "nodemultuses", "-o", "yaml"]),
+    );
+    assert_eq!(spec["namespaceIsolation"], true, "{spec}");
+    assert_eq!(
+        spec["auxiliaryCNIChainName"],
+        vocab::DEFAULT_AUX_CHAIN_NAME,
+        "{spec}"
+    );
+    assert_eq!(spec["multus"], "thick", "{spec}");
+    let conf_file = profile.cni_net_dir.join(node::MULTUS_CONF);
+    assert_eq!(
+        spec["configFile"],
+        conf_file.to_string_lossy().as_ref(),
+        "{spec}"
+    );
+}
+
 /// Step 1: the node's CNI config is Multus' alone, in Multus' file, laid out for the Multus the node
 /// runs: the stand-in or the thin plugin (type `multus`) with the cluster network (bridge +
 /// host-local) as its delegate; the thick plugin's generated config (type `multus-shim`) naming the
@@ -154,7 +234,12 @@ pub fn assert_node_layout(node: &Node) -> String {
     let conf_before = std::fs::read_to_string(&conf_path)
         .unwrap_or_else(|e| panic!("the node's CNI config {}: {e}", conf_path.display()));
     let conf: Value = serde_json::from_str(&conf_before).expect("00-multus.conf is JSON");
+    let openshift = node.profile().is_openshift();
     let (plugin_type, binary, cluster) = match kind {
+        MultusKind::StandIn if openshift => {
+            let cluster = openshift_layout(node, &conf);
+            ("multus-shim", "multus-stand-in", cluster)
+        }
         MultusKind::StandIn => ("multus", "multus-stand-in", conf["delegates"][0].clone()),
         MultusKind::Thin => ("multus", platform::MULTUS, conf["delegates"][0].clone()),
         MultusKind::Thick => {
