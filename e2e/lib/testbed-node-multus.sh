@@ -174,6 +174,14 @@ start_node_multus() {
     local daemon_bin conf="$STATE/cni/net.d/00-multus.conf"
     daemon_bin="$(cat "$STATE/multus/daemon-path")"
     step "start Multus' thick daemon ($("$daemon_bin" -version 2>&1 | head -1 || true))" "see $STATE/multus-daemon.log"
+    # Multus' manifest brings its CRD, so the daemon starts with it served: the daemon reads NADs
+    # from an informer, which retries a kind not served with a backoff of up to ~30 s; pods naming a
+    # NAD fail their sandboxes meanwhile (`cannot find a network-attachment-definition`, measured).
+    kube get crd network-attachment-definitions.k8s.cni.cncf.io >/dev/null 2>&1 ||
+        kube apply -f "$ROOT/helm/crds-optional/network-attachment-definition.yaml" >/dev/null ||
+        fail "cannot apply Multus' NetworkAttachmentDefinition CRD"
+    # A restart's log follows the last one's (the daemon's log is opened anew).
+    [ -f "$STATE/multus-daemon.log" ] && cat "$STATE/multus-daemon.log" >>"$STATE/multus-daemon.previous.log"
     write_multus_run_files
     daemon multus-daemon env KUBERNETES_SERVICE_HOST="$NODE_IP" KUBERNETES_SERVICE_PORT="$API_PORT" \
         MULTUS_NODE_NAME="$NODE_NAME" "$daemon_bin" -config "$STATE/multus/daemon-config.json"
