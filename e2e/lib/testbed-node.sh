@@ -252,7 +252,10 @@ wait_for() { # wait_for SECONDS WHAT PIDFILE:NAME CMD...: polls CMD every 0.2 s 
     local deadline=$((SECONDS + secs))
     while [ "$SECONDS" -lt "$deadline" ]; do
         "$@" >/dev/null 2>&1 && return 0
-        alive "$STATE/${d%%:*}.pid" "${d#*:}" || fail "$what: ${d#*:} exited: $(tail -5 "$STATE/${d%%:*}.log")"
+        # Looked at again before failing: a daemon just started passes through setsid, nsenter and
+        # env by exec, and its /proc/PID/cmdline reads empty during each exec (seen once, under load).
+        alive "$STATE/${d%%:*}.pid" "${d#*:}" || { sleep 0.5 && alive "$STATE/${d%%:*}.pid" "${d#*:}"; } ||
+            fail "$what: ${d#*:} exited: $(tail -5 "$STATE/${d%%:*}.log")"
         sleep 0.2
     done
     fail "$what: not after $secs s: $(tail -5 "$STATE/${d%%:*}.log")"

@@ -228,11 +228,20 @@ pub fn step_shared_nad_refused_by_isolation(
     helm_upgrade(node, &["operator.nadNamespace="]);
     // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
     // their namespace's own, within its rate limit, and the operator then deletes the unused shared
-    // NAD: `check` passes once both happened.
+    // NAD: `check` passes once both happened. It passes in between too (a NAD some pod still lists
+    // is kept), so the shared NAD's absence is waited for as well (seen with the thick daemon).
     wait_for_explained(
         "every pod back on its namespace's NAD and the shared one gone (check passes)",
         Duration::from_secs(240),
-        || (check_json(node)["success"] == true).then_some(()),
+        || {
+            let shared = node.get_json(&[
+                "-n",
+                &nad_home,
+                "network-attachment-definitions",
+                "linkerd-cni",
+            ]);
+            (shared.is_none() && check_json(node)["success"] == true).then_some(())
+        },
         || check_json(node).to_string(),
     );
 }
