@@ -17,6 +17,9 @@ pub(super) fn del(env: &CniEnv, cfg: &PluginConfig) -> Result<(), CniError> {
     }
     let (first, others) = backend::select_for_del(&cfg.linkerd, netns_path(env));
     remove(env, &*first)?;
+    if !netns_path(env).exists() {
+        return Ok(()); // gone: said once by `remove`
+    }
     for other in others {
         if let Err(e) = remove(env, &*other) {
             tracing::warn!(backend = ?other, error = %e, "DEL: removing another mode's rules failed");
