@@ -112,7 +112,8 @@ impl BackendError {
 
 /// The backend for this config: `simulate` wraps the mode's backend in a [`DryRun`].
 pub fn select(cfg: &LinkerdConfig) -> Box<dyn Backend> {
-    let backend = build(cfg, resolve_mode(cfg, &node_netfilter()));
+    // The node is probed only for `auto`: a fixed mode's ADD and CHECK read nothing more.
+    let backend = build(cfg, resolve_mode(cfg, node_netfilter));
     if cfg.simulate {
         Box::new(DryRun(backend))
     } else {
@@ -132,7 +133,7 @@ pub fn select_for_del(
     netns: &Path,
 ) -> (Box<dyn Backend>, Vec<Box<dyn Backend>>) {
     let node = node_netfilter();
-    let first = resolve_mode(cfg, &node);
+    let first = resolve_mode(cfg, || node.clone());
     if cfg.simulate {
         return (Box::new(DryRun(build(cfg, first))), Vec::new());
     }
@@ -187,10 +188,13 @@ fn pod_has_legacy_nat(netns: &Path) -> bool {
 }
 
 /// The config's mode, `auto` decided for `node`.
-fn resolve_mode(cfg: &LinkerdConfig, node: &rules::backend_choice::NodeNetfilter) -> IptablesMode {
+fn resolve_mode(
+    cfg: &LinkerdConfig,
+    node: impl FnOnce() -> rules::backend_choice::NodeNetfilter,
+) -> IptablesMode {
     match cfg.iptables_mode {
         IptablesMode::Auto => {
-            let choice = rules::backend_choice::choose(node);
+            let choice = rules::backend_choice::choose(&node());
             tracing::debug!(backend = choice.backend.as_str(), reason = %choice.reason, "iptables-mode auto");
             choice.backend.into()
         }
