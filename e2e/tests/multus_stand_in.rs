@@ -57,6 +57,12 @@ async fn create_nad(client: &Client, namespace: &str, name: &str, config: &Value
         .expect("create NAD");
 }
 
+/// The NAD `linkerd-cni` in `namespace`: linkerd-cni with the testbed's kubeconfig.
+async fn create_linkerd_cni_nad(client: &Client, namespace: &str) {
+    let config = linkerd_cni_nad_config(&kubeconfig_path());
+    create_nad(client, namespace, "linkerd-cni", &config).await;
+}
+
 /// A macvlan on the pod's eth0: shows which interface name the stand-in gave a delegate.
 fn macvlan_config() -> Value {
     json!({"cniVersion": "0.4.0", "type": "macvlan", "master": "eth0", "mode": "bridge", "ipam": {}})
@@ -221,13 +227,7 @@ async fn add_runs_the_cluster_network_then_the_nad_and_del_cleans_up() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
-    create_nad(
-        &client,
-        &ns.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &ns.name).await;
     create_pod(&client, &ns.name, "web", "linkerd-cni").await;
     let sandbox = Sandbox::new(0, &ns.name, "web");
 
@@ -296,13 +296,7 @@ async fn a_failing_delegate_rolls_everything_back() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
-    create_nad(
-        &client,
-        &ns.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &ns.name).await;
     let broken = json!({"cniVersion": "0.3.1", "type": "no-such-plugin"});
     create_nad(&client, &ns.name, "broken", &broken).await;
     create_pod(&client, &ns.name, "web", "linkerd-cni,broken").await;
@@ -336,13 +330,7 @@ async fn json_selections_pick_namespace_and_interface() {
     let ns = TestNamespace::create(&client, "msi").await;
     let other = TestNamespace::create(&client, "msi-other").await;
     create_nad(&client, &other.name, "mac", &macvlan_config()).await;
-    create_nad(
-        &client,
-        &ns.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &ns.name).await;
     let networks = json!([
         {"name": "mac", "namespace": other.name, "interface": "mac7"},
         {"name": "linkerd-cni"},
@@ -384,13 +372,7 @@ async fn namespace_isolation_honours_only_global_namespaces() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi").await;
     let shared = TestNamespace::create(&client, "msi-shared").await;
-    create_nad(
-        &client,
-        &shared.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &shared.name).await;
     let reference = format!("{}/linkerd-cni", shared.name);
     create_pod(&client, &ns.name, "web", &reference).await;
 
@@ -484,13 +466,7 @@ async fn the_aux_chain_runs_for_every_pod_after_its_networks_in_name_order() {
     let mut nad = recorder(&log, "nad");
     nad["cniVersion"] = json!("0.4.0");
     nad["standalone"] = json!(true);
-    create_nad(
-        &client,
-        &ns.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &ns.name).await;
     create_nad(&client, &ns.name, "rec", &nad).await;
     let web = create_pod(&client, &ns.name, "web", "linkerd-cni,rec").await;
     let bare = create_pod_with(&client, &ns.name, "bare", "", false).await;
@@ -694,13 +670,7 @@ async fn a_failing_aux_chain_fails_the_pod_and_rolls_everything_back() {
     ensure_nad_crd();
     let client = client().await;
     let ns = TestNamespace::create(&client, "msi-aux").await;
-    create_nad(
-        &client,
-        &ns.name,
-        "linkerd-cni",
-        &linkerd_cni_nad_config(&kubeconfig_path()),
-    )
-    .await;
+    create_linkerd_cni_nad(&client, &ns.name).await;
     create_pod(&client, &ns.name, "web", "linkerd-cni").await;
     let mut sandbox = Sandbox::new(7, &ns.name, "web");
     let chain_dir = sandbox.with_aux_chain(CHAIN);
