@@ -10,7 +10,9 @@
 #             config as OpenShift's network operator writes it (the cluster network's config read from
 #             /run/multus/cni/net.d, namespace isolation and globalNamespaces as the scenario sets them),
 #             which writes 00-multus.conf (type `multus-shim`) into the node's net.d and serves the shim
-#             on a socket in /run/multus; `multus-shim` and `passthru` in the node's CNI bin dir.
+#             on a socket in /run/multus; `multus-shim` and `passthru` in the node's CNI bin dir. On the
+#             OpenShift profile, with the network operator's daemon config and container
+#             (e2e/lib/testbed-node-profile.sh).
 # The real ones come only from the real platform (LINKERD_MULTUS_PLATFORM, unpacked and checked by
 # e2e/lib/platform); without it `up` refuses them, saying why.
 #
@@ -183,7 +185,10 @@ start_node_multus() {
     # A restart's log follows the last one's (the daemon's log is opened anew).
     [ -f "$STATE/multus-daemon.log" ] && cat "$STATE/multus-daemon.log" >>"$STATE/multus-daemon.previous.log"
     write_multus_run_files
-    daemon multus-daemon env KUBERNETES_SERVICE_HOST="$NODE_IP" KUBERNETES_SERVICE_PORT="$API_PORT" \
+    # On the OpenShift profile in its container, as OpenShift's DaemonSet runs it.
+    local pod=()
+    [ "$(node_profile)" != openshift ] || pod=(bash "$STATE/multus/multus-daemon-pod.sh")
+    daemon multus-daemon "${pod[@]}" env KUBERNETES_SERVICE_HOST="$NODE_IP" KUBERNETES_SERVICE_PORT="$API_PORT" \
         MULTUS_NODE_NAME="$NODE_NAME" "$daemon_bin" -config "$STATE/multus/daemon-config.json"
     wait_for 60 "Multus' daemon serves $MULTUS_SOCKET_DIR and wrote $conf" multus-daemon:multus-daemon \
         "${IN_NODE[@]}" sh -c "test -S $MULTUS_SOCKET_DIR/multus.sock && test -s '$conf'"

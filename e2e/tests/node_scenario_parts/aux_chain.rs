@@ -160,17 +160,24 @@ fn chain_file(node: &Node) -> PathBuf {
 fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
     let mut conf = multus.original();
     if multus.kind() == MultusKind::Thick {
+        // The daemon's paths are its container's: under /host on OpenShift's node.
+        let container = if node.profile().is_openshift() {
+            "/host"
+        } else {
+            ""
+        };
         let obj = conf
             .as_object_mut()
             .expect("the daemon config is an object");
         assert_eq!(
             obj.get("multusAutoconfigDir").and_then(Value::as_str),
-            Some(AUX_DIR),
+            Some(format!("{container}{AUX_DIR}").as_str()),
             "the thick daemon reads its cluster network from {AUX_DIR}: {obj:?}"
         );
-        if let Some(chain) = chain {
-            obj.insert("auxiliaryCNIChainName".into(), json!(chain));
-        }
+        match chain {
+            Some(chain) => obj.insert("auxiliaryCNIChainName".into(), json!(chain)),
+            None => obj.remove("auxiliaryCNIChainName"),
+        };
         multus.write(&conf);
         let generated: Value = serde_json::from_str(
             &std::fs::read_to_string(node.multus_conf()).expect("the daemon's 00-multus.conf"),
@@ -178,7 +185,7 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
         .expect("00-multus.conf is JSON");
         assert_eq!(
             generated["clusterNetwork"],
-            format!("{AUX_DIR}/{CLUSTER_NETWORK}").as_str(),
+            format!("{container}{AUX_DIR}/{CLUSTER_NETWORK}").as_str(),
             "{generated}"
         );
         return;

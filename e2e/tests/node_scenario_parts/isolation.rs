@@ -5,7 +5,8 @@
 //! `check` fails naming the fix, new meshed pods still start, repair evicts nothing into a failing
 //! sandbox; a pod whose own template names the refused NAD is reported by `check -o json` with the
 //! runtime's message. Adding the namespace to Multus' `globalNamespaces` heals it without a restart
-//! of the operator; switching back, repair moves the pods to their own namespace's NAD again.
+//! of the operator; a shared NAD in `default` (global) is used as it is; switching back, repair moves
+//! the pods to their own namespace's NAD again.
 
 use std::time::{Duration, Instant};
 
@@ -224,6 +225,53 @@ pub fn step_shared_nad_refused_by_isolation(
         operators,
         "the operator pods restarted"
     );
+
+    // A shared NAD in `default`, global in every profile (OpenShift lists it first): used as it is.
+    // New meshed pods name it and start; the gauge stays at 1 and `check` passes it.
+    helm_upgrade(node, &["operator.nadNamespace=default"]);
+    wait_for_explained(
+        "the shared NAD in default, the gauge at 1, check's shared-nad line ok",
+        WITHIN,
+        || {
+            let nad = node.get_json(&[
+                "-n",
+                "default",
+                "network-attachment-definitions",
+                "linkerd-cni",
+            ]);
+            let ok = line(&check_json(node), "shared-nad")["ok"] == true;
+            (nad.is_some() && ok && shared_namespace_gauge(node).as_deref() == Some("1"))
+                .then_some(())
+        },
+        || {
+            format!(
+                "gauge: {:?}; check: {}",
+                shared_namespace_gauge(node),
+                check_json(node)
+            )
+        },
+    );
+    node.kubectl_ok(&["-n", meshed_ns, "rollout", "restart", "deployment/meshed"]);
+    wait_for_explained(
+        "a restarted meshed pod names default/linkerd-cni and is Running",
+        READY_WITHIN,
+        || {
+            let pods = node.get_json(&["-n", meshed_ns, "pods", "-l", "app=meshed"])?;
+            pods["items"]
+                .as_array()?
+                .iter()
+                .any(|p| {
+                    p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("default/linkerd-cni"))
+                        && p["status"]["phase"] == "Running"
+                })
+                .then_some(())
+        },
+        || node.describe(meshed_ns, "pods"),
+    );
+    wait_deployment_ready(node, meshed_ns, "meshed");
+
     drop(multus);
     helm_upgrade(node, &["operator.nadNamespace="]);
     // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
@@ -234,13 +282,11 @@ pub fn step_shared_nad_refused_by_isolation(
         "every pod back on its namespace's NAD and the shared one gone (check passes)",
         Duration::from_secs(240),
         || {
-            let shared = node.get_json(&[
-                "-n",
-                &nad_home,
-                "network-attachment-definitions",
-                "linkerd-cni",
-            ]);
-            (shared.is_none() && check_json(node)["success"] == true).then_some(())
+            let shared = [nad_home.as_str(), "default"].map(|ns| {
+                node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])
+            });
+            (shared.iter().all(Option::is_none) && check_json(node)["success"] == true)
+                .then_some(())
         },
         || check_json(node).to_string(),
     );

@@ -242,6 +242,10 @@ pub fn assert_node_layout(node: &Node) -> String {
         }
         MultusKind::StandIn => ("multus", "multus-stand-in", conf["delegates"][0].clone()),
         MultusKind::Thin => ("multus", platform::MULTUS, conf["delegates"][0].clone()),
+        MultusKind::Thick if openshift => {
+            let cluster = openshift_layout(node, &conf);
+            ("multus-shim", platform::MULTUS_SHIM, cluster)
+        }
         MultusKind::Thick => {
             let file = format!(
                 "{}/{}",
