@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use crate::cluster::Cluster;
 use crate::testbed::workspace_root;
@@ -13,6 +14,9 @@ const HOW_TO_START: &str = "start the node with `e2e/testbed up --node` (e2e/tes
 /// File name of the node's Multus config (e2e/lib/testbed-node-multus.sh writes it, or Multus' thick
 /// daemon does).
 pub const MULTUS_CONF: &str = "00-multus.conf";
+/// The kubelet's version and Ready heartbeat in the node's status, as `kubectl get nodes -o` takes them.
+const KUBELET_STATUS: &str = "jsonpath={.items[0].status.nodeInfo.kubeletVersion} \
+    {.items[0].status.conditions[?(@.type==\"Ready\")].lastHeartbeatTime}";
 /// Where the thick daemon (and OpenShift) reads the cluster network's config: in the node's /run.
 pub const MULTUS_AUTOCONF_DIR: &str = "/run/multus/cni/net.d";
 /// The cluster network's config file there (thick).
@@ -267,14 +271,32 @@ impl Node {
     /// processes and containerd stopped, the node's /run emptied, containerd and the kubelet started
     /// again, so every pod gets a new sandbox through the CNI config of the moment. `boot` (a shell
     /// command, run in the node's mount namespace once /run is empty, before containerd starts) plays
-    /// what the node's boot writes there first. Returns when the node is Ready again.
+    /// what the node's boot writes there first. Returns when the node is Ready again and its kubelet
+    /// has posted its status, with the version it had before (a reboot once started the cached
+    /// v1.20.2 kubelet on a v1.35.6 node; `up` now records what it was given).
     pub fn reboot(&self, boot: &str) {
+        // The kubelet's version and heartbeat, as its node status shows them.
+        let status = || {
+            self.kubectl_ok(&["get", "nodes", "-o", KUBELET_STATUS])
+                .split_once(' ')
+                .map(|(v, h)| (v.to_string(), h.to_string()))
+                .unwrap_or_default()
+        };
+        let (version, heartbeat) = status();
         let out = self.script_with("reboot", &[("LINKERD_MULTUS_REBOOT_BOOT", boot)]);
         assert!(
             out.status.success(),
             "e2e/testbed reboot --node failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // Read once the restarted kubelet has posted its status.
+        let after = crate::wait_for_explained(
+            "the restarted kubelet posts the node's status",
+            Duration::from_secs(60),
+            || Some(status()).filter(|(_, h)| *h != heartbeat),
+            || self.kubectl_ok(&["get", "nodes", "-o", "yaml"]),
+        );
+        assert_eq!(after.0, version, "the kubelet's version across the reboot");
     }
 
     /// `path` as the node's processes (kubelet, containerd, the CNI plugins) see it: their mount
