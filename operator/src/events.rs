@@ -8,7 +8,8 @@
 //! namespace's own name: the Event lands inside the affected namespace, where its users look
 //! (`kubectl get events -n <ns>`), and needs no rights in `default`.
 
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, ObjectReference};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
@@ -90,4 +91,16 @@ pub fn namespace_reference(ns: &Namespace) -> ObjectReference {
     let mut reference = ns.object_ref(&());
     reference.namespace = Some(ns.name_any());
     reference
+}
+
+/// When an Event last happened: its series' last observation, else its time.
+pub fn event_time(e: &CoreEvent) -> Option<Timestamp> {
+    let series = e
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref());
+    series
+        .or(e.event_time.as_ref())
+        .map(|t| t.0)
+        .or(e.last_timestamp.as_ref().map(|t| t.0))
 }

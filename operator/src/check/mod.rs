@@ -33,7 +33,7 @@ use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::namespaces::{want, Want};
 use rules::pod::PodView;
 
-use crate::repair::event_time;
+use crate::events::event_time;
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]

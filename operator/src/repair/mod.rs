@@ -6,8 +6,8 @@
 //! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
 //! PodDisruptionBudgets apply), [`watchdog`] (pure: stop evicting an owner whose replacement does not
 //! become Ready, and everything past a threshold), [`nads`] (nad mode: which NADs exist, so a pod is
-//! never evicted into one that does not), and this file, the shell: the watches, the leader gate,
-//! Events and metrics.
+//! never evicted into one that does not), [`slim`](mod@slim) (what the pod store keeps), and this
+//! file, the shell: the watches, the leader gate, Events and metrics.
 //!
 //! A leader change: the watchdog is in memory, so a replica that gains the lead reads its halts back
 //! from the `PodRepairHalted`/`PodRepairResumed` Events (the same ones `check` reads) before it
@@ -19,6 +19,7 @@ pub mod decide;
 pub mod evict;
 pub mod limiter;
 pub mod nads;
+pub mod slim;
 pub mod watchdog;
 
 pub use args::RepairArgs;
@@ -28,9 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Event, Namespace, ObjectReference, Pod, PodSpec, PodStatus,
-};
+use k8s_openapi::api::core::v1::{Event, Namespace, ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, ListParams};
 use kube::runtime::events::EventType;
@@ -49,8 +48,9 @@ use self::decide::{decide, nad_unavailable, NadUnavailable, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
 use self::nads::{NadEvent, NadWatch};
+use self::slim::slim;
 use self::watchdog::{before, still_halted, Allow, Change, Replacement, Reported, Watchdog};
-use crate::events::Events;
+use crate::events::{event_time, Events};
 use crate::metrics::RepairMetrics;
 
 /// Every watched pod is judged again this often: a pod's own changes are judged at once, a scan
@@ -585,191 +585,5 @@ impl Repairer {
             }
         };
         self.events.about(owner, type_, reason, ACTION, note).await;
-    }
-}
-
-/// When an Event last happened: its series' last observation, else its time.
-pub fn event_time(e: &Event) -> Option<Timestamp> {
-    let series = e
-        .series
-        .as_ref()
-        .and_then(|s| s.last_observed_time.as_ref());
-    series
-        .or(e.event_time.as_ref())
-        .map(|t| t.0)
-        .or(e.last_timestamp.as_ref().map(|t| t.0))
-}
-
-/// Keeps what [`decide`] and the eviction read: pods are many, and most of a pod spec is not that.
-pub fn slim(pod: &mut Pod) {
-    let meta = &mut pod.metadata;
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove(linkerd_multus_webhook::namespaces::LAST_APPLIED);
-    }
-    let named = |c: Container| Container {
-        name: c.name,
-        restart_policy: c.restart_policy,
-        ..Default::default()
-    };
-    pod.spec = pod.spec.take().map(|s| PodSpec {
-        containers: s.containers.into_iter().map(named).collect(),
-        init_containers: s
-            .init_containers
-            .map(|l| l.into_iter().map(named).collect()),
-        node_name: s.node_name,
-        ..Default::default()
-    });
-    pod.status = pod.status.take().map(|s| PodStatus {
-        phase: s.phase,
-        conditions: s
-            .conditions
-            .map(|l| l.into_iter().filter(|c| c.type_ == "Ready").collect()),
-        init_container_statuses: s.init_container_statuses.map(|l| {
-            l.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    state: c.state,
-                    last_state: c.last_state,
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        ..Default::default()
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-        ManagedFieldsEntry, ObjectMeta, OwnerReference,
-    };
-
-    use super::*;
-
-    /// Slimming drops the bulk and keeps every input of the decision.
-    #[test]
-    fn slim_keeps_what_decide_reads() {
-        let namespace = Namespace {
-            metadata: ObjectMeta {
-                name: Some("app".into()),
-                annotations: Some(BTreeMap::from([(
-                    vocab::MULTUS_ANNOTATION.to_string(),
-                    vocab::MULTUS_ENABLED.to_string(),
-                )])),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let proxy = Container {
-            name: vocab::PROXY_CONTAINER.into(),
-            image: Some("proxy:1".into()),
-            args: Some(vec!["--a".into()]),
-            ..Default::default()
-        };
-        let mut pod = Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("app".into()),
-                uid: Some("u".into()),
-                annotations: Some(BTreeMap::from([
-                    (
-                        vocab::NETWORKS_ANNOTATION.to_string(),
-                        vocab::NAD_NAME.to_string(),
-                    ),
-                    (
-                        linkerd_multus_webhook::namespaces::LAST_APPLIED.to_string(),
-                        "{}".to_string(),
-                    ),
-                ])),
-                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "apps/v1".into(),
-                    kind: "ReplicaSet".into(),
-                    name: "rs".into(),
-                    uid: "o".into(),
-                    controller: Some(true),
-                    block_owner_deletion: None,
-                }]),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![proxy],
-                node_name: Some("n".into()),
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                pod_ip: Some("10.0.0.1".into()),
-                init_container_statuses: Some(vec![ContainerStatus {
-                    name: vocab::VALIDATOR_CONTAINER.into(),
-                    image: "validator:1".into(),
-                    last_state: Some(ContainerState {
-                        terminated: Some(ContainerStateTerminated {
-                            exit_code: vocab::VALIDATOR_FAILED_EXIT_CODE,
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        };
-        let cfg = DecisionConfig::default();
-        let mut aux = cfg.clone();
-        aux.nad.attach = rules::attach::Attach::AuxChain;
-        // The node's installer is Ready: aux-chain mode repairs it too, by its node.
-        let installers = InstallerPods::from_iter([rules::installers::InstallerPod {
-            name: "linkerd-cni/i".into(),
-            node: Some("n".into()),
-            ready: true,
-        }]);
-        let before = [&cfg, &aux].map(|c| decide(&pod, Some(&namespace), c, &installers));
-        for verdict in &before {
-            assert!(matches!(
-                verdict,
-                Verdict::Repair {
-                    why: Why::ValidatorFailed,
-                    ..
-                }
-            ));
-        }
-        slim(&mut pod);
-        let after = [&cfg, &aux].map(|c| decide(&pod, Some(&namespace), c, &installers));
-        assert_eq!(after, before);
-        let spec = pod.spec.as_ref().unwrap();
-        assert_eq!(
-            (spec.containers[0].image.as_ref(), spec.node_name.as_deref()),
-            (None, Some("n"))
-        );
-        assert_eq!(pod.status.as_ref().unwrap().pod_ip, None);
-        assert_eq!(pod.metadata.managed_fields, None);
-        assert_eq!(pod.metadata.annotations.as_ref().unwrap().len(), 1);
-        assert_eq!(pod.metadata.uid.as_deref(), Some("u"));
-    }
-
-    /// Slimming keeps what the installer view reads: the label, the node, the Ready condition.
-    #[test]
-    fn slim_keeps_what_the_installer_view_reads() {
-        let mut installer: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {
-                "name": "i", "namespace": "linkerd-cni",
-                "labels": {"app.kubernetes.io/component": "cni", "other": "x"},
-            },
-            "spec": {"nodeName": "n", "containers": [{"name": "install-cni", "image": "installer"}]},
-            "status": {"phase": "Running", "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Ready", "status": "True"},
-            ]},
-        }))
-        .expect("pod");
-        let before = InstallerPods::of([&installer], "linkerd-cni");
-        assert!(before.ready_on("n"));
-        slim(&mut installer);
-        assert_eq!(InstallerPods::of([&installer], "linkerd-cni"), before);
     }
 }
