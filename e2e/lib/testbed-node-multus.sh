@@ -97,6 +97,14 @@ cluster_network_plugin() {
 EOF
 }
 
+# The thick plugin's shim and passthru in the node's CNI bin dir, its daemon's path in $STATE/multus.
+link_thick_binaries() {
+    mkdir -p "$STATE/multus"
+    ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-multus-shim")" "$STATE/cni/bin/multus-shim"
+    ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-passthru")" "$STATE/cni/bin/passthru"
+    multus_platform_binary "$MULTUS_VERSION_NAME-multus-daemon" >"$STATE/multus/daemon-path"
+}
+
 # Multus' place in the node's CNI config, for the kind recorded at `up`.
 write_node_multus() {
     local kind bin="$STATE/cni/bin"
@@ -133,10 +141,7 @@ EOF
         fi
         ;;
     thick)
-        mkdir -p "$STATE/multus"
-        ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-multus-shim")" "$bin/multus-shim"
-        ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-passthru")" "$bin/passthru"
-        multus_platform_binary "$MULTUS_VERSION_NAME-multus-daemon" >"$STATE/multus/daemon-path"
+        link_thick_binaries
         cluster_network_plugin >"$STATE/multus/$MULTUS_CLUSTER_CONF"
         # OpenShift's keys (bindata/network/multus/multus.yaml), this node's paths. Isolation starts off
         # as on the stand-in's node; the scenario turns it on (then restarts the daemon).

@@ -135,10 +135,7 @@ EOF
 # operator's daemon config, every path as the daemon's container sees it (its generator copies them
 # into 00-multus.conf).
 write_openshift_daemon() {
-    local bin="$STATE/cni/bin"
-    ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-multus-shim")" "$bin/multus-shim"
-    ln -sf "$(multus_platform_binary "$MULTUS_VERSION_NAME-passthru")" "$bin/passthru"
-    multus_platform_binary "$MULTUS_VERSION_NAME-multus-daemon" >"$STATE/multus/daemon-path"
+    link_thick_binaries
     cat >"$STATE/multus/daemon-config.json" <<EOF
 {
   "cniVersion": "$OPENSHIFT_CNI_VERSION",

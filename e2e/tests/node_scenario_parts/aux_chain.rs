@@ -33,7 +33,7 @@ const CHAIN: &str = vocab::DEFAULT_AUX_CHAIN_NAME;
 const CLUSTER_NETWORK: &str = node::MULTUS_CLUSTER_CONF;
 /// Removing the nodeSelector's key brings the installer back.
 const NO_INSTALLER: &str = "linkerd-multus-test/no-installer";
-const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+const NETWORKS: &str = vocab::NETWORKS_ANNOTATION;
 
 pub fn step_attach_through_the_aux_chain(
     node: &Node,
@@ -166,18 +166,12 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
         } else {
             ""
         };
-        let obj = conf
-            .as_object_mut()
-            .expect("the daemon config is an object");
         assert_eq!(
-            obj.get("multusAutoconfigDir").and_then(Value::as_str),
-            Some(format!("{container}{AUX_DIR}").as_str()),
-            "the thick daemon reads its cluster network from {AUX_DIR}: {obj:?}"
+            conf["multusAutoconfigDir"],
+            format!("{container}{AUX_DIR}").as_str(),
+            "the thick daemon reads its cluster network from {AUX_DIR}: {conf}"
         );
-        match chain {
-            Some(chain) => obj.insert("auxiliaryCNIChainName".into(), json!(chain)),
-            None => obj.remove("auxiliaryCNIChainName"),
-        };
+        set_chain(&mut conf, chain);
         multus.write(&conf);
         let generated: Value = serde_json::from_str(
             &std::fs::read_to_string(node.multus_conf()).expect("the daemon's 00-multus.conf"),
@@ -195,11 +189,7 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
         // AUX_DIR from the node's start, named with the daemon's /host prefix; only the chain changes.
         let want = format!("/host{AUX_DIR}/{CLUSTER_NETWORK}");
         assert_eq!(conf["clusterNetwork"], want.as_str(), "{conf}");
-        let obj = conf.as_object_mut().expect("Multus config object");
-        match chain {
-            Some(chain) => obj.insert("auxiliaryCNIChainName".into(), json!(chain)),
-            None => obj.remove("auxiliaryCNIChainName"),
-        };
+        set_chain(&mut conf, chain);
         multus.write(&conf);
         return;
     }
@@ -214,10 +204,17 @@ fn write_multus(node: &Node, multus: &MultusConf, chain: Option<&str>) {
         "clusterNetwork".into(),
         json!(format!("{AUX_DIR}/{CLUSTER_NETWORK}")),
     );
-    if let Some(chain) = chain {
-        obj.insert("auxiliaryCNIChainName".into(), json!(chain));
-    }
+    set_chain(&mut conf, chain);
     multus.write(&conf);
+}
+
+/// `chain` as the config's `auxiliaryCNIChainName`; none: the key removed.
+fn set_chain(conf: &mut Value, chain: Option<&str>) {
+    let obj = conf.as_object_mut().expect("Multus config object");
+    match chain {
+        Some(chain) => obj.insert("auxiliaryCNIChainName".into(), json!(chain)),
+        None => obj.remove("auxiliaryCNIChainName"),
+    };
 }
 
 fn upgrade(node: &Node, sets: &[&str]) -> Duration {

@@ -58,6 +58,11 @@ fn shared_namespace_gauge(node: &Node) -> Option<String> {
         .and_then(|l| l.rsplit(' ').next().map(str::to_string))
 }
 
+/// The shared NAD `linkerd-cni` in `ns`, if it exists.
+fn shared_nad(node: &Node, ns: &str) -> Option<serde_json::Value> {
+    node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])
+}
+
 /// The operator's pods that are not on their way out, with their restart counts.
 fn operator_pods(node: &Node) -> Vec<(String, i64)> {
     let pods = node
@@ -210,13 +215,9 @@ pub fn step_shared_nad_refused_by_isolation(
         "the shared NAD exists and the gauge is back at 1",
         WITHIN,
         || {
-            let nad = node.get_json(&[
-                "-n",
-                &nad_home,
-                "network-attachment-definitions",
-                "linkerd-cni",
-            ]);
-            (nad.is_some() && shared_namespace_gauge(node).as_deref() == Some("1")).then_some(())
+            (shared_nad(node, &nad_home).is_some()
+                && shared_namespace_gauge(node).as_deref() == Some("1"))
+            .then_some(())
         },
         || format!("gauge: {:?}", shared_namespace_gauge(node)),
     );
@@ -233,15 +234,11 @@ pub fn step_shared_nad_refused_by_isolation(
         "the shared NAD in default, the gauge at 1, check's shared-nad line ok",
         WITHIN,
         || {
-            let nad = node.get_json(&[
-                "-n",
-                "default",
-                "network-attachment-definitions",
-                "linkerd-cni",
-            ]);
             let ok = line(&check_json(node), "shared-nad")["ok"] == true;
-            (nad.is_some() && ok && shared_namespace_gauge(node).as_deref() == Some("1"))
-                .then_some(())
+            (shared_nad(node, "default").is_some()
+                && ok
+                && shared_namespace_gauge(node).as_deref() == Some("1"))
+            .then_some(())
         },
         || {
             format!(
@@ -261,7 +258,7 @@ pub fn step_shared_nad_refused_by_isolation(
                 .as_array()?
                 .iter()
                 .any(|p| {
-                    p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+                    p["metadata"]["annotations"][vocab::NETWORKS_ANNOTATION]
                         .as_str()
                         .is_some_and(|n| n.contains("default/linkerd-cni"))
                         && p["status"]["phase"] == "Running"
@@ -282,11 +279,10 @@ pub fn step_shared_nad_refused_by_isolation(
         "every pod back on its namespace's NAD and the shared one gone (check passes)",
         Duration::from_secs(240),
         || {
-            let shared = [nad_home.as_str(), "default"].map(|ns| {
-                node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])
-            });
-            (shared.iter().all(Option::is_none) && check_json(node)["success"] == true)
-                .then_some(())
+            let gone = [nad_home.as_str(), "default"]
+                .iter()
+                .all(|ns| shared_nad(node, ns).is_none());
+            (gone && check_json(node)["success"] == true).then_some(())
         },
         || check_json(node).to_string(),
     );

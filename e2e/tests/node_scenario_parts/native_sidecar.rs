@@ -24,7 +24,7 @@ const NAME: &str = "native";
 /// How long the proxy may run with the app still waiting before the kubelet counts as one that runs
 /// it as an ordinary init container (one that knows sidecars starts the app at its next sync).
 const BLOCKED_FOR: Duration = Duration::from_secs(30);
-const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+const NETWORKS: &str = vocab::NETWORKS_ANNOTATION;
 
 /// How the meshed namespace's pods are attached to linkerd-cni.
 #[derive(Clone, Copy, Debug)]
