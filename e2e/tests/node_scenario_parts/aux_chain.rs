@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use linkerd_multus_e2e::node::{self, MultusKind, Node};
-use linkerd_multus_e2e::wait_for_explained;
+use linkerd_multus_e2e::{credentials, wait_for_explained};
 use serde_json::{json, Value};
 
 use super::lifecycle::{plain_pod, sandbox_failures, wait_ready, Lifecycle};
@@ -91,6 +91,20 @@ fn plugin_account_deleted(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed) {
         "serviceaccount",
         PLUGIN_SERVICE_ACCOUNT,
     ]);
+    // The apiserver keeps accepting a token it accepted within its token cache's TTL (10 s by
+    // default) after the account is gone: a pod created meanwhile got its rules (seen on v1.35.6).
+    // The step starts once the plugin's own token is refused.
+    let token = credentials::kubeconfig_token(&node.cni_dir().join("net.d").join(KUBECONFIG_NAME));
+    wait_for_explained(
+        "the apiserver refuses the plugin's token",
+        Duration::from_secs(60),
+        || {
+            let out = node.kubectl(&["--token", &token, "get", "--raw", "/api"]);
+            let refused = String::from_utf8_lossy(&out.stderr).contains("Unauthorized");
+            (!out.status.success() && refused).then_some(())
+        },
+        || "the token is still accepted".to_string(),
+    );
     let plain = create_namespace(node, cleanup, "no-plugin-account");
     let start = Instant::now();
     apply(node, &plain_pod(node, &plain, "p1"));
