@@ -5,6 +5,8 @@
 //!
 //! - [`attach`]: how linkerd-cni reaches pods: NADs, or Multus' auxiliary chain.
 //! - [`namespaces`]: which namespaces want a NAD of ours (one per namespace, or the shared one).
+//! - [`namespace_view`]: the installer's node-local list of enabled namespaces (aux-chain mode) and
+//!   whether the plugin may pass a pod through without asking the apiserver.
 //! - [`networks`]: Multus' networks annotation (both formats): reading, naming a NAD, adding ours.
 //! - [`attachment`]: is a pod attached as the webhook would attach it; does it use a NAD.
 //! - [`ownership`]: may an unlabelled NAD be adopted.
@@ -28,6 +30,7 @@ pub mod containers;
 pub mod decision;
 pub mod installers;
 pub mod multus_node;
+pub mod namespace_view;
 pub mod namespaces;
 pub mod networks;
 pub mod ownership;

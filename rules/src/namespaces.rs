@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::attach::Attach;
 
@@ -24,14 +25,19 @@ pub fn want(ns: &Namespace, linkerd_namespace: &str) -> Want {
     if is_terminating(ns) {
         return Want::LeaveAlone;
     }
-    if ns.metadata.name.as_deref() == Some(linkerd_namespace) {
-        return Want::Nad;
-    }
-    if opts_in(ns.metadata.annotations.as_ref()) {
+    if enabled(&ns.metadata, linkerd_namespace) {
         Want::Nad
     } else {
         Want::NoNad
     }
+}
+
+/// Whether the namespace `meta` is enabled for linkerd-multus: annotated `linkerd.io/multus:
+/// enabled`, or Linkerd's control-plane namespace (whatever its annotation). Terminating or not:
+/// its pods' sandboxes may still be set up again. What [`want`] answers before placement, and what
+/// the installer's node-local view ([`crate::namespace_view`]) lists.
+pub fn enabled(meta: &ObjectMeta, linkerd_namespace: &str) -> bool {
+    meta.name.as_deref() == Some(linkerd_namespace) || opts_in(meta.annotations.as_ref())
 }
 
 /// True when `annotations` carry `linkerd.io/multus: enabled`, the one value that opts in.
