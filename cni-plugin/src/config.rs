@@ -46,6 +46,11 @@ pub struct LinkerdConfig {
     /// auxiliary chain: the plugin runs for every pod of the node, so the product's own absence (its
     /// kubeconfig gone, its credential refused) passes a pod through instead of failing its ADD.
     pub aux_chain: bool,
+    /// `linkerd.enabled-namespaces-file` ([`vocab::CNI_CONFIG_NAMESPACE_VIEW_KEY`]), set by the
+    /// installer in the auxiliary chain: its node-local view of the enabled namespaces. With
+    /// `aux_chain`, a pod of a namespace outside it is passed through without asking the apiserver
+    /// ([`crate::view`]).
+    pub namespace_view: Option<PathBuf>,
 }
 
 /// A config problem, naming the key.
@@ -270,6 +275,13 @@ impl LinkerdConfig {
                 &key(vocab::CNI_CONFIG_AUX_CHAIN_KEY),
             )?
             .unwrap_or(d.aux_chain),
+            namespace_view: string(
+                l,
+                vocab::CNI_CONFIG_NAMESPACE_VIEW_KEY,
+                &key(vocab::CNI_CONFIG_NAMESPACE_VIEW_KEY),
+            )?
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
         })
     }
 }
@@ -347,7 +359,8 @@ mod tests {
                 "inbound-ports-to-ignore": ["4191", "4190", "9000-9100"],
                 "outbound-ports-to-ignore": ["443", 6443], "subnets-to-ignore": ["10.0.0.0/8", "fd00::/8"],
                 "simulate": false, "use-wait-flag": true, "iptables-mode": "nft", "ipv6": true,
-                "aux-chain": true, "some-future-key": {"x": 1}
+                "aux-chain": true, "enabled-namespaces-file": "/etc/cni/net.d/v",
+                "some-future-key": {"x": 1}
             }
         }))
         .unwrap();
@@ -373,6 +386,7 @@ mod tests {
         let w = &cfg.linkerd;
         assert!(w.use_wait_flag && w.ipv6 && !w.simulate && w.aux_chain);
         assert_eq!(w.iptables_mode, IptablesMode::Nft);
+        assert_eq!(w.namespace_view, Some(PathBuf::from("/etc/cni/net.d/v")));
     }
 
     /// Every iptables-mode value, `auto` (decided per node when the backend is selected) included.

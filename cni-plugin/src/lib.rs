@@ -1,7 +1,8 @@
 //! The linkerd-cni CNI plugin: the pod's iptables rules for the Linkerd proxy. Its node installer is
 //! the `linkerd-cni-installer` crate.
 //!
-//! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, [`pod`] the pod
+//! The plugin's flow: [`cni`] reads the protocol, [`config`] the network config, in Multus'
+//! auxiliary chain [`view`] the installer's view of the enabled namespaces, [`pod`] the pod
 //! through the apiserver, [`overrides`] applies its annotations, and [`plan`] turns the settings
 //! into rules (pure). The [`backend`] chosen from the config writes, checks or removes them inside
 //! the pod's netns ([`netns`]): [`iptables`] runs one `iptables-restore` per family, or, in
@@ -21,6 +22,7 @@ pub mod overrides;
 pub mod plan;
 pub mod pod;
 pub mod ports;
+pub mod view;
 
 pub use commands::{run, Outcome};
 pub use config::{LinkerdConfig, PluginConfig};

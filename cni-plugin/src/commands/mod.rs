@@ -18,6 +18,8 @@ use crate::logging;
 use crate::overrides;
 use crate::plan::RuleSettings;
 use crate::pod::{self, PodError};
+use crate::view;
+use rules::namespace_view::Lookup;
 
 /// `linkerd-cni --help`.
 pub const HELP: &str = "\
@@ -43,6 +45,9 @@ credential (401/403), ADD and CHECK pass the pod through (its prevResult, no rul
 since the product is absent rather than the pod at fault; a meshed pod passed through is stopped by
 its linkerd-network-validator. An unreachable apiserver still fails ADD with code 11 (the kubelet
 retries). Without the key (a NAD: the pod asked to be meshed) all of these fail the ADD.
+There `linkerd.enabled-namespaces-file` (the installer keeps it) lists the namespaces enabled for
+linkerd-multus: a pod of any other namespace is passed through without a request; without the file
+(or unreadable) the plugin asks the apiserver.
 
 Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
 ";
@@ -138,6 +143,22 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
         tracing::info!(container = %env.container_id, "no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS: not a pod, passing through");
         return Ok(None);
     };
+    // Multus' auxiliary chain runs the plugin for every pod of the node: a pod of a namespace that
+    // is not enabled gets no rules from linkerd-multus, so it is not worth a request (nor a wait on
+    // an apiserver that cannot be reached).
+    match view::lookup(&cfg.linkerd, namespace) {
+        Lookup::PassThrough => {
+            tracing::debug!(pod = %format!("{namespace}/{name}"),
+                "passing through without asking the apiserver: namespace {namespace} is not in the \
+                 installer's view of the namespaces enabled for linkerd-multus");
+            return Ok(None);
+        }
+        Lookup::Ask { no_view: Some(why) } => {
+            tracing::debug!(pod = %format!("{namespace}/{name}"), reason = %why,
+                "no view of the enabled namespaces: asking the apiserver");
+        }
+        Lookup::Ask { no_view: None } => {}
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
