@@ -1,9 +1,9 @@
-//! The product's own absence never fails a pod in Multus' auxiliary chain (the real `linkerd-cni`
-//! binary, as Multus runs it there: behind passthru, with a prevResult). With the chain's marker
-//! (`linkerd.aux-chain: true`, which the installer writes), a kubeconfig that is gone or a credential
-//! the apiserver refuses (401, 403) passes the pod through: exit 0, its prevResult unchanged, one log
-//! line saying why. An unreachable apiserver still fails with code 11, so the kubelet retries; and
-//! through a NAD (no marker: the pod asked to be meshed) the same absence still fails the ADD.
+//! The product's own absence never fails a pod (the real `linkerd-cni` binary, as Multus runs it:
+//! through a NAD, and in the auxiliary chain behind passthru with a prevResult). A kubeconfig that is
+//! gone (uninstalled) or a credential the apiserver refuses (401, 403) passes the pod through: exit
+//! 0, its prevResult unchanged, one log line saying why. An unreachable apiserver passes the pod
+//! through in the chain (which runs for every pod of the node) and fails with code 11 through a NAD,
+//! so the kubelet retries.
 //!
 //! No root: a pod passed through never has its netns entered (the path given does not exist). The
 //! stand-in apiserver answers every request with the status under test; the last test has the real
@@ -97,13 +97,21 @@ fn refusing(code: u16) -> TlsServer {
     TlsServer::start(&[b"h2", b"http/1.1"], router)
 }
 
-fn assert_passed_through(case: &str, out: Result<Option<Value>, Failure>, stderr: &str, why: &str) {
+/// Exit 0 with the prevResult (the chain) or an empty result (a NAD: none given), one log line why.
+fn assert_passed_through(
+    case: &str,
+    out: Result<Option<Value>, Failure>,
+    stderr: &str,
+    in_chain: bool,
+    why: &str,
+) {
     let out = out.unwrap_or_else(|f| panic!("{case}: ADD failed: {f:?}"));
-    assert_eq!(
-        out,
-        Some(prev_result()),
-        "{case}: the prevResult, unchanged"
-    );
+    let expected = if in_chain {
+        prev_result()
+    } else {
+        json!({"cniVersion": "1.0.0", "dns": {}})
+    };
+    assert_eq!(out, Some(expected), "{case}: the result, no rules");
     assert_eq!(
         stderr.matches(PASSED).count(),
         1,
@@ -115,48 +123,64 @@ fn assert_passed_through(case: &str, out: Result<Option<Value>, Failure>, stderr
     );
 }
 
-/// In the chain: no kubeconfig (the product uninstalled), and a credential refused (401: its
-/// ServiceAccount deleted; 403: its RBAC deleted) each pass the pod through, saying why.
+/// Through a NAD and in the chain: no kubeconfig (the product uninstalled), and a credential refused
+/// (401: its ServiceAccount deleted; 403: its RBAC deleted) each pass the pod through, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_the_chain_the_products_absence_passes_the_pod_through() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (out, stderr) = add(config(&dir.path().join("gone"), true));
-    assert_passed_through(
-        "kubeconfig missing",
-        out,
-        &stderr,
-        "the plugin's kubeconfig cannot be read",
-    );
-
-    for (code, why) in [(401, "401 Unauthorized"), (403, "403 Forbidden")] {
-        let server = refusing(code);
+async fn the_products_absence_passes_the_pod_through_in_every_attach_mode() {
+    for in_chain in [false, true] {
+        let mode = if in_chain {
+            "in the chain"
+        } else {
+            "through a NAD"
+        };
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = kubeconfig(dir.path(), &server.url(), server.ca_pem().as_bytes(), "t");
-        let (out, stderr) = tokio::task::spawn_blocking(move || add(config(&path, true)))
-            .await
-            .expect("ran");
-        assert_passed_through(&format!("{code}"), out, &stderr, why);
+        let (out, stderr) = add(config(&dir.path().join("gone"), in_chain));
+        assert_passed_through(
+            &format!("kubeconfig missing, {mode}"),
+            out,
+            &stderr,
+            in_chain,
+            "the plugin's kubeconfig cannot be read",
+        );
+
+        for (code, why) in [(401, "401 Unauthorized"), (403, "403 Forbidden")] {
+            let server = refusing(code);
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = kubeconfig(dir.path(), &server.url(), server.ca_pem().as_bytes(), "t");
+            let (out, stderr) = tokio::task::spawn_blocking(move || add(config(&path, in_chain)))
+                .await
+                .expect("ran");
+            assert_passed_through(&format!("{code}, {mode}"), out, &stderr, in_chain, why);
+        }
     }
 }
 
-/// An apiserver that cannot be reached is transient, not absence: the ADD fails with code 11 so the
-/// kubelet retries, in the chain too.
-#[test]
-fn in_the_chain_an_unreachable_apiserver_still_fails_with_try_again_later() {
+/// A pod that is not there (404) is not the product's absence: it fails in every mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_the_apiserver_does_not_know_still_fails() {
+    for in_chain in [false, true] {
+        let server = refusing(404);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = kubeconfig(dir.path(), &server.url(), server.ca_pem().as_bytes(), "t");
+        let (out, stderr) = tokio::task::spawn_blocking(move || add(config(&path, in_chain)))
+            .await
+            .expect("ran");
+        let failure = out.expect_err("404 fails the ADD");
+        assert_eq!(failure.exit_code, Some(1), "{stderr}");
+        assert_ne!(failure.code(), Some(TRY_AGAIN_LATER), "{failure:?}");
+        assert!(!stderr.contains(PASSED), "{stderr}");
+    }
+}
+
+/// A kubeconfig naming a port nothing listens on, TLS unverified so only the connection fails.
+fn unreachable_kubeconfig(dir: &Path) -> PathBuf {
     // A port just freed: nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
         .expect("addr")
         .port();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = kubeconfig(
-        dir.path(),
-        &format!("https://127.0.0.1:{port}"),
-        b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
-        "t",
-    );
-    // A CA that does not parse is the kubeconfig's fault; use none so only the connection fails.
+    let path = kubeconfig(dir, &format!("https://127.0.0.1:{port}"), b"", "t");
     let mut doc: Value =
         serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
     doc["clusters"][0]["cluster"]
@@ -165,40 +189,38 @@ fn in_the_chain_an_unreachable_apiserver_still_fails_with_try_again_later() {
         .remove("certificate-authority-data");
     doc["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = json!(true);
     std::fs::write(&path, doc.to_string()).expect("write");
+    path
+}
+
+/// An unreachable apiserver: in the chain, which runs for every pod of the node, the pod is passed
+/// through (its validator and repair, not the node, pay for the fault); through a NAD it fails with
+/// code 11 so the kubelet retries.
+#[test]
+fn an_unreachable_apiserver_passes_the_chain_and_fails_a_nad_with_try_again_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = unreachable_kubeconfig(dir.path());
 
     let (out, stderr) = add(config(&path, true));
-    let failure = out.expect_err("an unreachable apiserver fails the ADD");
+    assert_passed_through(
+        "unreachable, in the chain",
+        out,
+        &stderr,
+        true,
+        "the apiserver cannot be reached",
+    );
+
+    let (out, stderr) = add(config(&path, false));
+    let failure = out.expect_err("through a NAD an unreachable apiserver fails the ADD");
     assert_eq!(failure.exit_code, Some(1), "{stderr}");
     assert_eq!(failure.code(), Some(TRY_AGAIN_LATER), "{failure:?}");
     assert!(!stderr.contains(PASSED), "{stderr}");
 }
 
-/// Through a NAD the pod asked to be meshed: a missing kubeconfig or a refused credential still
-/// fails its ADD (no pass-through without the chain's marker).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn through_a_nad_the_products_absence_still_fails_the_add() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (out, stderr) = add(config(&dir.path().join("gone"), false));
-    let failure = out.expect_err("a NAD's pod fails without its kubeconfig");
-    assert_eq!(failure.exit_code, Some(1), "{stderr}");
-    assert_ne!(failure.code(), Some(TRY_AGAIN_LATER), "{failure:?}");
-    assert!(!stderr.contains(PASSED), "{stderr}");
-
-    let server = refusing(401);
-    let path = kubeconfig(dir.path(), &server.url(), server.ca_pem().as_bytes(), "t");
-    let (out, stderr) = tokio::task::spawn_blocking(move || add(config(&path, false)))
-        .await
-        .expect("ran");
-    let failure = out.expect_err("a NAD's pod fails with its credential refused");
-    assert_eq!(failure.exit_code, Some(1), "{stderr}");
-    assert!(!stderr.contains(PASSED), "{stderr}");
-}
-
 /// The real apiserver refusing a token it never issued (as it refuses one of a deleted
-/// ServiceAccount): in the chain the pod is passed through with its prevResult and the 401 logged.
+/// ServiceAccount): in both modes the pod is passed through with its prevResult and the 401 logged.
 #[test]
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
-fn in_the_chain_the_real_apiserver_refusing_the_token_passes_the_pod_through() {
+fn the_real_apiserver_refusing_the_token_passes_the_pod_through() {
     let text = std::fs::read_to_string(linkerd_multus_e2e::kubeconfig_path())
         .expect("testbed kubeconfig (is `e2e/testbed up` done?)");
     let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
@@ -207,8 +229,8 @@ fn in_the_chain_the_real_apiserver_refusing_the_token_passes_the_pod_through() {
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, serde_yaml_ng::to_string(&doc).expect("yaml")).expect("write");
 
-    let (out, stderr) = add(config(&path, true));
-    assert_passed_through("bogus token", out, &stderr, "401 Unauthorized");
-    let (out, _) = add(config(&path, false));
-    assert!(out.is_err(), "through a NAD it still fails");
+    for in_chain in [false, true] {
+        let (out, stderr) = add(config(&path, in_chain));
+        assert_passed_through("bogus token", out, &stderr, in_chain, "401 Unauthorized");
+    }
 }

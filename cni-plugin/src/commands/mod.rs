@@ -39,15 +39,17 @@ proxy-gid (-1 = none), ports-to-redirect, inbound-ports-to-ignore, outbound-port
 nft, plain: that iptables-restore; nftables: nf_tables over netlink, no iptables or nft binary;
 auto: per node, nftables without iptables binaries, else what the node's own rules use), ipv6. Pods override them with config.linkerd.io/* annotations.
 
-`linkerd.aux-chain: true` (the installer sets it in Multus' auxiliary chain, which runs the plugin
-for every pod): when the kubeconfig is missing or unusable, or the apiserver refuses the plugin's
-credential (401/403), ADD and CHECK pass the pod through (its prevResult, no rules) and log why,
-since the product is absent rather than the pod at fault; a meshed pod passed through is stopped by
-its linkerd-network-validator. An unreachable apiserver still fails ADD with code 11 (the kubelet
-retries). Without the key (a NAD: the pod asked to be meshed) all of these fail the ADD.
+When the kubeconfig is missing or unusable, or the apiserver refuses the plugin's credential
+(401/403), the product is absent (uninstalled) rather than the pod at fault: ADD and CHECK pass
+the pod through (its prevResult, no rules) and log why, through a NAD as in Multus' auxiliary
+chain; a meshed pod passed through is stopped by its linkerd-network-validator (exit 95) and
+restarted by repair once the product is back. `linkerd.aux-chain: true` marks Multus' auxiliary
+chain (the installer sets it), which runs the plugin for every pod of the node: there an
+unreachable apiserver passes the pod through too (logged), so the node's pods do not wait on it.
 There `linkerd.enabled-namespaces-file` (the installer keeps it) lists the namespaces enabled for
 linkerd-multus: a pod of any other namespace is passed through without a request; without the file
 (or unreadable) the plugin asks the apiserver.
+Through a NAD an unreachable apiserver fails ADD with code 11 (the kubelet retries).
 
 Try it: echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION linkerd-cni
 ";
@@ -175,9 +177,9 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
             return match fail_open(&e, cfg.linkerd.aux_chain) {
                 Some(why) => {
                     tracing::warn!(pod = %format!("{namespace}/{name}"), error = %vocab::report::Chain(&e),
-                        "passing the pod through without rules: {why}, and in Multus' auxiliary chain \
-                         the product's own absence must not fail every pod of the node (a meshed pod \
-                         stays stopped by its linkerd-network-validator)");
+                        "passing the pod through without rules: {why}; the product's own absence \
+                         must not keep pods from starting (a meshed pod stays stopped by its \
+                         linkerd-network-validator, and repair restarts it once the product is back)");
                     Ok(None)
                 }
                 None => Err(pod_error(&e)),
@@ -202,12 +204,24 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
     Ok(Some(settings))
 }
 
-/// PURE: why a failed pod lookup passes the pod through rather than failing it: only in Multus'
-/// auxiliary chain (`linkerd.aux-chain`), which runs the plugin for every pod, and only when the
-/// failure is the product's own absence ([`PodError::product_absence`]). Through a NAD the pod asked
-/// to be meshed: it fails, as does every transient failure (the kubelet retries).
+/// PURE: why a failed pod lookup passes the pod through rather than failing it: when the failure is
+/// the product's own absence ([`PodError::product_absence`]: uninstalled, its credential revoked),
+/// in every attach mode. A NAD left behind by an uninstall still names this plugin, so failing there
+/// would keep every pod of a formerly enabled namespace from ever getting a sandbox again (a reboot,
+/// a drain); a meshed pod passed through is held by its linkerd-network-validator (exit 95) and
+/// restarted by repair once the product is back. An unreachable apiserver passes the pod through
+/// only in Multus' auxiliary chain (`aux_chain`), which runs the plugin for every pod of the node:
+/// failing there would hold every pod of the node, almost none of them meshed, on the apiserver.
+/// Through a NAD it fails with code 11 and the kubelet retries.
 pub fn fail_open(e: &PodError, aux_chain: bool) -> Option<&'static str> {
-    e.product_absence().filter(|_| aux_chain)
+    match e.product_absence() {
+        Some(why) => Some(why),
+        None if aux_chain && e.is_transient() => Some(
+            "the apiserver cannot be reached, and in Multus' auxiliary chain, which runs the \
+             plugin for every pod of the node, that must not hold them all",
+        ),
+        None => None,
+    }
 }
 
 fn pod_error(e: &PodError) -> CniError {

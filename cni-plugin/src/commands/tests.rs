@@ -191,10 +191,11 @@ fn del_in_simulate_enters_no_netns() {
     }
 }
 
-/// Only in the auxiliary chain does the product's absence pass a pod through; through a NAD the pod
-/// asked to be meshed and fails, and a transient failure fails everywhere (the kubelet retries).
+/// The product's absence passes a pod through in every attach mode (a NAD left by an uninstall must
+/// not fail pods); an unreachable apiserver only in the auxiliary chain, which runs for every pod;
+/// any other failure fails everywhere.
 #[test]
-fn fail_open_only_for_the_products_absence_in_the_aux_chain() {
+fn fail_open_for_the_products_absence_everywhere_and_unreachable_in_the_aux_chain() {
     use crate::pod::PodError;
     let refused = |code: u16| PodError::Api {
         what: "pod demo/web".into(),
@@ -213,20 +214,22 @@ fn fail_open_only_for_the_products_absence_in_the_aux_chain() {
         path: "k".into(),
         message: "connection refused".into(),
     };
-    let cases: [(&str, PodError, bool, bool); 8] = [
+    let cases: [(&str, PodError, bool, bool); 10] = [
         ("401 in the chain", refused(401), true, true),
         ("403 in the chain", refused(403), true, true),
         ("kubeconfig gone in the chain", no_kubeconfig(), true, true),
-        ("401 through a NAD", refused(401), false, false),
+        ("401 through a NAD", refused(401), false, true),
+        ("403 through a NAD", refused(403), false, true),
         (
             "kubeconfig gone through a NAD",
             no_kubeconfig(),
             false,
-            false,
+            true,
         ),
-        ("unreachable in the chain", unreachable(), true, false),
+        ("unreachable in the chain", unreachable(), true, true),
+        ("unreachable through a NAD", unreachable(), false, false),
         ("pod not found in the chain", refused(404), true, false),
-        ("server error in the chain", refused(500), true, false),
+        ("server error through a NAD", refused(500), false, false),
     ];
     for (case, e, aux_chain, passes) in cases {
         assert_eq!(super::fail_open(&e, aux_chain).is_some(), passes, "{case}");
