@@ -10,6 +10,7 @@ use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::nad_config::ConfigSource;
 use crate::reconcile::{self, ReconcileSettings};
+use crate::repair::state::StateLocation;
 use crate::repair::RepairSettings;
 
 /// What the process does, and with what.
@@ -69,6 +70,9 @@ impl Config {
                     decision,
                     adopt_unowned: run.adopt_unowned_nads,
                     node_multus_group: run.node_multus_api_group.clone(),
+                    repair_state: repair
+                        .repair_unattached_pods
+                        .then(|| StateLocation::new(&run.operator_namespace(), &run.lease_name)),
                 },
                 output: args.output,
                 probe_timeout: args.probe_timeout,
@@ -82,6 +86,7 @@ impl Config {
                             decision.clone(),
                             &run.cni_namespace,
                             reconcile::nad_resource(run.nad_api_group.as_deref()),
+                            StateLocation::new(&operator_namespace, &run.lease_name),
                         ),
                         ..controller(&run, decision.nad.clone(), &operator_namespace)
                     },
@@ -164,6 +169,21 @@ mod tests {
         assert_eq!(c.settings.source.namespace, vocab::DEFAULT_CNI_NAMESPACE);
         assert_eq!(c.output, OutputFormat::Human);
         assert_eq!(c.probe_timeout, Duration::from_secs(2));
+        assert_eq!(c.settings.repair_state, None, "repair off: no halts to read");
+        // With repair on, `check` reads the halts where the running operator publishes them.
+        let Config::Check(c) = config(&[
+            "x",
+            "--repair-unattached-pods",
+            "--namespace=ops",
+            "--lease-name=ld",
+            "check",
+        ]) else {
+            panic!("not check")
+        };
+        assert_eq!(
+            c.settings.repair_state,
+            Some(StateLocation::new("ops", "ld"))
+        );
     }
 
     /// The defaults give the decision's own defaults.

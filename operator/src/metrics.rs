@@ -7,7 +7,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -103,10 +103,13 @@ impl Metrics {
     }
 }
 
-/// `pod_repairs_total{outcome}`: what the pod repairer did (`--repair-unattached-pods`).
+/// `pod_repairs_total{outcome}`: what the pod repairer did (`--repair-unattached-pods`); and the
+/// watchdog's halts as the leader holds them: `repair_halted_owners` and `repair_all_halted`.
 #[derive(Clone, Debug, Default)]
 pub struct RepairMetrics {
     outcomes: Family<Labels, Counter>,
+    halted_owners: Gauge,
+    all_halted: Gauge,
 }
 
 impl RepairMetrics {
@@ -121,6 +124,18 @@ impl RepairMetrics {
              the NAD its replacement would name is not there; counted once per pod and reason)",
             m.outcomes.clone(),
         );
+        registry.register(
+            "repair_halted_owners",
+            "Owners whose pod repair the watchdog halted (a replacement of a pod it evicted did not \
+             become Ready); released when one of their pods is Ready or the owner is gone. The \
+             leader's: 0 on other replicas",
+            m.halted_owners.clone(),
+        );
+        registry.register(
+            "repair_all_halted",
+            "1 while enough owners are halted that all pod repair stops, else 0 (the leader's)",
+            m.all_halted.clone(),
+        );
         m
     }
 
@@ -128,6 +143,13 @@ impl RepairMetrics {
         self.outcomes
             .get_or_create(&vec![("outcome", outcome)])
             .inc();
+    }
+
+    /// The watchdog's halts now (0 and false on a replica that does not lead).
+    pub fn set_halted(&self, owners: usize, all: bool) {
+        self.halted_owners
+            .set(i64::try_from(owners).unwrap_or(i64::MAX));
+        self.all_halted.set(i64::from(all));
     }
 }
 
@@ -163,7 +185,9 @@ mod tests {
         m.failed("crd_missing");
         m.wrote("apply");
         m.foreign_seen();
-        RepairMetrics::register(&mut registry).count("blocked");
+        let repair = RepairMetrics::register(&mut registry);
+        repair.count("blocked");
+        repair.set_halted(3, true);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         for line in [
@@ -174,6 +198,8 @@ mod tests {
             "linkerd_multus_controller_foreign_nads_total 1",
             "linkerd_multus_controller_reconcile_duration_seconds_count 1",
             "linkerd_multus_pod_repairs_total{outcome=\"blocked\"} 1",
+            "linkerd_multus_repair_halted_owners 3",
+            "linkerd_multus_repair_all_halted 1",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

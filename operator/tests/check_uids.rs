@@ -32,6 +32,7 @@ async fn proxy_uids(kube: &Client, linkerd_namespace: &str) -> Verdict {
         },
         adopt_unowned: false,
         node_multus_group: None,
+        repair_state: None,
     };
     check::check(kube, &settings, Duration::from_secs(1))
         .await

@@ -61,6 +61,7 @@ async fn webhook_order(kube: &Client, linkerd_namespace: &str) -> Verdict {
         },
         adopt_unowned: false,
         node_multus_group: None,
+        repair_state: None,
     };
     check::check(kube, &settings, Duration::from_secs(1))
         .await

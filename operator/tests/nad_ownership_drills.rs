@@ -190,6 +190,7 @@ async fn check_items(h: &Harness, verdict: &str) -> Vec<String> {
         },
         adopt_unowned: false,
         node_multus_group: None,
+        repair_state: None,
     };
     check::check(&h.client, &settings, Duration::from_secs(1))
         .await

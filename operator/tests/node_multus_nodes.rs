@@ -70,6 +70,7 @@ async fn run_check(kube: &Client, group: &str) -> Vec<Verdict> {
         },
         adopt_unowned: false,
         node_multus_group: Some(group.into()),
+        repair_state: None,
     };
     check::check(kube, &settings, Duration::from_secs(1))
         .await

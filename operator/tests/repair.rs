@@ -549,6 +549,7 @@ async fn check_repair(h: &Harness, ns: &str) -> (bool, Vec<String>) {
         },
         adopt_unowned: false,
         node_multus_group: None,
+        repair_state: None,
     };
     let line = check::check(&h.client, &settings, Duration::from_secs(1))
         .await

@@ -13,7 +13,7 @@ mod uids;
 
 pub use aux_chain::{AuxChainSeen, InstallerPod};
 pub use evaluate::{
-    evaluate, pod_problem, CheckSettings, Observed, RepairEvent, RepairWaiting, SandboxFailure,
+    evaluate, pod_problem, CheckSettings, Observed, RepairWaiting, SandboxFailure,
     Verdict, WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
@@ -250,25 +250,15 @@ async fn observe(
         .iter()
         .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP);
     let sandbox_failures = sandbox_failures(client, &enabled).await?;
-    let mut repair_events = Vec::new();
-    for (reason, halted) in [
-        (crate::repair::REASON_HALTED, true),
-        (crate::repair::REASON_RESUMED, false),
-    ] {
-        for (ns, e) in events_in(client, reason, &enabled).await? {
-            let object = &e.involved_object;
-            repair_events.push(RepairEvent {
-                owner: format!(
-                    "{ns}/{} {}",
-                    object.kind.as_deref().unwrap_or_default(),
-                    object.name.as_deref().unwrap_or_default()
-                ),
-                halted,
-                at: event_time(&e),
-                message: e.message.clone().unwrap_or_default(),
-            });
-        }
-    }
+    // The repairer's own state, not its Events (they expire, and vanish with their namespace).
+    let repair_halts = match &s.repair_state {
+        None => None,
+        Some(at) => Some(
+            crate::repair::state::read(client, at)
+                .await
+                .map_err(|e| vocab::report::chain(&e)),
+        ),
+    };
     let mut repair_waiting = Vec::new();
     for (ns, e) in events_in(client, crate::repair::REASON_WAITING, &enabled).await? {
         let object = &e.involved_object;
@@ -294,7 +284,7 @@ async fn observe(
         node_without_network,
         node_backends,
         sandbox_failures,
-        repair_events,
+        repair_halts,
         repair_waiting,
         aux_chain,
         validator_failed,

@@ -6,6 +6,7 @@ use clap::Args;
 use kube::api::ApiResource;
 use rules::decision::DecisionConfig;
 
+use super::state::StateLocation;
 use super::RepairSettings;
 
 /// Flags of the pod repairer (off by default).
@@ -50,12 +51,14 @@ const DEFAULT_DEADLINE: &str = "2m";
 
 impl RepairArgs {
     /// The repairer's settings (it decides like the webhook, with `decision`; the installer pods run
-    /// in `cni_namespace`; the NAD kind is `nad_resource`); None when it is off.
+    /// in `cni_namespace`; the NAD kind is `nad_resource`; its halts are published at `state`); None
+    /// when it is off.
     pub fn settings(
         &self,
         decision: DecisionConfig,
         cni_namespace: &str,
         nad_resource: ApiResource,
+        state: StateLocation,
     ) -> Option<RepairSettings> {
         self.repair_unattached_pods.then(|| RepairSettings {
             decision,
@@ -65,6 +68,7 @@ impl RepairArgs {
             cooldown: self.repair_cooldown,
             deadline: self.repair_deadline,
             dry_run: self.repair_dry_run,
+            state,
         })
     }
 }
@@ -105,6 +109,20 @@ mod tests {
         assert!(!s.dry_run);
         assert_eq!(s.deadline, super::super::watchdog::DEFAULT_DEADLINE);
         assert_eq!(s.nad_resource.group, "k8s.cni.cncf.io");
+        let s = run_config(&[
+            "x",
+            "--repair-unattached-pods",
+            "--namespace=ops",
+            "--lease-name=ld",
+        ])
+        .expect("on");
+        assert_eq!(
+            s.state,
+            StateLocation {
+                namespace: "ops".into(),
+                name: "ld-repair".into()
+            }
+        );
         let s = run_config(&[
             "x",
             "--repair-unattached-pods",

@@ -5,21 +5,27 @@
 //! Layout: [`decide`] (pure: pod + namespace → repair or skip, and the owner rule), [`limiter`]
 //! (pure: per-minute budget and per-pod cooldown), [`evict`] (the one write: an Eviction, so
 //! PodDisruptionBudgets apply), [`watchdog`] (pure: stop evicting an owner whose replacement does not
-//! become Ready, and everything past a threshold), [`nads`] (nad mode: which NADs exist, so a pod is
-//! never evicted into one that does not), [`slim`](mod@slim) (what the pod store keeps), and this
-//! file, the shell: the watches, the leader gate, Events and metrics.
+//! become Ready, and everything past a threshold; release an owner that is gone), [`owners`] (the
+//! GET that tells whether a watched owner is gone), [`state`] (the halted owners, published in a
+//! ConfigMap), [`nads`] (nad mode: which NADs exist, so a pod is never evicted into one that does
+//! not), [`slim`](mod@slim) (what the pod store keeps), and this file, the shell: the watches, the
+//! leader gate, Events and metrics.
 //!
-//! A leader change: the watchdog is in memory, so a replica that gains the lead reads its halts back
-//! from the `PodRepairHalted`/`PodRepairResumed` Events (the same ones `check` reads) before it
-//! evicts anything. An eviction whose deadline had not passed yet is not carried over: at most one
-//! more pod of that owner is evicted, and that eviction is watched.
+//! A leader change: the watchdog is in memory, so the leader publishes its halted owners
+//! ([`state`], the same ConfigMap `check` reads) and a replica that gains the lead restores them
+//! before it evicts anything (from the `PodRepairHalted`/`PodRepairResumed`/`PodRepairReleased`
+//! Events when no state was ever published: the first start after an upgrade). An eviction whose
+//! deadline had not passed yet is not carried over: at most one more pod of that owner is evicted,
+//! and that eviction is watched.
 
 pub mod args;
 pub mod decide;
 pub mod evict;
 pub mod limiter;
 pub mod nads;
+pub mod owners;
 pub mod slim;
+pub mod state;
 pub mod watchdog;
 
 pub use args::RepairArgs;
@@ -49,7 +55,10 @@ use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
 use self::nads::{NadEvent, NadWatch};
 use self::slim::slim;
-use self::watchdog::{before, still_halted, Allow, Change, Replacement, Reported, Watchdog};
+use self::state::{Published, StateLocation};
+use self::watchdog::{
+    before, still_halted, Allow, Change, Gone, Halt, Replacement, Reported, Watchdog,
+};
 use crate::events::{event_time, Events};
 use crate::metrics::RepairMetrics;
 
@@ -66,6 +75,8 @@ pub const REASON_BLOCKED: &str = "PodRepairBlocked";
 pub const REASON_FAILED: &str = "PodRepairFailed";
 pub const REASON_HALTED: &str = "PodRepairHalted";
 pub const REASON_RESUMED: &str = "PodRepairResumed";
+/// On a halted owner that is gone (deleted, or scaled to zero by a rollout): its halt is dropped.
+pub const REASON_RELEASED: &str = "PodRepairReleased";
 /// On the pod: it needs a restart, but is left running until its replacement's NAD exists.
 pub const REASON_WAITING: &str = "PodRepairWaiting";
 const ACTION: &str = "EvictPod";
@@ -84,6 +95,8 @@ pub struct RepairSettings {
     /// `--repair-deadline`: the watchdog's.
     pub deadline: Duration,
     pub dry_run: bool,
+    /// Where the leader publishes its halted owners ([`state`]).
+    pub state: StateLocation,
 }
 
 /// The pod repairer, ready to run.
@@ -120,6 +133,8 @@ struct State {
     waiting: BTreeMap<String, NadUnavailable>,
     /// The flags' decision as the placement places it now (updated when it changes, not per pod).
     decision: Arc<DecisionConfig>,
+    /// The halts as last published (None: not yet, or the write failed: publish at the next review).
+    published: Option<Published>,
 }
 
 impl Repairer {
@@ -198,6 +213,7 @@ impl Repairer {
             nads: NadWatch::default(),
             waiting: BTreeMap::new(),
             decision: Arc::new(self.settings.decision.clone()),
+            published: None,
         };
         let cni_namespace = self.settings.cni_namespace.as_str();
         let mut was_leading = false;
@@ -213,6 +229,12 @@ impl Repairer {
                 // before a restart) hold.
                 st.watchdog = self.new_watchdog();
                 self.restore(&mut st.watchdog).await;
+                st.published = None;
+                self.publish(&st.watchdog, &mut st.published).await;
+            } else if !leading && was_leading {
+                // The new leader's gauges count; this replica's watchdog is rebuilt if it leads again.
+                self.metrics.set_halted(0, false);
+                st.published = None;
             }
             was_leading = leading;
             if let Some(placement) = &self.placement {
@@ -271,6 +293,7 @@ impl Repairer {
                     }
                     if leading {
                         self.review(&pods, &mut st.watchdog).await;
+                        self.publish(&st.watchdog, &mut st.published).await;
                     }
                     for pod in pods {
                         self.consider(&pod, &mut st).await;
@@ -286,17 +309,59 @@ impl Repairer {
         Watchdog::new(self.settings.deadline, watchdog::DEFAULT_HALT_ALL_AT)
     }
 
-    /// Reads back the owners whose latest `PodRepairHalted`/`PodRepairResumed` Event of ours is a
-    /// halt, in the namespaces this operator repairs, and keeps them halted. If the Events cannot be
-    /// read, says so and starts empty (the operator's ClusterRole grants events list with repair on).
+    /// Restores the halted owners the state ([`state`]) holds, in the namespaces this operator
+    /// repairs. Without a state (never published: the first start after an upgrade, or it could not
+    /// be read) reads back the owners whose latest `PodRepairHalted`/`PodRepairResumed`/
+    /// `PodRepairReleased` Event of ours is a halt. If neither can be read, says so and starts empty.
     async fn restore(&self, watchdog: &mut Watchdog<ObjectReference>) {
         // Which namespaces are ours is known once the controller's namespace watch has listed.
         let listed = tokio::time::timeout(NAMESPACES_LISTED, self.namespaces.wait_until_ready());
         if !matches!(listed.await, Ok(Ok(()))) {
-            tracing::warn!("namespaces not listed yet: reading the repair Events back anyway");
+            tracing::warn!("namespaces not listed yet: reading the repair halts back anyway");
         }
+        let repaired_here = |ns: Option<&str>| {
+            ns.is_some_and(|ns| self.namespaces.get(&ObjectRef::new(ns)).is_some())
+        };
+        let halts = match state::read(&self.client, &self.settings.state).await {
+            Ok(Some(published)) => published.halts(),
+            Ok(None) => self.halts_from_events().await,
+            Err(e) => {
+                tracing::warn!(
+                    error = %vocab::report::Chain(&e),
+                    state = %self.settings.state,
+                    "cannot read the published repair halts: reading them back from Events"
+                );
+                self.halts_from_events().await
+            }
+        };
+        let mut restored = 0;
+        for halt in halts {
+            if repaired_here(halt.owner.namespace.as_deref()) {
+                watchdog.restore_halted(halt);
+                restored += 1;
+            }
+        }
+        if restored > 0 {
+            tracing::warn!(
+                owners = restored,
+                "pod repair of owners halted before this replica led stays halted until one of \
+                 their pods is Ready or the owner is gone"
+            );
+        }
+        self.metrics
+            .set_halted(watchdog.halted(), watchdog.all_halted());
+    }
+
+    /// The owners whose latest `PodRepairHalted`/`PodRepairResumed`/`PodRepairReleased` Event of
+    /// ours is a halt (what an operator that published no state left). Empty if the Events cannot
+    /// be read (the operator's ClusterRole grants events list with repair on).
+    async fn halts_from_events(&self) -> Vec<Halt<ObjectReference>> {
         let mut reports = Vec::new();
-        for (reason, halted) in [(REASON_HALTED, true), (REASON_RESUMED, false)] {
+        for (reason, halted) in [
+            (REASON_HALTED, true),
+            (REASON_RESUMED, false),
+            (REASON_RELEASED, false),
+        ] {
             let by_reason = ListParams::default().fields(&format!("reason={reason}"));
             let events = match Api::<Event>::all(self.client.clone())
                 .list(&by_reason)
@@ -310,17 +375,15 @@ impl Repairer {
                          are not known to be halted (pods/eviction repair goes on; `check` still \
                          lists them)"
                     );
-                    return;
+                    return Vec::new();
                 }
             };
             reports.extend(events.into_iter().filter_map(|e| {
                 let ours = e.reporting_component.as_deref() == Some(vocab::MANAGED_BY_VALUE);
                 let owner = e.involved_object.clone();
-                let ns = owner.namespace.as_deref()?;
-                let repaired_here = self.namespaces.get(&ObjectRef::new(ns)).is_some();
                 let at = event_time(&e)?;
                 let owner_uid = owner.uid.clone()?;
-                (ours && repaired_here).then_some(Reported {
+                ours.then_some(Reported {
                     owner_uid,
                     owner,
                     halted,
@@ -331,17 +394,61 @@ impl Repairer {
         // A halt is reported at the first review past the deadline: the eviction was at most the
         // deadline and one scan interval before it.
         let back = self.settings.deadline + SCAN_INTERVAL;
-        let halted = still_halted(reports);
-        for r in &halted {
-            watchdog.restore_halted(&r.owner_uid, r.owner.clone(), before(r.at, back));
+        still_halted(reports)
+            .into_iter()
+            .map(|r| Halt {
+                owner_uid: r.owner_uid,
+                owner: r.owner,
+                evicted: String::new(),
+                evicted_at: before(r.at, back),
+                halted_at: r.at,
+            })
+            .collect()
+    }
+
+    /// Applies the watchdog's halts to the state ConfigMap when they differ from what was last
+    /// published, and sets the gauges.
+    async fn publish(&self, watchdog: &Watchdog<ObjectReference>, last: &mut Option<Published>) {
+        self.metrics
+            .set_halted(watchdog.halted(), watchdog.all_halted());
+        let now = Published::of(&watchdog.halts(), watchdog.halt_all_at);
+        if last.as_ref() == Some(&now) {
+            return;
         }
-        if !halted.is_empty() {
-            tracing::warn!(
-                owners = halted.len(),
-                "pod repair of owners halted before this replica led stays halted until one of \
-                 their pods is Ready"
-            );
+        match state::write(&self.client, &self.settings.state, &now).await {
+            Ok(()) => *last = Some(now),
+            Err(e) => {
+                tracing::warn!(
+                    error = %vocab::report::Chain(&e),
+                    state = %self.settings.state,
+                    "cannot publish the halted owners (`check` and the next leader read them there); \
+                     retried at the next review"
+                );
+                *last = None;
+            }
         }
+    }
+
+    /// Whether each owner the watchdog holds is gone (owners found, or not known, are left out).
+    async fn gone_owners(&self, watchdog: &Watchdog<ObjectReference>) -> BTreeMap<String, Gone> {
+        let mut gone = BTreeMap::new();
+        for (uid, owner) in watchdog.owners() {
+            match owners::look_up(&self.client, owner).await {
+                Ok(Some(lookup)) => {
+                    if let Some(why) = Gone::judge(uid, &lookup) {
+                        gone.insert(uid.to_string(), why);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    namespace = owner.namespace.as_deref().unwrap_or_default(),
+                    owner = owner.name.as_deref().unwrap_or_default(),
+                    "cannot tell whether a halted or watched owner still exists; it stays as it is"
+                ),
+            }
+        }
+        gone
     }
 
     /// Judges the replacements of recent evictions, and reports owners halted or resumed.
@@ -363,8 +470,13 @@ impl Repairer {
                     });
             }
         }
+        let gone = self.gone_owners(watchdog).await;
         let now = Timestamp::now();
-        let changes = watchdog.review(now, |uid| by_owner.get(uid).cloned().unwrap_or_default());
+        let changes = watchdog.review(
+            now,
+            |uid| by_owner.get(uid).cloned().unwrap_or_default(),
+            |uid| gone.get(uid).copied(),
+        );
         for change in changes {
             let (owner, type_, reason, note) = match change {
                 Change::Halted {
@@ -391,6 +503,30 @@ impl Repairer {
                     EventType::Normal,
                     REASON_RESUMED,
                     "Resumed repair of this owner: a replacement is Ready".to_string(),
+                ),
+                Change::Released {
+                    owner,
+                    why,
+                    halted: false,
+                } => {
+                    tracing::info!(
+                        namespace = owner.namespace.as_deref().unwrap_or_default(),
+                        owner = owner.name.as_deref().unwrap_or_default(),
+                        gone = why.label(),
+                        "no longer waiting for the replacement of an evicted pod: {}",
+                        why.describe()
+                    );
+                    continue;
+                }
+                Change::Released { owner, why, .. } => (
+                    owner,
+                    EventType::Normal,
+                    REASON_RELEASED,
+                    format!(
+                        "Released the halted repair of this owner: {}; it no longer counts towards \
+                         stopping all repair",
+                        why.describe()
+                    ),
                 ),
             };
             tracing::warn!(

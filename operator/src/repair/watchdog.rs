@@ -2,8 +2,11 @@
 //! Ready within [`Watchdog::deadline`]; if none does, evicting that owner's pods stops (a restart
 //! that cannot come up again turns a working pod into a broken one), and once [`Watchdog::halt_all_at`]
 //! owners are halted, all repair stops: something cluster-wide is wrong (a NAD Multus refuses, the
-//! plugin failing on the nodes). An owner is released as soon as one of its replacements is Ready.
-//! Time is passed in, so tests step it.
+//! plugin failing on the nodes). An owner is released as soon as one of its replacements is Ready,
+//! or once it is gone ([`Gone`]: deleted, another object under its name, or scaled to zero replicas,
+//! as a Deployment's rollout leaves the ReplicaSet it replaced): a halt of an owner that no longer
+//! exists would otherwise count towards stopping all repair for good. Time and the owners' fates are
+//! passed in, so tests step them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,6 +64,80 @@ pub enum Change<O> {
     },
     /// A replacement of `owner` is Ready again.
     Resumed { owner: O },
+    /// `owner` is gone; `halted`: it was halted (reported), else only watched.
+    Released { owner: O, why: Gone, halted: bool },
+}
+
+/// Why a watched owner is no longer there to wait for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// No object of that name, or it is being deleted.
+    Deleted,
+    /// Another object (another uid) under the same name: the one evicted from is deleted.
+    Recreated,
+    /// It exists but wants no pods (`spec.replicas: 0`): a Deployment's rollout scaled it down in
+    /// favour of its new ReplicaSet, or it was scaled down. It has nothing left to repair.
+    ScaledToZero,
+}
+
+/// What a GET of a watched owner found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Missing,
+    Found {
+        uid: String,
+        deleting: bool,
+        /// `spec.replicas`; None for a kind without it (DaemonSet).
+        replicas: Option<i64>,
+    },
+}
+
+impl Gone {
+    /// The owner watched as `owner_uid` is gone, as `lookup` found it, or None: it is still there.
+    pub fn judge(owner_uid: &str, lookup: &Lookup) -> Option<Self> {
+        match lookup {
+            Lookup::Missing => Some(Self::Deleted),
+            Lookup::Found { uid, .. } if uid != owner_uid => Some(Self::Recreated),
+            Lookup::Found { deleting: true, .. } => Some(Self::Deleted),
+            Lookup::Found {
+                replicas: Some(0), ..
+            } => Some(Self::ScaledToZero),
+            Lookup::Found { .. } => None,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Deleted => "it is deleted",
+            Self::Recreated => "it is deleted (another object of that name exists now)",
+            Self::ScaledToZero => {
+                "it is scaled to zero replicas (a Deployment's rollout replaced this ReplicaSet, or \
+                 it was scaled down): it has no pod left to repair"
+            }
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Recreated => "recreated",
+            Self::ScaledToZero => "scaled_to_zero",
+        }
+    }
+}
+
+/// A halted owner, as published and read back (see `state.rs`): the evicted pod and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Halt<O> {
+    pub owner_uid: String,
+    pub owner: O,
+    /// The evicted pod whose replacement never became Ready (empty when not known: read back from
+    /// an Event).
+    pub evicted: String,
+    /// When it was evicted (by the operator's clock), or the earliest it can have been.
+    pub evicted_at: Timestamp,
+    /// When the halt was decided.
+    pub halted_at: Timestamp,
 }
 
 #[derive(Clone, Debug)]
@@ -71,7 +148,8 @@ struct Watched {
     evicted_uid: String,
     /// When the eviction was sent, by the operator's clock.
     at: Timestamp,
-    halted: bool,
+    /// When the owner was halted.
+    halted: Option<Timestamp>,
 }
 
 impl Watched {
@@ -139,28 +217,28 @@ impl<O: Clone> Watchdog<O> {
                         evicted: pod.0.to_string(),
                         evicted_uid: pod.1.to_string(),
                         at,
-                        halted: false,
+                        halted: None,
                     },
                 )
             });
     }
 
-    /// A halt reported before this watchdog started (by a previous leader, or this process before a
-    /// restart), read back from its `PodRepairHalted` Event: the owner stays halted until a pod of it
-    /// created at or after `evicted_by` is Ready. The reports carry no eviction time, so the caller
-    /// passes the earliest the eviction can have been (the Event's time minus the deadline and the
-    /// review interval): a pod created in that window also counts, which only releases an owner
-    /// whose pods do start.
-    pub fn restore_halted(&mut self, owner_uid: &str, owner: O, evicted_by: Timestamp) {
+    /// A halt decided before this watchdog started (by a previous leader, or this process before a
+    /// restart), read back from the published state or a `PodRepairHalted` Event: the owner stays
+    /// halted until a pod of it created at or after `halt.evicted_at` is Ready, or it is gone. An
+    /// Event carries no eviction time, so for one the caller passes the earliest the eviction can
+    /// have been (the Event's time minus the deadline and the review interval): a pod created in that
+    /// window also counts, which only releases an owner whose pods do start.
+    pub fn restore_halted(&mut self, halt: Halt<O>) {
         self.watched.insert(
-            owner_uid.to_string(),
+            halt.owner_uid,
             (
-                owner,
+                halt.owner,
                 Watched {
-                    evicted: String::new(),
+                    evicted: halt.evicted,
                     evicted_uid: String::new(),
-                    at: evicted_by,
-                    halted: true,
+                    at: halt.evicted_at,
+                    halted: Some(halt.halted_at),
                 },
             ),
         );
@@ -172,25 +250,54 @@ impl<O: Clone> Watchdog<O> {
             return Allow::AllHalted { owners: halted };
         }
         match self.watched.get(owner_uid) {
-            Some((_, w)) if w.halted => Allow::OwnerHalted,
+            Some((_, w)) if w.halted.is_some() => Allow::OwnerHalted,
             _ => Allow::Go,
         }
     }
 
     pub fn halted(&self) -> usize {
-        self.watched.values().filter(|(_, w)| w.halted).count()
+        self.watched
+            .values()
+            .filter(|(_, w)| w.halted.is_some())
+            .count()
     }
 
-    /// The owners whose replacements are awaited (uids), for the caller to look their pods up.
-    pub fn owners(&self) -> impl Iterator<Item = &str> {
-        self.watched.keys().map(String::as_str)
+    /// Whether all repair stops ([`Allow::AllHalted`]).
+    pub fn all_halted(&self) -> bool {
+        self.halted() >= self.halt_all_at
     }
 
-    /// Judges every watched owner at `now`; `pods_of(owner_uid)` are that owner's current pods.
+    /// The halted owners, by uid: what is published and what a new leader restores.
+    pub fn halts(&self) -> Vec<Halt<O>> {
+        self.watched
+            .iter()
+            .filter_map(|(uid, (owner, w))| {
+                Some(Halt {
+                    owner_uid: uid.clone(),
+                    owner: owner.clone(),
+                    evicted: w.evicted.clone(),
+                    evicted_at: w.at,
+                    halted_at: w.halted?,
+                })
+            })
+            .collect()
+    }
+
+    /// The owners whose replacements are awaited or who are halted (uid, owner), for the caller to
+    /// look their pods and their objects up.
+    pub fn owners(&self) -> impl Iterator<Item = (&str, &O)> {
+        self.watched
+            .iter()
+            .map(|(uid, (owner, _))| (uid.as_str(), owner))
+    }
+
+    /// Judges every watched owner at `now`; `pods_of(owner_uid)` are that owner's current pods,
+    /// `gone(owner_uid)` whether the owner itself is gone (None: there, or not known).
     pub fn review(
         &mut self,
         now: Timestamp,
         pods_of: impl Fn(&str) -> Vec<Replacement>,
+        gone: impl Fn(&str) -> Option<Gone>,
     ) -> Vec<Change<O>> {
         let mut changes = Vec::new();
         let deadline = self.deadline;
@@ -200,16 +307,26 @@ impl<O: Clone> Watchdog<O> {
                 .filter(|p| w.replaced_by(p))
                 .collect();
             if replacements.iter().any(|p| p.ready) {
-                if w.halted {
+                if w.halted.is_some() {
                     changes.push(Change::Resumed {
                         owner: owner.clone(),
                     });
                 }
                 return false;
             }
+            // Before the deadline: an owner deleted while its replacement was awaited is never
+            // halted (its pods go with it).
+            if let Some(why) = gone(uid) {
+                changes.push(Change::Released {
+                    owner: owner.clone(),
+                    why,
+                    halted: w.halted.is_some(),
+                });
+                return false;
+            }
             let waited = now.duration_since(w.at).unsigned_abs();
-            if !w.halted && waited >= deadline {
-                w.halted = true;
+            if w.halted.is_none() && waited >= deadline {
+                w.halted = Some(now);
                 changes.push(Change::Halted {
                     owner: owner.clone(),
                     evicted: w.evicted.clone(),
@@ -229,189 +346,5 @@ pub fn before(at: Timestamp, d: Duration) -> Timestamp {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + secs).unwrap()
-    }
-
-    /// `t(secs)` plus `millis`: the operator's sub-second clock.
-    fn t_ms(secs: i64, millis: i64) -> Timestamp {
-        t(secs) + SignedDuration::from_millis(millis)
-    }
-
-    fn pod(name: &str, created: i64, ready: bool) -> Replacement {
-        Replacement {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            created: t(created),
-            ready,
-        }
-    }
-
-    #[test]
-    fn a_ready_replacement_releases_the_owner_silently() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(120), 3);
-        w.evicted("rs1", "ReplicaSet web", ("web-a", "uid-web-a"), t(0));
-        assert_eq!(w.review(t(30), |_| vec![pod("web-b", 1, false)]), vec![]);
-        assert_eq!(w.allow("rs1"), Allow::Go, "waiting is not halting");
-        assert_eq!(w.review(t(40), |_| vec![pod("web-b", 1, true)]), vec![]);
-        assert_eq!(w.owners().count(), 0);
-    }
-
-    /// The issue's case: each replacement hangs in a failing sandbox. The owner stops being repaired
-    /// after the deadline, resumes once a replacement is Ready; pods older than the eviction (the
-    /// healthy ones left) do not count as replacements.
-    #[test]
-    fn a_replacement_that_never_becomes_ready_halts_its_owner_until_one_does() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(120), 3);
-        w.evicted("rs1", "ReplicaSet web", ("web-a", "uid-web-a"), t(0));
-        let hanging = |_: &str| vec![pod("old-healthy", -500, true), pod("web-b", 2, false)];
-        assert_eq!(w.review(t(119), hanging), vec![]);
-        assert_eq!(
-            w.review(t(120), hanging),
-            vec![Change::Halted {
-                owner: "ReplicaSet web",
-                evicted: "web-a".into(),
-                waiting: vec!["web-b".into()],
-            }]
-        );
-        assert_eq!(w.allow("rs1"), Allow::OwnerHalted);
-        assert_eq!(w.allow("rs2"), Allow::Go);
-        assert_eq!(w.review(t(200), hanging), vec![], "reported once");
-        assert_eq!(
-            w.review(t(300), |_| vec![pod("web-b", 2, true)]),
-            vec![Change::Resumed {
-                owner: "ReplicaSet web"
-            }]
-        );
-        assert_eq!(w.allow("rs1"), Allow::Go);
-    }
-
-    #[test]
-    fn enough_halted_owners_stop_all_repair() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(60), 2);
-        w.evicted("rs1", "ReplicaSet a", ("a-1", "uid-a-1"), t(0));
-        w.evicted("rs2", "ReplicaSet b", ("b-1", "uid-b-1"), t(10));
-        assert_eq!(w.review(t(65), |_| vec![]).len(), 1);
-        assert_eq!(w.allow("rs3"), Allow::Go);
-        assert_eq!(w.review(t(75), |_| vec![]).len(), 1);
-        assert_eq!(w.allow("rs3"), Allow::AllHalted { owners: 2 });
-        // A second eviction of a watched owner keeps the first one's clock.
-        w.evicted("rs1", "ReplicaSet a", ("a-2", "uid-a-2"), t(80));
-        assert_eq!(w.allow("rs1"), Allow::AllHalted { owners: 2 });
-    }
-
-    /// The issue's case: a ReplicaSet's replacement created within the second of the eviction (its
-    /// creationTimestamp truncated, the eviction time not) is a replacement; before the fix the owner
-    /// was halted at the deadline although the new pod was Ready.
-    #[test]
-    fn a_replacement_created_in_the_same_second_counts() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(120), 3);
-        w.evicted(
-            "rs1",
-            "ReplicaSet web",
-            ("web-a", "uid-web-a"),
-            t_ms(0, 700),
-        );
-        let ready = |_: &str| vec![pod("web-b", 0, true)];
-        assert_eq!(
-            w.review(t(130), ready),
-            vec![],
-            "halted a Ready replacement"
-        );
-        assert_eq!(w.owners().count(), 0, "released");
-        assert_eq!(w.allow("rs1"), Allow::Go);
-    }
-
-    /// The operator's clock 0.9 s ahead of the server's: evicted at server time 100.9, recorded as
-    /// 101.8; the replacement created at server time 101.5 reads 101, earlier than the record.
-    #[test]
-    fn a_replacement_counts_with_the_operator_clock_ahead() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(120), 3);
-        w.evicted(
-            "rs1",
-            "ReplicaSet web",
-            ("web-a", "uid-web-a"),
-            t_ms(101, 800),
-        );
-        assert_eq!(w.review(t(300), |_| vec![pod("web-b", 101, true)]), vec![]);
-        assert_eq!(w.owners().count(), 0, "released");
-    }
-
-    /// A StatefulSet recreates its pod under the same name: the new uid counts, the evicted pod
-    /// itself (still Ready while it terminates, created in the eviction's second) does not; a pod
-    /// created longer than the slack before the eviction does not either.
-    #[test]
-    fn identity_not_name_and_not_older_pods() {
-        let mut w: Watchdog<&str> = Watchdog::new(Duration::from_secs(60), 3);
-        w.evicted("ss1", "StatefulSet db", ("db-0", "old"), t_ms(10, 300));
-        let terminating = Replacement {
-            name: "db-0".into(),
-            uid: "old".into(),
-            created: t(10),
-            ready: true,
-        };
-        let older = pod("db-1", 10 - CLOCK_SLACK_SECONDS - 1, true);
-        let pods = |_: &str| vec![terminating.clone(), older.clone()];
-        assert_eq!(w.review(t(69), pods), vec![]);
-        assert_eq!(w.review(t(71), pods).len(), 1, "halted");
-        let recreated = Replacement {
-            name: "db-0".into(),
-            uid: "new".into(),
-            created: t(75),
-            ready: true,
-        };
-        assert_eq!(
-            w.review(t(80), |_| vec![recreated.clone()]),
-            vec![Change::Resumed {
-                owner: "StatefulSet db"
-            }]
-        );
-    }
-
-    /// A new leader reads its predecessor's Events: owners whose latest report is a halt stay
-    /// halted (and count towards stopping all repair) until a pod created since the eviction is Ready.
-    #[test]
-    fn halts_survive_a_leader_change() {
-        let report = |uid: &str, halted: bool, at: i64| Reported {
-            owner_uid: uid.into(),
-            owner: uid.to_string(),
-            halted,
-            at: t(at),
-        };
-        let reports = vec![
-            report("a", true, 100),
-            report("b", true, 100),
-            report("b", false, 150),
-            report("c", false, 100),
-            report("c", true, 160),
-        ];
-        let halted = still_halted(reports);
-        assert_eq!(
-            halted
-                .iter()
-                .map(|r| r.owner_uid.as_str())
-                .collect::<Vec<_>>(),
-            ["a", "c"]
-        );
-        let mut w: Watchdog<String> = Watchdog::new(Duration::from_secs(60), 2);
-        for r in halted {
-            w.restore_halted(&r.owner_uid, r.owner, before(r.at, Duration::from_secs(70)));
-        }
-        assert_eq!(w.allow("b"), Allow::AllHalted { owners: 2 });
-        // The hanging replacement of a (created at 45, after its eviction at about 40) turns Ready;
-        // an old pod of c (created long before) does not release c.
-        let pods = |uid: &str| match uid {
-            "a" => vec![pod("a-new", 45, true)],
-            _ => vec![pod("c-old", -1000, true)],
-        };
-        assert_eq!(
-            w.review(t(200), pods),
-            vec![Change::Resumed { owner: "a".into() }]
-        );
-        assert_eq!(w.allow("c"), Allow::OwnerHalted);
-        assert_eq!(w.allow("b"), Allow::Go);
-    }
-}
+#[path = "watchdog_tests.rs"]
+mod tests;

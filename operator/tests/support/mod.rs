@@ -131,6 +131,11 @@ impl Harness {
         if let Some(group) = &self.group {
             argv.extend(["--nad-api-group", group]);
         }
+        // The operator's own namespace (its Lease, the repairer's published halts) is the test's
+        // CNI namespace unless the test names one: parallel tests never share that state.
+        if !extra.contains(&"--namespace") {
+            argv.extend(["--namespace", &self.cni_ns.name]);
+        }
         argv.extend(extra);
         match Config::from_cli(Cli::try_parse_from(argv).expect("test flags parse")) {
             Config::Run(run) => run.controller,

@@ -38,6 +38,7 @@ fn settings() -> CheckSettings {
         decision: DecisionConfig::default(),
         adopt_unowned: false,
         node_multus_group: None,
+        repair_state: None,
     }
 }
 
@@ -130,7 +131,7 @@ fn healthy() -> Observed {
         node_without_network: vec![],
         node_backends: vec![],
         sandbox_failures: BTreeMap::new(),
-        repair_events: Vec::new(),
+        repair_halts: None,
         repair_waiting: Vec::new(),
         aux_chain: None,
         validator_failed: Default::default(),

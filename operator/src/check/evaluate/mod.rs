@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::aux_chain::{self, AuxChainSeen};
 use crate::nad_config::{build_config, ConfigSource};
+use crate::repair::state::{Published, StateLocation};
 
 mod multus;
 mod nads;
@@ -134,8 +135,9 @@ pub struct Observed {
     /// The kubelet's latest `FailedCreatePodSandBox` per pod of those namespaces that still exists,
     /// by `<namespace>/<name>`.
     pub sandbox_failures: BTreeMap<String, SandboxFailure>,
-    /// The repairer's `PodRepairHalted` and `PodRepairResumed` Events in those namespaces.
-    pub repair_events: Vec<RepairEvent>,
+    /// The repairer's halted owners as its leader publishes them (`repair/state.rs`): None when
+    /// repair is off; Ok(None) when no leader has published yet; Err(why) when unreadable.
+    pub repair_halts: Option<Result<Option<Published>, String>>,
     /// The repairer's `PodRepairWaiting` Events (pods left running for their NAD) in those namespaces.
     pub repair_waiting: Vec<RepairWaiting>,
     /// `--attach aux-chain` only: the nodes' chain files and installers (`aux_chain.rs`).
@@ -143,16 +145,6 @@ pub struct Observed {
     /// `--attach aux-chain` only: the pods of those namespaces whose linkerd-network-validator exited
     /// with code 95 (no rules), by `<namespace>/<name>`.
     pub validator_failed: BTreeSet<String>,
-}
-
-/// One Event of the repairer's watchdog about an owner.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RepairEvent {
-    /// `<namespace>/<Kind> <name>`.
-    pub owner: String,
-    pub halted: bool,
-    pub at: Option<k8s_openapi::jiff::Timestamp>,
-    pub message: String,
 }
 
 /// One `PodRepairWaiting` Event: a pod that needs a restart, left running because the NAD its
@@ -186,6 +178,8 @@ pub struct CheckSettings {
     pub adopt_unowned: bool,
     /// `--node-multus-api-group`: the NodeMultus kind's group, when not its own.
     pub node_multus_group: Option<String>,
+    /// `--repair-unattached-pods`: where the operator publishes its halted owners; None: repair off.
+    pub repair_state: Option<StateLocation>,
 }
 
 /// All verdicts, in the order a person fixes things: CRD, ConfigMap, the nodes' Multus, NADs, webhook

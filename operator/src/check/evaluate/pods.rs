@@ -13,7 +13,7 @@ use rules::uid_range::UidRange;
 
 use super::{
     is_owned, live_pods, nad_in, never_started, ns_annotations, ns_name, CheckSettings, Observed,
-    RepairEvent, RepairWaiting, Verdict,
+    RepairWaiting, Verdict,
 };
 use crate::check::uids;
 
@@ -54,42 +54,70 @@ pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     .with_items(failing)
 }
 
-/// Owners whose repair the watchdog halted (their latest watchdog Event is `PodRepairHalted`), and
+/// Owners whose repair the watchdog halted, as the operator's leader publishes them (its own state,
+/// which a new leader restores too: not Events, which expire and vanish with their namespace), and
 /// pods the repairer leaves running because their replacement's NAD is not there (a
 /// `PodRepairWaiting` Event about a pod that still exists, still lacks its attachment, and whose NAD
-/// `check` does not see either). The halts are the repairer's own, read back by a new leader too.
+/// `check` does not see either).
 pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "repair";
-    let mut latest: BTreeMap<&str, &RepairEvent> = BTreeMap::new();
-    for e in &seen.repair_events {
-        if latest.get(e.owner.as_str()).is_none_or(|l| l.at <= e.at) {
-            latest.insert(&e.owner, e);
-        }
-    }
-    let halted: Vec<String> = latest
-        .values()
-        .filter(|e| e.halted)
-        .map(|e| format!("{}: {}", e.owner, e.message))
-        .collect();
-    let waiting = waiting_for_nad(seen, s);
-    if halted.is_empty() && waiting.is_empty() {
-        return Verdict::pass(
-            CHECK,
-            "no owner's pod repair is halted, and no pod waits for its NAD",
-        );
-    }
     let mut what = Vec::new();
     let mut hints = Vec::new();
-    if !halted.is_empty() {
-        what.push(format!(
-            "pod repair is halted for {} owner(s): a pod it evicted has no Ready replacement",
-            halted.len()
-        ));
-        hints.push(
-            "fix what keeps the replacement from starting (the sandboxes line, `kubectl describe \
-             pod`); repair resumes by itself once one of the owner's pods is Ready",
-        );
+    let mut items = Vec::new();
+    let state = s
+        .repair_state
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    let mut unpublished = false;
+    match &seen.repair_halts {
+        Some(Err(why)) => {
+            what.push(format!("cannot read the repair's halted owners ({state}): {why}"));
+            hints.push(format!(
+                "the operator's service account needs get on {state} (the chart grants it with \
+                 operator.repair.enabled)"
+            ));
+        }
+        Some(Ok(Some(published))) if !published.halted.is_empty() => {
+            let n = published.halted.len();
+            if published.all_halted() {
+                what.push(format!(
+                    "all pod repair is halted: {n} owner(s) are halted (it stops at {}), so no pod \
+                     is repaired; something cluster-wide keeps replacements from starting",
+                    published.halt_all_at
+                ));
+            } else {
+                what.push(format!(
+                    "pod repair is halted for {n} owner(s): a pod it evicted has no Ready \
+                     replacement (all repair stops at {})",
+                    published.halt_all_at
+                ));
+            }
+            hints.push(format!(
+                "fix what keeps the replacements from starting (the sandboxes line, `kubectl describe \
+                 pod`); an owner's repair resumes by itself once one of its pods is Ready, and its \
+                 halt is dropped once the owner is deleted or scaled to zero (a `kubectl rollout \
+                 restart` of its Deployment replaces a halted ReplicaSet: dropped once the rollout \
+                 has scaled it down). Restarting the operator resumes nothing: the halts are kept in \
+                 {state}"
+            ));
+            items.extend(published.halted.iter().map(|o| {
+                let evicted = if o.evicted.is_empty() {
+                    "a pod".to_string()
+                } else {
+                    format!("pod {}", o.evicted)
+                };
+                format!(
+                    "{}: halted at {}: {evicted} evicted at {} has no Ready replacement",
+                    o.describe(),
+                    o.halted_at,
+                    o.evicted_at
+                )
+            }));
+        }
+        Some(Ok(None)) => unpublished = true,
+        _ => {}
     }
+    let waiting = waiting_for_nad(seen, s);
     if !waiting.is_empty() {
         what.push(format!(
             "{} pod(s) need a restart but are left running: the NAD their replacement would name is \
@@ -98,11 +126,25 @@ pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         ));
         hints.push(
             "install Multus' NetworkAttachmentDefinition CRD, or see the crd and nads lines for why \
-             the NAD is missing; repair restarts these pods by itself once it exists",
+             the NAD is missing; repair restarts these pods by itself once it exists"
+                .to_string(),
+        );
+    }
+    if what.is_empty() {
+        return Verdict::pass(
+            CHECK,
+            if unpublished {
+                format!(
+                    "no pod waits for its NAD; no halted owners published yet ({state} is written \
+                     by the repairing leader once it leads)"
+                )
+            } else {
+                "no owner's pod repair is halted, and no pod waits for its NAD".to_string()
+            },
         );
     }
     Verdict::fail(CHECK, what.join("; "), hints.join("; "))
-        .with_items(halted.into_iter().chain(waiting).collect())
+        .with_items(items.into_iter().chain(waiting).collect())
 }
 
 /// The latest `PodRepairWaiting` of each pod that is still as the Event found it.

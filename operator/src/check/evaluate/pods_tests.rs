@@ -194,36 +194,73 @@ fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
     }
 }
 
-/// An owner is reported while its latest watchdog Event says halted, and no longer once resumed.
+fn halted_owner(name: &str) -> crate::repair::state::HaltedOwner {
+    let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
+    crate::repair::state::HaltedOwner {
+        namespace: "app".into(),
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        evicted: format!("{name}-1"),
+        evicted_at: at(0),
+        halted_at: at(120),
+    }
+}
+
+/// The repair line reads the operator's published halts, not Events: each halted owner is named with
+/// its evicted pod; all repair halted says so, with how it resumes; nothing published yet, or repair
+/// off, passes; a state that cannot be read fails. If this breaks, `check` is green while repair is
+/// off for good.
 #[test]
-fn halted_repair_is_reported_until_resumed() {
-    let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap());
-    let event = |owner: &str, halted: bool, t: i64| RepairEvent {
-        owner: owner.into(),
-        halted,
-        at: at(t),
-        message: if halted {
-            "Halted repair".into()
-        } else {
-            "Resumed".into()
-        },
-    };
+fn halted_owners_come_from_the_published_state() {
+    use crate::repair::state::{Published, StateLocation};
+    let mut s = settings();
+    s.repair_state = Some(StateLocation::new("ops", "lease"));
     let mut seen = healthy();
-    seen.repair_events = vec![
-        event("app/ReplicaSet web", true, 10),
-        event("app/ReplicaSet db", true, 10),
-        event("app/ReplicaSet db", false, 20),
-    ];
-    let all = evaluate(&seen, &settings());
-    let v = verdict(&all, "repair");
+    assert!(verdict(&evaluate(&seen, &s), "repair").ok, "repair off");
+    seen.repair_halts = Some(Ok(None));
+    let v = verdict(&evaluate(&seen, &s), "repair").clone();
+    assert!(v.ok && v.message.contains("ConfigMap ops/lease-repair"), "{v:?}");
+
+    let mut published = Published {
+        halt_all_at: 3,
+        halted: vec![halted_owner("web"), halted_owner("db")],
+    };
+    seen.repair_halts = Some(Ok(Some(published.clone())));
+    let v = verdict(&evaluate(&seen, &s), "repair").clone();
     assert!(!v.ok);
+    assert!(v.message.starts_with("pod repair is halted for 2 owner(s)"), "{v:?}");
     assert_eq!(
         v.items,
-        vec!["app/ReplicaSet web: Halted repair".to_string()]
+        [
+            "app/ReplicaSet web: halted at 2023-11-14T22:15:20Z: pod web-1 evicted at \
+             2023-11-14T22:13:20Z has no Ready replacement",
+            "app/ReplicaSet db: halted at 2023-11-14T22:15:20Z: pod db-1 evicted at \
+             2023-11-14T22:13:20Z has no Ready replacement",
+        ]
     );
-    seen.repair_events
-        .push(event("app/ReplicaSet web", false, 30));
-    assert!(verdict(&evaluate(&seen, &settings()), "repair").ok);
+
+    published.halted.push(halted_owner("api"));
+    seen.repair_halts = Some(Ok(Some(published)));
+    let v = verdict(&evaluate(&seen, &s), "repair").clone();
+    assert!(!v.ok);
+    assert!(v.message.starts_with("all pod repair is halted: 3 owner(s)"), "{v:?}");
+    assert_eq!(v.items.len(), 3);
+    let hint = v.hint.as_deref().unwrap_or_default();
+    assert!(
+        hint.contains("deleted or scaled to zero") && hint.contains("ConfigMap ops/lease-repair"),
+        "{hint}"
+    );
+
+    seen.repair_halts = Some(Ok(Some(Published {
+        halt_all_at: 3,
+        halted: vec![],
+    })));
+    assert!(verdict(&evaluate(&seen, &s), "repair").ok, "all released");
+    seen.repair_halts = Some(Err("forbidden".into()));
+    let v = verdict(&evaluate(&seen, &s), "repair").clone();
+    assert!(!v.ok && v.message.contains("forbidden"), "{v:?}");
 }
 
 /// A pod the repairer leaves running for its NAD is listed while it still exists, still lacks its
