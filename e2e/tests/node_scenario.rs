@@ -56,6 +56,8 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
         sets: vec!["attach=nad".into()],
         chain_file: None,
         mode: "nad",
+        enabled: &meshed.ns,
+        reboot: |node| node.reboot(""),
     }
     .run(&mut cleanup);
     step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);

@@ -8,8 +8,9 @@
 //! every sandbox recreated, the installer away meanwhile) starts every meshed pod without rules: each
 //! validator exits 95, repair leaves them while the node has no Ready installer and restarts them once
 //! it is back; plain pods start throughout. A DaemonSet rollout fails no sandbox; `check` passes, and
-//! fails naming the node when its Multus loses the chain. The lifecycle drill (upgrade, rollback, the
-//! plugin's account deleted, uninstall, reinstall) runs in this mode. Then back to NADs.
+//! fails naming the node when its Multus loses the chain. The lifecycle drill (upgrade, rollback, a
+//! force-deleted installer pod, the plugin cut off from the apiserver, the plugin's account deleted,
+//! uninstall, a reboot after it, reinstall) runs in this mode. Then back to NADs.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -19,7 +20,9 @@ use linkerd_multus_e2e::node::{self, MultusKind, Node};
 use linkerd_multus_e2e::{credentials, wait_for_explained};
 use serde_json::{json, Value};
 
-use super::lifecycle::{plain_pod, sandbox_failures, wait_ready, Lifecycle};
+use super::lifecycle::{
+    meshed_pods_of, plain_pod, sandbox_failures, validator_exit, wait_ready, Lifecycle,
+};
 use super::*;
 use crate::support::{path_str, temp_file};
 use crate::{assert_redirected, pod_names, step_cni_rollout_while_creating_pods, Meshed};
@@ -70,8 +73,11 @@ pub fn step_attach_through_the_aux_chain(
         ],
         chain_file: Some(chain_file(node)),
         mode: "aux",
+        enabled: &meshed.ns,
+        reboot: reboot_keeping_cluster_network,
     };
     lifecycle.upgrade_and_rollback(cleanup);
+    lifecycle.apiserver_unreachable(cleanup);
     plugin_account_deleted(node, cleanup, meshed);
     lifecycle.uninstall_and_reinstall(cleanup);
     switch_back_to_nads(node, meshed);
@@ -391,14 +397,19 @@ fn unmeshed_pod_gets_no_rules(node: &Node, meshed: &Meshed, plain: &str) {
 }
 
 /// The validator's exit code in `pod`'s current or last run.
-fn validator_exit(pod: &Value) -> Option<i64> {
-    let status = pod["status"]["initContainerStatuses"]
-        .as_array()?
-        .iter()
-        .find(|c| c["name"] == "linkerd-network-validator")?;
-    ["state", "lastState"]
-        .iter()
-        .find_map(|s| status[s]["terminated"]["exitCode"].as_i64())
+/// `e2e/testbed reboot --node` with the cluster network's config in /run (where this step's Multus
+/// reads it) written back by the boot, as OpenShift's network plugin writes it; not linkerd-cni's
+/// chain file.
+pub fn reboot_keeping_cluster_network(node: &Node) {
+    let cluster_network =
+        std::fs::read_to_string(node.in_node_mounts(&format!("{AUX_DIR}/{CLUSTER_NETWORK}")))
+            .expect("the cluster network's config in /run");
+    let saved = temp_file("cluster-network", &cluster_network);
+    node.reboot(&format!(
+        "mkdir -p {AUX_DIR} && cp {} {AUX_DIR}/{CLUSTER_NETWORK}",
+        saved.display()
+    ));
+    let _ = std::fs::remove_file(&saved);
 }
 
 /// A node reboot (`e2e/testbed reboot --node`: the node's /run emptied, containerd and the kubelet
@@ -421,17 +432,9 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
         chain_file(node).is_file(),
         "the installer's SIGTERM with its DaemonSet in place (a rollout) leaves its chain file"
     );
-    let cluster_network =
-        std::fs::read_to_string(node.in_node_mounts(&format!("{AUX_DIR}/{CLUSTER_NETWORK}")))
-            .expect("the cluster network's config in /run");
-    let saved = temp_file("cluster-network", &cluster_network);
     let meshed_before: BTreeSet<String> = validated_pods(node, ns);
     let start = Instant::now();
-    node.reboot(&format!(
-        "mkdir -p {AUX_DIR} && cp {} {AUX_DIR}/{CLUSTER_NETWORK}",
-        saved.display()
-    ));
-    let _ = std::fs::remove_file(&saved);
+    reboot_keeping_cluster_network(node);
     eprintln!("node rebooted (Ready again) in {:?}", start.elapsed());
     assert!(
         !chain_file(node).exists(),
@@ -546,19 +549,7 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
 
 /// The pods of `ns` with Linkerd's network validator (the injected meshed pods), not on their way out.
 fn meshed_pods(node: &Node, ns: &str) -> Vec<Value> {
-    let list = node.get_json(&["-n", ns, "pods"]).expect("pods");
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .filter(|p| {
-            p["spec"]["initContainers"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["name"] == "linkerd-network-validator"))
-        })
-        .cloned()
-        .collect()
+    meshed_pods_of(node, ns, "")
 }
 
 /// The names of [`meshed_pods`].

@@ -1,22 +1,35 @@
-//! The lifecycle drill of the node scenario (issue 33): the product is in every pod's path, so each
-//! of `helm upgrade` (a rollout of the installer while pods are created), `helm rollback`, `helm
-//! uninstall` and a reinstall must leave every other pod able to start. Run once per attach mode, on
-//! the release the scenario has installed in that mode.
+//! The lifecycle drill of the node scenario (issues 33 and 40): the product is in every pod's path,
+//! so each of `helm upgrade` (a rollout of the installer while pods are created), `helm rollback`, a
+//! force-deleted installer pod, the plugin cut off from the apiserver for a minute (aux-chain mode),
+//! `helm uninstall`, a node reboot after it and a reinstall must leave every pod it touches able to
+//! start: a plain and a meshed pod of an enabled namespace, a pod of an `openshift-*` namespace, and
+//! in aux-chain mode (where linkerd-cni runs for every pod) a pod of a namespace that is not enabled.
+//! A meshed pod that cannot get its rules is held by its linkerd-network-validator (exit 95), never
+//! runs unredirected, and is restarted by repair once the product is back. Run once per attach mode,
+//! on the release the scenario has installed in that mode.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
 
-/// How long a plain pod may take to be Ready after `helm uninstall` returned (the issue's bound).
+/// How long a plain pod may take to be Ready after `helm uninstall` returned, or after the node is
+/// back from a reboot (the issue's bound).
 const AFTER_UNINSTALL: Duration = Duration::from_secs(60);
-/// Pods created during a rollout, one every [`CREATE_EVERY`].
+/// Pods created during a rollout, one every [`CREATE_EVERY`], spread over the drill's targets.
 const PODS_PER_ROLLOUT: usize = 6;
 const CREATE_EVERY: Duration = Duration::from_millis(700);
+/// How long the plugin is cut off from the apiserver (the issue's minute).
+const CUT_FOR: Duration = Duration::from_secs(60);
+/// The label of every object the drill creates, so each step removes its own.
+const DRILL: &str = "linkerd-multus-test/drill";
+/// Repair evicts at once and every 10 s; the replacement must then start and pass its validator.
+const REPAIRED_WITHIN: Duration = Duration::from_secs(240);
 
 /// What the drill needs of the scenario: the node, the release's install settings for this mode, and
 /// the files the installer writes on the node in this mode.
@@ -28,74 +41,253 @@ pub struct Lifecycle<'a> {
     pub chain_file: Option<PathBuf>,
     /// A short name of the mode for messages and namespace names.
     pub mode: &'static str,
+    /// The scenario's enabled namespace (its NAD in nad mode, its meshed Deployment, the admission
+    /// stand-ins that inject and admit pods labelled [`ADMITTED_AS_ON_OPENSHIFT`]).
+    pub enabled: &'a str,
+    /// Reboots the node as this mode's Multus needs it (aux-chain mode: the cluster network's config
+    /// written back into /run by the boot).
+    pub reboot: fn(&Node),
+}
+
+/// A pod the drill asserts on: plain (must be Ready) or meshed (must be Ready with its validator
+/// passed, or held by it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Plain,
+    Meshed,
+}
+
+/// The namespaces whose pods the drill creates and watches.
+struct Targets {
+    /// `(namespace, kind)`, the enabled namespace's plain and meshed first.
+    pods: Vec<(String, Kind)>,
+}
+
+impl Targets {
+    fn namespaces(&self) -> Vec<&str> {
+        let mut all: Vec<&str> = self.pods.iter().map(|(ns, _)| ns.as_str()).collect();
+        all.dedup();
+        all
+    }
+
+    /// `FailedCreatePodSandBox` Events in every target namespace, with their repeats.
+    fn sandbox_failures(&self, node: &Node) -> Vec<(String, i64)> {
+        self.namespaces()
+            .into_iter()
+            .map(|ns| (ns.to_string(), sandbox_failures(node, ns)))
+            .collect()
+    }
 }
 
 impl Lifecycle<'_> {
-    /// upgrade → rollback → uninstall → reinstall, each while or just before plain pods start.
+    /// upgrade → rollback → force-deleted installer pod → uninstall → reboot → reinstall.
     pub fn run(&self, cleanup: &mut Cleanup) {
         self.upgrade_and_rollback(cleanup);
         self.uninstall_and_reinstall(cleanup);
     }
 
-    /// `helm upgrade` (a value of the installer's pod changed, so its DaemonSet rolls) and `helm
-    /// rollback`, each while plain pods are created in a namespace of this drill.
+    /// The pods this mode's drill asserts on: the enabled namespace's plain and meshed pods, a pod of
+    /// an `openshift-*` namespace, and in aux-chain mode a pod of a namespace that is not enabled.
+    fn targets(&self, cleanup: &mut Cleanup) -> Targets {
+        let mut pods = vec![
+            (self.enabled.to_string(), Kind::Plain),
+            (self.enabled.to_string(), Kind::Meshed),
+            (
+                create_namespace(self.node, cleanup, &format!("openshift-lc-{}", self.mode)),
+                Kind::Plain,
+            ),
+        ];
+        if self.chain_file.is_some() {
+            pods.push((
+                create_namespace(self.node, cleanup, &format!("lc-{}", self.mode)),
+                Kind::Plain,
+            ));
+        }
+        Targets { pods }
+    }
+
+    /// `helm upgrade` (a value of the installer's pod changed, so its DaemonSet rolls), `helm
+    /// rollback` and a force-deleted installer pod, each while pods of every target are created.
     pub fn upgrade_and_rollback(&self, cleanup: &mut Cleanup) {
-        let plain = create_namespace(self.node, cleanup, &format!("lc-{}", self.mode));
-        self.while_creating_pods(&plain, "helm upgrade (the installer rolls)", || {
+        let targets = self.targets(cleanup);
+        self.while_creating_pods(&targets, "helm upgrade (the installer rolls)", || {
             helm_upgrade(self.node, &["cni.logLevel=debug"])
         });
         wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
-        self.while_creating_pods(&plain, "helm rollback", || {
+        self.while_creating_pods(&targets, "helm rollback", || {
             self.node
                 .helm_ok(&["rollback", RELEASE, "-n", RELEASE_NS, "--wait"]);
         });
         wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
+        self.while_creating_pods(&targets, "the installer pod force-deleted", || {
+            let pod = installer_pods(self.node)
+                .pop()
+                .expect("an installer pod to delete");
+            self.node.kubectl_ok(&[
+                "-n",
+                CNI_NS,
+                "delete",
+                "pod",
+                &pod,
+                "--force",
+                "--grace-period=0",
+            ]);
+        });
+        wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
     }
 
-    /// `helm uninstall` leaves nothing in the pods' path; the same install afterwards works.
+    /// `helm uninstall` leaves nothing in the pods' path, also across a node reboot; the same install
+    /// afterwards works and repairs the meshed pods the reboot left without rules.
     pub fn uninstall_and_reinstall(&self, cleanup: &mut Cleanup) {
+        let targets = self.targets(cleanup);
+        let deployments = self.deployments_before_uninstall(&targets);
         self.uninstall_leaves_nothing_in_the_path(cleanup);
+        self.reboot_after_uninstall(&targets, &deployments);
         self.reinstall();
+        self.repaired_after_reinstall();
+        for ns in targets.namespaces() {
+            delete_drill_objects(self.node, ns);
+        }
     }
 
-    /// Runs `action` while [`PODS_PER_ROLLOUT`] plain pods are created in `ns`: every one Running and
-    /// Ready, and no `FailedCreatePodSandBox` in `ns` meanwhile.
-    fn while_creating_pods(&self, ns: &str, what: &str, action: impl FnOnce() + Send) {
+    /// Runs `action` while [`PODS_PER_ROLLOUT`] pods are created, one per target in turn: every one
+    /// Running and Ready (a meshed one with its validator's check passed), and no
+    /// `FailedCreatePodSandBox` in any target namespace meanwhile.
+    fn while_creating_pods(&self, targets: &Targets, what: &str, action: impl FnOnce() + Send) {
         let node = self.node;
-        let before = sandbox_failures(node, ns);
+        let before = targets.sandbox_failures(node);
         let start = Instant::now();
-        let names: Vec<String> = std::thread::scope(|s| {
+        let created: Vec<(String, String, Kind)> = std::thread::scope(|s| {
             let acting = s.spawn(action);
-            let names = (0..PODS_PER_ROLLOUT)
-                .map(|_| {
+            let created = (0..PODS_PER_ROLLOUT)
+                .map(|i| {
+                    let (ns, kind) = &targets.pods[i % targets.pods.len()];
                     let name = unique_name("p");
-                    apply(node, &plain_pod(node, ns, &name));
+                    apply(node, &drill_pod(node, ns, &name, *kind));
                     std::thread::sleep(CREATE_EVERY);
-                    name
+                    (ns.clone(), name, *kind)
                 })
                 .collect();
             acting
                 .join()
                 .unwrap_or_else(|_| panic!("{what} failed (see above)"));
-            names
+            created
         });
-        for name in &names {
+        for (ns, name, kind) in &created {
             wait_ready(node, ns, name, READY_WITHIN);
+            if *kind == Kind::Meshed {
+                assert!(
+                    logs(node, ns, name, "linkerd-network-validator").contains("validated:"),
+                    "{}: during {what} the meshed pod {ns}/{name} runs redirected",
+                    self.mode
+                );
+            }
         }
-        let failed = sandbox_failures(node, ns) - before;
+        let failed = failures_since(node, targets, &before);
         eprintln!(
-            "{}: {what} while creating {} pods -> all Ready in {:?}, {failed} failed sandboxes",
+            "{}: {what} while creating {} pods ({:?}) -> all Ready in {:?}, failed sandboxes {failed:?}",
             self.mode,
-            names.len(),
+            created.len(),
+            created.iter().map(|(ns, _, k)| (ns.as_str(), *k)).collect::<Vec<_>>(),
             start.elapsed()
         );
-        assert_eq!(
-            failed,
-            0,
-            "{}: no sandbox fails during {what}: {}",
-            self.mode,
-            node.describe(ns, "pods")
+        assert!(
+            failed.is_empty(),
+            "{}: no sandbox fails during {what}: {failed:?}",
+            self.mode
         );
+        for ns in targets.namespaces() {
+            delete_drill_objects(node, ns);
+        }
+    }
+
+    /// The plugin cut off from the apiserver for [`CUT_FOR`] (aux-chain mode: it runs for every pod
+    /// of the node): its packets to the address its kubeconfig names are dropped in the node's
+    /// network namespace, while the kubelet, the operator and the test still reach the apiserver.
+    /// Pods created meanwhile: every plain one (not enabled, enabled, `openshift-*`) starts with no
+    /// failed sandbox; a meshed one is held by its validator (95), never runs, and is restarted by
+    /// repair, redirected, once the plugin reaches the apiserver again.
+    pub fn apiserver_unreachable(&self, cleanup: &mut Cleanup) {
+        let node = self.node;
+        let targets = self.targets(cleanup);
+        let before = targets.sandbox_failures(node);
+        let cut = PluginCut::new(node);
+        let start = Instant::now();
+        let mut plain = vec![];
+        for (ns, kind) in &targets.pods {
+            match kind {
+                Kind::Plain => {
+                    let name = unique_name("p");
+                    apply(node, &drill_pod(node, ns, &name, Kind::Plain));
+                    plain.push((ns.clone(), name));
+                }
+                Kind::Meshed => apply(node, &drill_deployment(node, ns, "lc-meshed", Kind::Meshed)),
+            }
+        }
+        for (ns, name) in &plain {
+            wait_ready(node, ns, name, CUT_FOR.saturating_sub(start.elapsed()));
+            eprintln!(
+                "{}: plugin cut from the apiserver -> plain pod {ns}/{name} Ready in {:?}",
+                self.mode,
+                start.elapsed()
+            );
+        }
+        let held = wait_for_explained(
+            "the meshed pod created while cut off is held by its validator (95)",
+            CUT_FOR.saturating_sub(start.elapsed()),
+            || {
+                meshed_drill_pods(node, self.enabled)
+                    .into_iter()
+                    .find(|p| validator_exit(p) == Some(95))
+            },
+            || node.describe(self.enabled, "pods"),
+        );
+        assert_never_ran(&held, "the meshed pod created while the plugin was cut off");
+        let failed = failures_since(node, &targets, &before);
+        assert!(
+            failed.is_empty(),
+            "{}: no sandbox fails while the plugin is cut off from the apiserver: {failed:?}",
+            self.mode
+        );
+        std::thread::sleep(CUT_FOR.saturating_sub(start.elapsed()));
+        drop(cut);
+        let back = Instant::now();
+        self.wait_meshed_repaired(&name_of(&held), "the plugin reaches the apiserver again");
+        eprintln!(
+            "{}: plugin cut for {CUT_FOR:?}: plain pods started, the meshed pod held (95) and repaired \
+             {:?} after the cut ended",
+            self.mode,
+            back.elapsed()
+        );
+        for ns in targets.namespaces() {
+            delete_drill_objects(node, ns);
+        }
+    }
+
+    /// A plain Deployment in every target namespace, Ready (in nad mode the enabled namespace's carries
+    /// the NAD, so linkerd-cni runs for it); the meshed Deployment the scenario made is Ready too.
+    fn deployments_before_uninstall(&self, targets: &Targets) -> Vec<String> {
+        let node = self.node;
+        let mut namespaces = vec![];
+        for ns in targets.namespaces() {
+            apply(node, &drill_deployment(node, ns, "lc-plain", Kind::Plain));
+            namespaces.push(ns.to_string());
+        }
+        for ns in &namespaces {
+            wait_deployment_ready(node, ns, "lc-plain");
+        }
+        wait_deployment_ready(node, self.enabled, "meshed");
+        if self.chain_file.is_none() {
+            let pod = wait_pod_running(node, self.enabled, "app=lc-plain");
+            let networks = pod["metadata"]["annotations"][vocab::NETWORKS_ANNOTATION]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                networks.contains("linkerd-cni"),
+                "nad mode: the enabled namespace's plain pod is attached (linkerd-cni runs for it): {networks:?}"
+            );
+        }
+        namespaces
     }
 
     /// `helm uninstall`: within [`AFTER_UNINSTALL`] a plain pod in a namespace created after it is
@@ -145,6 +337,63 @@ impl Lifecycle<'_> {
         );
     }
 
+    /// A reboot after `helm uninstall`: every pod gets a new sandbox through what the uninstall left
+    /// (nad mode: the NADs and the plugin, without its kubeconfig). Every plain pod is Ready within
+    /// [`AFTER_UNINSTALL`] with no failed sandbox; every meshed pod is held by its validator (95) and
+    /// never runs unredirected.
+    fn reboot_after_uninstall(&self, targets: &Targets, deployments: &[String]) {
+        let node = self.node;
+        let before = targets.sandbox_failures(node);
+        let start = Instant::now();
+        (self.reboot)(node);
+        let back = Instant::now();
+        eprintln!(
+            "{}: reboot after uninstall -> node Ready in {:?}",
+            self.mode,
+            start.elapsed()
+        );
+        for ns in deployments {
+            wait_for_explained(
+                &format!("{ns}'s plain pod Ready again after the reboot"),
+                AFTER_UNINSTALL,
+                || {
+                    let pod = running_pod(node, ns, "app=lc-plain")?;
+                    is_ready(&pod).then_some(())
+                },
+                || node.describe(ns, "pods"),
+            );
+        }
+        eprintln!(
+            "{}: reboot after uninstall -> every plain pod Ready {:?} after the node",
+            self.mode,
+            back.elapsed()
+        );
+        let held = wait_for_explained(
+            "every meshed pod held by its validator (95) after the reboot",
+            READY_WITHIN,
+            || {
+                let pods = meshed_pods_of(node, self.enabled, "app=meshed");
+                (!pods.is_empty() && pods.iter().all(|p| validator_exit(p) == Some(95)))
+                    .then_some(pods)
+            },
+            || node.describe(self.enabled, "pods"),
+        );
+        for pod in &held {
+            assert_never_ran(pod, "a meshed pod after uninstall and reboot");
+        }
+        let failed = failures_since(node, targets, &before);
+        assert!(
+            failed.is_empty(),
+            "{}: no sandbox fails after uninstall and reboot: {failed:?}",
+            self.mode
+        );
+        eprintln!(
+            "{}: reboot after uninstall -> 0 failed sandboxes, {} meshed pods held (95)",
+            self.mode,
+            held.len()
+        );
+    }
+
     /// The same install again works: the operator and the installer are Ready, and the installer's
     /// files are back.
     fn reinstall(&self) {
@@ -169,6 +418,261 @@ impl Lifecycle<'_> {
             self.mode
         );
     }
+
+    /// After the reinstall, repair restarts the meshed pods the reboot left held: every meshed pod
+    /// of the scenario's Deployment Ready and redirected.
+    fn repaired_after_reinstall(&self) {
+        let held: Vec<String> = meshed_pods_of(self.node, self.enabled, "app=meshed")
+            .iter()
+            .filter(|p| !is_ready(p))
+            .map(name_of)
+            .collect();
+        for name in &held {
+            self.wait_meshed_repaired(name, "the reinstall");
+        }
+        wait_deployment_ready(self.node, self.enabled, "meshed");
+    }
+
+    /// Pod `held` (held by its validator) is replaced by repair: gone, and every meshed pod of its
+    /// namespace Ready with its validator's check passed.
+    fn wait_meshed_repaired(&self, held: &str, after: &str) {
+        let node = self.node;
+        let ns = self.enabled;
+        let start = Instant::now();
+        wait_for_explained(
+            &format!(
+                "repair replaced the held pod {ns}/{held} after {after}, and it runs redirected"
+            ),
+            REPAIRED_WITHIN,
+            || {
+                let pods = meshed_pods_of(node, ns, "");
+                (!pods.iter().any(|p| name_of(p) == held)
+                    && !pods.is_empty()
+                    && pods.iter().all(is_ready))
+                .then_some(())
+            },
+            || node.describe(ns, "pods"),
+        );
+        for pod in meshed_pods_of(node, ns, "") {
+            let name = name_of(&pod);
+            assert!(
+                logs(node, ns, &name, "linkerd-network-validator").contains("validated:"),
+                "{}: after {after} the meshed pod {ns}/{name} runs redirected",
+                self.mode
+            );
+        }
+        eprintln!(
+            "{}: after {after}: {ns}/{held} replaced by repair, every meshed pod Ready in {:?}",
+            self.mode,
+            start.elapsed()
+        );
+    }
+}
+
+/// The plugin's packets to the apiserver its kubeconfig names dropped in the node's network namespace
+/// (the `raw` table's OUTPUT: before kube-proxy's DNAT, and only for the node's own processes, which
+/// the plugin is; pods reach the apiserver through PREROUTING, the kubelet and the test through the
+/// node's own address). Removed when dropped.
+struct PluginCut {
+    netns: String,
+    rule: Vec<String>,
+}
+
+impl PluginCut {
+    fn new(node: &Node) -> Self {
+        let kubeconfig = node.cni_dir().join("net.d").join(KUBECONFIG_NAME);
+        let text = std::fs::read_to_string(&kubeconfig)
+            .unwrap_or_else(|e| panic!("the plugin's kubeconfig {}: {e}", kubeconfig.display()));
+        let server = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server:"))
+            .map(|s| s.trim().trim_matches('"').to_string())
+            .unwrap_or_else(|| panic!("no server in the plugin's kubeconfig: {text}"));
+        let authority = server
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .to_string();
+        let (host, port) = authority
+            .rsplit_once(':')
+            .map(|(h, p)| (h.to_string(), p.to_string()))
+            .unwrap_or((authority.clone(), "443".into()));
+        let holder = std::fs::read_to_string(node.dir().join("holder.pid")).expect("holder.pid");
+        let cut = Self {
+            netns: format!("--net=/proc/{}/ns/net", holder.trim()),
+            rule: [
+                "OUTPUT", "-d", &host, "-p", "tcp", "--dport", &port, "-j", "DROP",
+            ]
+            .map(str::to_string)
+            .to_vec(),
+        };
+        cut.iptables("-I");
+        eprintln!("the plugin's route to {server} cut in the node's netns");
+        cut
+    }
+
+    fn iptables(&self, op: &str) {
+        let out = Command::new("nsenter")
+            .args([self.netns.as_str(), "iptables", "-w", "-t", "raw", op])
+            .args(&self.rule)
+            .output()
+            .expect("nsenter iptables");
+        assert!(
+            out.status.success(),
+            "iptables {op} {:?}: {}",
+            self.rule,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PluginCut {
+    fn drop(&mut self) {
+        self.iptables("-D");
+        eprintln!("the plugin's route to the apiserver restored");
+    }
+}
+
+/// A pod of the drill: plain (the test image's app only) or meshed (labelled for the admission
+/// stand-ins, which inject the proxy and the validator and admit it as OpenShift would).
+fn drill_pod(node: &Node, ns: &str, name: &str, kind: Kind) -> Value {
+    let mut pod = plain_pod(node, ns, name);
+    pod["metadata"]["labels"] = pod_labels(kind);
+    if kind == Kind::Meshed {
+        pod["metadata"]["annotations"] = json!({"linkerd.io/inject": "enabled"});
+    }
+    pod
+}
+
+fn pod_labels(kind: Kind) -> Value {
+    match kind {
+        Kind::Plain => json!({"app": "lc-plain", (DRILL): "true"}),
+        Kind::Meshed => {
+            json!({"app": "lc-meshed", (DRILL): "true", (ADMITTED_AS_ON_OPENSHIFT): "true"})
+        }
+    }
+}
+
+/// A one-replica Deployment `name` of the drill whose pods are [`drill_pod`]s of `kind`.
+fn drill_deployment(node: &Node, ns: &str, name: &str, kind: Kind) -> Value {
+    let pod = drill_pod(node, ns, "unused", kind);
+    let app = pod["metadata"]["labels"]["app"].clone();
+    let mut metadata = pod["metadata"].clone();
+    if let Some(m) = metadata.as_object_mut() {
+        m.remove("name");
+        m.remove("namespace");
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {(DRILL): "true"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {"metadata": metadata, "spec": pod["spec"]},
+        },
+    })
+}
+
+/// Removes what the drill created in `ns`, waiting, so later steps count only their own pods.
+fn delete_drill_objects(node: &Node, ns: &str) {
+    let selector = format!("{DRILL}=true");
+    node.kubectl_ok(&[
+        "-n",
+        ns,
+        "delete",
+        "deployments,pods",
+        "-l",
+        &selector,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+}
+
+/// The `FailedCreatePodSandBox` counts that grew since `before`, by namespace.
+fn failures_since(node: &Node, targets: &Targets, before: &[(String, i64)]) -> Vec<(String, i64)> {
+    targets
+        .sandbox_failures(node)
+        .into_iter()
+        .zip(before)
+        .map(|((ns, now), (_, then))| (ns, now - then))
+        .filter(|(_, grew)| *grew > 0)
+        .collect()
+}
+
+/// The pods of `ns` matching `selector` (all with "") that carry Linkerd's network validator, not on
+/// their way out.
+pub fn meshed_pods_of(node: &Node, ns: &str, selector: &str) -> Vec<Value> {
+    let mut args = vec!["-n", ns, "pods"];
+    if !selector.is_empty() {
+        args.extend(["-l", selector]);
+    }
+    let list = node.get_json(&args).expect("pods");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["spec"]["initContainers"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["name"] == "linkerd-network-validator"))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The drill's own meshed pods in `ns`.
+fn meshed_drill_pods(node: &Node, ns: &str) -> Vec<Value> {
+    meshed_pods_of(node, ns, "app=lc-meshed")
+}
+
+/// The first pod of `ns` matching `selector` that is Running now, if any.
+fn running_pod(node: &Node, ns: &str, selector: &str) -> Option<Value> {
+    let list = node.get_json(&["-n", ns, "pods", "-l", selector])?;
+    list["items"]
+        .as_array()?
+        .iter()
+        .find(|p| p["metadata"]["deletionTimestamp"].is_null() && p["status"]["phase"] == "Running")
+        .cloned()
+}
+
+fn name_of(pod: &Value) -> String {
+    pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The exit code of the pod's linkerd-network-validator's current or last run.
+pub fn validator_exit(pod: &Value) -> Option<i64> {
+    let status = pod["status"]["initContainerStatuses"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == "linkerd-network-validator")?;
+    ["state", "lastState"]
+        .iter()
+        .find_map(|s| status[s]["terminated"]["exitCode"].as_i64())
+}
+
+/// A meshed pod held by its validator never started its app or its proxy: not Ready, and no
+/// container of `spec.containers` ever ran.
+fn assert_never_ran(pod: &Value, what: &str) {
+    assert!(!is_ready(pod), "{what} is not Ready: {}", pod["status"]);
+    let ran = pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            ["state", "lastState"]
+                .iter()
+                .any(|s| !c[s]["running"].is_null() || !c[s]["terminated"].is_null())
+        })
+        .count();
+    assert_eq!(
+        ran, 0,
+        "{what}: no container ran unredirected: {}",
+        pod["status"]
+    );
 }
 
 /// A pod of the test image's app only: no proxy, not meshed.
