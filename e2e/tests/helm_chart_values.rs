@@ -44,6 +44,10 @@ fn rejects_unknown_enum_values() {
         &["--set", "operator.logFormat=xml"],
         "logFormat must be one of",
     );
+    assert_rejected(
+        &["--set", "cni.nodeMultusPolicy=yes"],
+        "nodeMultusPolicy must be one of",
+    );
 }
 
 #[test]

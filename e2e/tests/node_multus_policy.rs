@@ -1,7 +1,8 @@
 //! The chart's ValidatingAdmissionPolicy (`templates/node-multus-policy.yaml`): only the linkerd-cni
 //! installer on a node writes that node's NodeMultus, judged by the node its pod-bound token names
-//! (`authentication.kubernetes.io/node-name`, Kubernetes 1.30+). Rendered only where the server serves
-//! ValidatingAdmissionPolicy v1; on a server that does not, the enforcement case is reported not run.
+//! (`authentication.kubernetes.io/node-name`, Kubernetes 1.30+). Rendered where `cni.nodeMultusPolicy`
+//! says (auto: where helm sees ValidatingAdmissionPolicy v1 served or a 1.30+ server); on a server that
+//! does not serve it, the enforcement case is reported not run.
 
 use std::time::Duration;
 
@@ -45,18 +46,85 @@ fn render(namespace: &str, extra: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-/// Rendered only with the installer (cni.enabled) and where the server serves the API; the policy
-/// matches the installers' ServiceAccount only, on create and update of nodemultuses, and compares the
-/// token's node with the object's name.
+/// Rendered only with the installer (cni.enabled), where `cni.nodeMultusPolicy` says: auto where helm sees
+/// the API served or a 1.30+ server — under `helm template` only when told by `--api-versions` or
+/// `--kube-version`, as GitOps tools do — true always, false never. Each case would catch the chart
+/// leaving out the policy a server can enforce (GitOps installs without it) or rendering one a server
+/// cannot serve (helm install failing on it).
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
-fn policy_renders_only_where_the_server_serves_it() {
+fn policy_renders_where_asked_or_the_server_serves_it() {
     let cni = ["--set", "cni.enabled=true"];
-    assert_eq!(render("ns", &cni), "", "no capability: not rendered");
+    let count = |extra: &[&str]| {
+        render("ns", &[&cni[..], extra].concat())
+            .matches("kind: ValidatingAdmissionPolicy\n")
+            .count()
+    };
+    for (extra, expected, why) in [
+        (
+            &[][..],
+            0,
+            "helm template told nothing (v1.25, no such API): not rendered",
+        ),
+        (
+            &["--kube-version", "1.29.5"][..],
+            0,
+            "a 1.29 server: not rendered",
+        ),
+        (
+            &["--kube-version", "1.30.0"][..],
+            1,
+            "a 1.30 server: rendered",
+        ),
+        (
+            &["--kube-version", "v1.35.6-gke.1"][..],
+            1,
+            "a vendor 1.35 server: rendered",
+        ),
+        (
+            &["--api-versions", SERVED][..],
+            1,
+            "the API served: rendered",
+        ),
+        (
+            &["--set", "cni.nodeMultusPolicy=true"][..],
+            1,
+            "true: rendered with helm template told nothing",
+        ),
+        (
+            &[
+                "--set",
+                "cni.nodeMultusPolicy=false",
+                "--api-versions",
+                SERVED,
+                "--kube-version",
+                "1.31.0",
+            ][..],
+            0,
+            "false: never, even where served",
+        ),
+        (
+            &[
+                "--set",
+                "cni.nodeMultusPolicy=auto",
+                "--api-versions",
+                SERVED,
+            ][..],
+            1,
+            "auto set explicitly: the API served",
+        ),
+    ] {
+        assert_eq!(count(extra), expected, "{why} ({extra:?})");
+    }
     assert_eq!(
         render("ns", &["--api-versions", SERVED]),
         "",
         "no installer: not rendered"
+    );
+    assert_eq!(
+        render("ns", &["--set", "cni.nodeMultusPolicy=true"]),
+        "",
+        "no installer, true: not rendered"
     );
     let rendered = render(
         "ns",

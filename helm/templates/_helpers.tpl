@@ -56,6 +56,24 @@ as v1.30.2-gke.1 compare as 1.30.
 {{- end -}}
 
 {{/*
+"true" when the chart renders the per-node NodeMultus write policy (templates/node-multus-policy.yaml),
+else "false". auto: where helm sees the server serve admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy (.Capabilities.APIVersions: the server's discovery on install and upgrade,
+--api-versions with helm template, which Argo CD passes from the cluster) or a Kubernetes 1.30+ server
+(.Capabilities.KubeVersion: --kube-version with helm template), where that API is GA and pod-bound
+tokens name their node. Without either, helm template renders for v1.25 and leaves it out: GitOps tools
+that give neither set true (or false) themselves.
+*/}}
+{{- define "linkerd-multus.nodeMultusPolicy" -}}
+{{- $v := .Values.cni.nodeMultusPolicy -}}
+{{- if eq (toString $v) "auto" -}}
+{{- or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) | toString -}}
+{{- else -}}
+{{- toString $v -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The MutatingWebhookConfiguration's name. The apiserver calls mutating webhook configurations in name order,
 and this webhook must see the pod after Linkerd's proxy injector has added its containers (their uids, proxy
 2102 and validator 65534, are what it moves into OpenShift's range; when it runs first, the apiserver reruns
