@@ -104,6 +104,14 @@ pub struct Args {
     #[arg(long, env = "MULTUS_HOST_PREFIX", default_value = vocab::DEFAULT_MULTUS_HOST_PREFIX)]
     pub multus_host_prefix: PathBuf,
 
+    /// Linkerd's control-plane namespace (the operator's --linkerd-namespace). In `aux-chain` mode it
+    /// is always in the node's view of the enabled namespaces (annotated or not, as its pods are
+    /// always attached), which the installer keeps beside the plugin's kubeconfig
+    /// (linkerd-multus-enabled-namespaces): the plugin passes a pod of any other namespace through
+    /// without asking the apiserver.
+    #[arg(long, env = "LINKERD_NAMESPACE", default_value = vocab::DEFAULT_LINKERD_NAMESPACE)]
+    pub linkerd_namespace: String,
+
     /// Where the node's binary directories (/usr/sbin, /sbin, /usr/bin, /bin) are mounted, read
     /// only, for `iptables-mode: auto`: the installer decides the node's backend as the plugin does
     /// (no iptables binaries: nftables) to publish it in the NodeMultus. [default: --host-prefix, else /]
@@ -281,6 +289,8 @@ pub struct Settings {
     /// This installer pod (POD_NAMESPACE, POD_NAME): on SIGTERM its DaemonSet tells an uninstall
     /// from a rollout ([`crate::termination`]).
     pub own_pod: Option<OwnPod>,
+    /// `--linkerd-namespace`: always in the view of the enabled namespaces ([`crate::namespace_view`]).
+    pub linkerd_namespace: String,
 }
 
 /// This installer's pod.
@@ -417,6 +427,7 @@ impl Settings {
             aux_chain,
             own_pod,
             uninstall: args.uninstall,
+            linkerd_namespace: args.linkerd_namespace.clone(),
             net_dir: under_prefix(&args.dest_cni_net_dir),
             net_dir_on_node: args.dest_cni_net_dir.to_string_lossy().into_owned(),
             publish,

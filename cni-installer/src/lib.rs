@@ -27,6 +27,7 @@ pub mod files;
 pub mod installer;
 pub mod kubeconfig;
 pub mod multus;
+pub mod namespace_view;
 pub mod primary;
 pub mod publish;
 pub mod ready;

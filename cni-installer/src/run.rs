@@ -10,6 +10,7 @@ use crate::args::{Args, ChainMode, Settings};
 use crate::credential;
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
+use crate::namespace_view;
 use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use crate::termination::{self, Verdict};
@@ -64,11 +65,12 @@ pub fn main(args: Args) -> ExitCode {
 /// when a removal did.
 fn uninstall_main(settings: Settings) -> ExitCode {
     let mode = settings.mode_flags();
+    let view_removed = keeps_view(&settings) && remove_view(&settings, |line| println!("{line}"));
     let report = Installer::new(settings).remove_installed();
     for change in &report.changes {
         println!("{change}");
     }
-    if report.changes.is_empty() && report.errors.is_empty() {
+    if report.changes.is_empty() && report.errors.is_empty() && !view_removed {
         println!("nothing to remove for {mode} on this node");
     }
     for e in &report.errors {
@@ -134,6 +136,11 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         }
     };
 
+    // aux-chain: the node's view of the enabled namespaces, kept beside the loop (a pass never
+    // waits for the apiserver); the chain file names it.
+    let view =
+        keeps_view(installer.settings()).then(|| namespace_view::spawn(installer.settings()));
+
     let mut logged = Logged::default();
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -195,11 +202,37 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
             }
         }
     };
+    drop(view);
     let report = installer.terminate(uninstall);
     log_report(&report, &mut Logged::default(), false);
+    if uninstall && keeps_view(installer.settings()) {
+        remove_view(installer.settings(), |line| tracing::info!("{line}"));
+    }
     // Exit 0 even if some cleanup failed (it is logged): a failing preStop/terminate would only make
     // the kubelet retry a pod that is going away.
     Ok(())
+}
+
+/// Whether this installer keeps the view of the enabled namespaces: `--attach aux-chain` only.
+fn keeps_view(s: &Settings) -> bool {
+    s.chain_mode == ChainMode::None && s.attach == Attach::AuxChain
+}
+
+/// The uninstall's removal of the view (only a view: another file of that name stays), said by
+/// `say`; a failure is logged and fails nothing (the plugin reads it only from the chain's file).
+/// Whether there was anything to say.
+fn remove_view(s: &Settings, say: impl Fn(&str)) -> bool {
+    match namespace_view::remove(&namespace_view::file(s)) {
+        Ok(Some(line)) => {
+            say(&format!("{line} (uninstalling)"));
+            true
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::error!(error = %vocab::report::Chain(&e), "uninstall step failed");
+            false
+        }
+    }
 }
 
 /// One pass, with the plugin's token renewed first when it is due (TokenRequest mode).

@@ -103,7 +103,8 @@ impl Mode for AuxChain {
 /// Multus runs the chain; otherwise nothing is written and a file already there stays.
 fn ensure_aux_chain(s: &Settings, observation: &Observation) -> Result<AuxStep, InstallError> {
     let aux = &s.aux_chain;
-    let desired = aux_chain::render(&aux_chain::mark(super::entry(s)?));
+    let entry = aux_chain::mark(super::entry(s)?);
+    let desired = aux_chain::render(&crate::namespace_view::name_in(entry, s));
     let path = aux.file();
     let current = match files::read_optional(&path) {
         Ok(None) => Current::Missing,
