@@ -25,15 +25,6 @@ pub fn is_valid_network_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
-/// Whether `bytes` (the chain directory's [`AUX_CHAIN_FILE_NAME`]) is linkerd-cni's config, as this
-/// installer writes it: in another mode such a leftover is removed, since Multus would run
-/// linkerd-cni from it for every pod besides the NAD or the primary config's entry. Anything else
-/// under that name is not ours to remove.
-pub fn is_leftover_of_ours(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(bytes)
-        .is_ok_and(|v| v.get("type").and_then(|t| t.as_str()) == Some(vocab::PLUGIN_TYPE))
-}
-
 /// `--aux-chain-name`'s parser.
 pub fn parse_name(text: &str) -> Result<String, String> {
     if is_valid_network_name(text) {
@@ -93,7 +84,9 @@ pub enum Plan {
 /// The plugin entry as the chain runs it: `linkerd.aux-chain: true` ([`vocab::CNI_CONFIG_AUX_CHAIN_KEY`])
 /// tells the plugin it runs for every pod of the node, so that the product's own absence (its
 /// kubeconfig gone, its credential refused: an uninstall) passes pods through instead of failing
-/// them. A `linkerd` value that is not an object is left for the plugin to report.
+/// them. Nothing else writes that key, so it is also this installer's mark of ownership: an
+/// uninstall removes the chain file only with it ([`crate::ownership::chain_file`]). A `linkerd` value
+/// that is not an object is left for the plugin to report.
 pub fn mark(mut entry: serde_json::Value) -> serde_json::Value {
     if let Some(obj) = entry.as_object_mut() {
         let linkerd = obj

@@ -363,27 +363,6 @@ fn target_paths_and_rendering() {
     );
 }
 
-/// Only linkerd-cni's own config counts as a leftover to remove in another mode.
-#[test]
-fn leftovers_of_ours_are_recognised() {
-    assert!(is_leftover_of_ours(
-        br#"{"type": "linkerd-cni", "name": "x"}"#
-    ));
-    for other in [
-        &br#"{"type": "tuning"}"#[..],
-        b"{",
-        b"",
-        br#"["linkerd-cni"]"#,
-        br#"{"name": "linkerd-cni"}"#,
-    ] {
-        assert!(
-            !is_leftover_of_ours(other),
-            "{}",
-            String::from_utf8_lossy(other)
-        );
-    }
-}
-
 /// The chain's entry carries the marker in its `linkerd` block, created when absent; other keys kept.
 #[test]
 fn the_chain_entry_is_marked() {

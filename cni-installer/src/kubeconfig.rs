@@ -10,6 +10,14 @@ const CLUSTER: &str = "local";
 const USER: &str = "linkerd-cni";
 const CONTEXT: &str = "linkerd-cni-context";
 
+/// The first line of every kubeconfig this installer writes, and its mark of ownership: the uninstall
+/// removes a kubeconfig only when it starts with this line ([`crate::ownership`]). Linkerd's own
+/// installer writes the same cluster, user and context names under another header, so only this
+/// line tells the files apart. Every version of this installer wrote it, so a kubeconfig left under
+/// the old default name ([`vocab::LINKERD_KUBECONFIG_NAME`]) is recognised too.
+pub const MARK: &str =
+    "# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.";
+
 /// `https://HOST:PORT` of the apiserver's in-cluster service.
 pub fn server_url(host: &str, port: &str) -> String {
     format!("https://{}:{port}", vocab::url_host(host))
@@ -19,7 +27,7 @@ pub fn server_url(host: &str, port: &str) -> String {
 /// newline); the CA is embedded, so the file stands alone on the node.
 pub fn render(server: &str, token: &str, ca_pem: &[u8]) -> String {
     let body = render_user(server, json!({"token": token.trim()}), ca_pem);
-    format!("# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.\n{body}")
+    format!("{MARK}\n{body}")
 }
 
 /// The installer's own kubeconfig, in memory: the token is re-read from `token_file` as the kubelet

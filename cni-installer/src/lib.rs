@@ -12,11 +12,11 @@
 //!
 //! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
 //! remove the entry), [`aux_chain`] (write / refuse the chain file), [`kubeconfig`], [`revert`],
-//! [`ready`] (the readiness probe's verdict), and Linkerd's config template through
-//! [`rules::cni_template`]. The I/O shell: [`files`] (atomic writes), [`installer`] (one pass, the
-//! uninstall), [`multus`] (the node's Multus, read through [`rules::multus_node`]), [`publish`] (it,
-//! and the chain file's state, as the node's NodeMultus), [`run`] (watch loop, signals,
-//! `--uninstall`).
+//! [`ready`] (the readiness probe's verdict), [`ownership`] (what an uninstall may remove), and
+//! Linkerd's config template through [`rules::cni_template`]. The I/O shell: [`files`] (atomic
+//! writes), [`installer`] (one pass, the uninstall), [`multus`] (the node's Multus, read through
+//! [`rules::multus_node`]), [`publish`] (it, and the chain file's state, as the node's NodeMultus),
+//! [`run`] (watch loop, signals, `--uninstall`).
 
 pub mod args;
 pub mod aux_chain;
@@ -28,6 +28,7 @@ pub mod installer;
 pub mod kubeconfig;
 pub mod multus;
 pub mod namespace_view;
+pub mod ownership;
 pub mod primary;
 pub mod publish;
 pub mod ready;

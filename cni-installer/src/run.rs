@@ -67,8 +67,9 @@ fn uninstall_main(settings: Settings) -> ExitCode {
     let mode = settings.mode_flags();
     let view_removed = keeps_view(&settings) && remove_view(&settings, |line| println!("{line}"));
     let report = Installer::new(settings).remove_installed();
-    for change in &report.changes {
-        println!("{change}");
+    // What was removed, then what was kept as someone else's (and why).
+    for line in report.changes.iter().chain(&report.warnings) {
+        println!("{line}");
     }
     if report.changes.is_empty() && report.errors.is_empty() && !view_removed {
         println!("nothing to remove for {mode} on this node");

@@ -78,9 +78,11 @@ fn rejects_cni_kubeconfig_the_installer_never_writes() {
             "--set",
             "cni.enabled=true",
             "--set",
+            "operator.cniKubeconfig=/etc/cni/net.d/ZZZ-linkerd-multus-kubeconfig",
+            "--set",
             "cni.destCNINetDir=/etc/cni/multus/net.d",
         ],
-        "operator.cniKubeconfig (/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig) must be",
+        "operator.cniKubeconfig (/etc/cni/net.d/ZZZ-linkerd-multus-kubeconfig) must be",
     );
 }
 

@@ -63,7 +63,17 @@ pub const DEFAULT_CNI_NAMESPACE: &str = "linkerd-cni";
 pub const DEFAULT_CNI_CONFIGMAP: &str = "linkerd-cni-config";
 /// Key of the linkerd-cni ConfigMap holding the plugin's network config (Linkerd's own chart's key).
 pub const CNI_CONFIG_KEY: &str = "cni_network_config";
-pub const DEFAULT_KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
+/// File name of the plugin's kubeconfig that this project's installer writes into the net dir
+/// (`--kubeconfig-name`). Not [`LINKERD_KUBECONFIG_NAME`]: where Linkerd's own installer also ran (a
+/// migration from Linkerd's CNI plugin), each keeps its own file, and ours never replaces theirs.
+pub const DEFAULT_KUBECONFIG_NAME: &str = "ZZZ-linkerd-multus-kubeconfig";
+/// File name of the kubeconfig Linkerd's own CNI installer (linkerd2-cni) writes, and this project's
+/// installer's default before it had its own: its uninstall removes a file of this name only when it
+/// carries this installer's mark.
+pub const LINKERD_KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
+/// The operator's `--cni-kubeconfig` default, which NADs name: where Linkerd's own CNI installer
+/// writes its kubeconfig ([`LINKERD_KUBECONFIG_NAME`] in [`DEFAULT_CNI_NET_DIR`]), for clusters
+/// whose plugin it installs; with this project's installer the chart passes that installer's path.
 pub const DEFAULT_CNI_KUBECONFIG: &str = "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig";
 pub const DEFAULT_CNI_NET_DIR: &str = "/etc/cni/net.d";
 pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
@@ -348,6 +358,25 @@ mod tests {
         ];
         for (run_as_user, want) in cases {
             assert_eq!(uid_from_kubernetes(run_as_user), want, "{run_as_user}");
+        }
+    }
+
+    /// The installer's kubeconfig name is its own, never Linkerd's (whose file an uninstall must not
+    /// take), and the operator's default path is Linkerd's file in the default net dir.
+    #[test]
+    fn kubeconfig_names() {
+        assert_ne!(DEFAULT_KUBECONFIG_NAME, LINKERD_KUBECONFIG_NAME);
+        assert_eq!(
+            DEFAULT_CNI_KUBECONFIG,
+            format!("{DEFAULT_CNI_NET_DIR}/{LINKERD_KUBECONFIG_NAME}")
+        );
+        for name in [DEFAULT_KUBECONFIG_NAME, LINKERD_KUBECONFIG_NAME] {
+            assert!(
+                [".conf", ".conflist", ".json"]
+                    .iter()
+                    .all(|ext| !name.ends_with(ext)),
+                "{name}: a runtime would load it as a network config"
+            );
         }
     }
 }

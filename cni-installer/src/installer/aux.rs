@@ -8,6 +8,7 @@ use crate::aux_chain::{self, Current, Plan};
 use crate::error::InstallError;
 use crate::files::{self, CONFIG_MODE, DIR_MODE};
 use crate::multus;
+use crate::ownership;
 use linkerd_multus_crds::node_multus::AuxChainFile;
 use rules::multus_node::Observation;
 
@@ -80,22 +81,15 @@ impl Mode for AuxChain {
         );
     }
 
-    /// Removes linkerd-cni's file in the chain directory, nothing else there.
+    /// Removes linkerd-cni's file in the chain directory, nothing else there, and only when this
+    /// installer wrote it ([`ownership::chain_file`]).
     fn remove(&mut self, s: &Settings, report: &mut Report) -> bool {
-        let file = s.aux_chain.file();
-        match files::remove_optional(&file) {
-            Ok(true) => report
-                .changes
-                .push(format!("removed {} (uninstalling)", file.display())),
-            Ok(false) => {}
-            Err(source) => {
-                report
-                    .errors
-                    .push(InstallError::Remove { path: file, source });
-                return false;
-            }
-        }
-        true
+        super::remove_if_ours(
+            &s.aux_chain.file(),
+            "uninstalling",
+            ownership::chain_file,
+            report,
+        )
     }
 }
 

@@ -15,14 +15,15 @@ pub use crate::credential::PluginToken;
 use crate::error::InstallError;
 use crate::files::{self, BINARY_MODE, KUBECONFIG_MODE};
 use crate::kubeconfig;
+use crate::ownership::{self, Owner};
 use linkerd_multus_crds::node_multus::{AuxChainFile, NodeIptables};
 use mode::Mode;
 use rules::attach::Attach;
 use rules::cni_template;
 use rules::multus_node::Observation;
 use std::fs;
-use std::path::PathBuf;
-use vocab::PLUGIN_TYPE;
+use std::path::{Path, PathBuf};
+use vocab::{LINKERD_KUBECONFIG_NAME, PLUGIN_TYPE};
 
 /// Log level used for `__LOG_LEVEL__` when `--cni-log-level` is not given.
 const DEFAULT_PLUGIN_LOG_LEVEL: &str = "info";
@@ -117,36 +118,42 @@ impl Installer {
     /// file in the chain directory (nothing else there); then the kubeconfig, and the binary if
     /// asked to. SIGTERM in `append` mode and on an uninstall, and `--uninstall` in any mode. The
     /// binary stays by default: the runtime still runs its DEL for the pods it set up (DEL reads no
-    /// kubeconfig, so that one can go).
+    /// kubeconfig, so that one can go). Each file goes only when this installer wrote it
+    /// ([`crate::ownership`]); another's stays, and a warning says why.
     pub fn remove_installed(&mut self) -> Report {
         let mut report = Report::default();
         if !self.mode.remove(&self.settings, &mut report) {
             return report;
         }
-        let kubeconfig = self.settings.net_dir.join(&self.settings.kubeconfig_name);
-        match files::remove_optional(&kubeconfig) {
-            Ok(true) => report
-                .changes
-                .push(format!("removed {} (uninstalling)", kubeconfig.display())),
-            Ok(false) => {}
-            Err(source) => report.errors.push(InstallError::Remove {
-                path: kubeconfig,
-                source,
-            }),
+        let s = &self.settings;
+        remove_if_ours(
+            &s.net_dir.join(&s.kubeconfig_name),
+            "uninstalling",
+            ownership::kubeconfig,
+            &mut report,
+        );
+        // This installer's default name before it had its own is Linkerd's: a kubeconfig there is
+        // ours only with our mark (written by an earlier version), else Linkerd's installer's.
+        if s.kubeconfig_name != LINKERD_KUBECONFIG_NAME {
+            remove_if_ours(
+                &s.net_dir.join(LINKERD_KUBECONFIG_NAME),
+                "uninstalling; an earlier version of this installer wrote it under its old default name",
+                ownership::kubeconfig,
+                &mut report,
+            );
         }
-        if self.settings.uninstall_binary {
-            let binary = self.settings.bin_dir.join(PLUGIN_TYPE);
-            match files::remove_optional(&binary) {
-                Ok(true) => report.changes.push(format!(
-                    "removed {} (uninstalling, --uninstall-binary)",
-                    binary.display()
-                )),
-                Ok(false) => {}
-                Err(source) => report.errors.push(InstallError::Remove {
-                    path: binary,
-                    source,
-                }),
-            }
+        if s.uninstall_binary {
+            let source = &s.plugin_binary;
+            remove_if_ours(
+                &s.bin_dir.join(PLUGIN_TYPE),
+                "uninstalling, --uninstall-binary",
+                |installed| {
+                    let ours = fs::read(source)
+                        .map_err(|e| format!("cannot read {}: {e}", source.display()));
+                    ownership::binary(installed, ours.as_deref().map_err(Clone::clone))
+                },
+                &mut report,
+            );
         }
         report
     }
@@ -280,6 +287,49 @@ impl Installer {
             reason: Some(chosen.reason),
         }
     }
+}
+
+/// Removes `path` when `judge` finds it this installer's ([`crate::ownership`]), saying `why` in the
+/// report's change; someone else's file stays, and a warning says why. False when it could not be
+/// read or removed (an error in the report): what still names the plugin must then stay too.
+fn remove_if_ours(
+    path: &Path,
+    why: &str,
+    judge: impl FnOnce(&[u8]) -> Owner,
+    report: &mut Report,
+) -> bool {
+    let bytes = match files::read_optional(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return true,
+        Err(source) => {
+            report.errors.push(InstallError::ReadFile {
+                path: path.to_path_buf(),
+                source,
+            });
+            return false;
+        }
+    };
+    if let Owner::Foreign(reason) = judge(&bytes) {
+        report.warnings.push(format!(
+            "kept {}: {reason}; an uninstall removes only what this installer wrote",
+            path.display()
+        ));
+        return true;
+    }
+    match files::remove_optional(path) {
+        Ok(true) => report
+            .changes
+            .push(format!("removed {} ({why})", path.display())),
+        Ok(false) => {}
+        Err(source) => {
+            report.errors.push(InstallError::Remove {
+                path: path.to_path_buf(),
+                source,
+            });
+            return false;
+        }
+    }
+    true
 }
 
 /// The [`Mode`] of `--chain-mode` and `--attach` (`Args::check` refuses append with the chain).

@@ -4,7 +4,8 @@
 use super::Report;
 use crate::args::Settings;
 use crate::error::InstallError;
-use crate::{aux_chain, files};
+use crate::files;
+use crate::ownership::{self, Owner};
 use std::fmt;
 use std::fs;
 
@@ -22,13 +23,14 @@ pub(super) trait Mode: fmt::Debug + Send {
 }
 
 /// Outside `aux-chain` mode (switched back to NADs, say), linkerd-cni's file left in the chain
-/// directory goes: Multus would run linkerd-cni from it for every pod, besides the NAD.
+/// directory goes: Multus would run linkerd-cni from it for every pod, besides the NAD. Only a file
+/// this installer wrote ([`ownership::chain_file`]); anything else under that name is not ours.
 pub(super) fn remove_aux_chain_leftover(s: &Settings, report: &mut Report) {
     let file = s.aux_chain.file();
     let Ok(bytes) = fs::read(&file) else {
         return;
     };
-    if !aux_chain::is_leftover_of_ours(&bytes) {
+    if ownership::chain_file(&bytes) != Owner::Ours {
         return;
     }
     match files::remove_optional(&file) {

@@ -48,6 +48,15 @@ const INSTALLER_ENV: &[&str] = &[
     "NODE_MULTUS_API_GROUP",
 ];
 
+/// The installer with none of the caller's environment that it reads: it runs exactly the flags given.
+pub fn clean_installer() -> Command {
+    let mut cmd = Command::new(INSTALLER);
+    for var in INSTALLER_ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -124,10 +133,7 @@ impl Node {
 
     /// The installer with this node's environment, service account and plugin, but no directories.
     pub fn bare_command(&self) -> Command {
-        let mut cmd = Command::new(INSTALLER);
-        for var in INSTALLER_ENV {
-            cmd.env_remove(var);
-        }
+        let mut cmd = clean_installer();
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.arg("--service-account-dir").arg(&self.sa);
         cmd.arg("--plugin-binary").arg(&self.plugin);

@@ -25,7 +25,8 @@ pub const RELEASE_NS: &str = "linkerd-multus";
 pub const CNI_NS: &str = "linkerd-cni";
 pub const OPERATOR: &str = "ld-controller-linkerd-multus";
 pub const CNI_DAEMONSET: &str = "ld-controller-linkerd-multus-cni";
-pub const KUBECONFIG_NAME: &str = "ZZZ-linkerd-cni-kubeconfig";
+/// The chart's default `cni.kubeconfigName`.
+pub const KUBECONFIG_NAME: &str = vocab::DEFAULT_KUBECONFIG_NAME;
 /// The chart's default `cni.pluginServiceAccountName`.
 pub const PLUGIN_SERVICE_ACCOUNT: &str = "linkerd-cni-plugin";
 /// Where the test image keeps its one binary (e2e/images: /usr/local/bin).
