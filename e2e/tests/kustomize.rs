@@ -3,8 +3,15 @@
 
 mod support;
 
-use linkerd_multus_e2e::{kubectl, kubectl_ok, unique_name, workspace_root};
-use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use linkerd_multus_e2e::{
+    kubectl, kubectl_ok, testbed_dir, unique_name, wait_for_within, workspace_root,
+    DedicatedTestbed,
+};
+use serde_json::{json, Value};
 use support::*;
 
 /// `kubectl kustomize config/<dir>` as parsed documents.
@@ -115,7 +122,7 @@ fn rbac(docs: &[Value]) -> Vec<Value> {
         .iter()
         .filter(|d| ["ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"].contains(&kind(d)))
         .map(|d| {
-            serde_json::json!({
+            json!({
                 "kind": kind(d),
                 "namespace": d["metadata"]["namespace"],
                 "name": name(d),
@@ -329,4 +336,284 @@ fn certmanager_overlay_applies_with_server_side_dry_run() {
             "the server does not serve cert-manager.io/v1 (cert-manager is not installed)",
         );
     }
+}
+
+// === deleting the tree: what `kubectl delete -k` takes and what the admin deletes by hand ===
+
+/// The README's ("With kustomize") line that renders this project's installer for a kustomize install.
+const README_INSTALLER_APPLY: &str = "helm template linkerd-multus ./helm -n linkerd-multus \
+--set cni.enabled=true --set attach=auxChain \\\n  --set podDisruptionBudget.enabled=false | kubectl apply -l app.kubernetes.io/component=cni -f -";
+/// The README's two deletion lines: the tree, then the installer `delete -k` cannot see.
+const README_DELETE_TREE: &str = "kubectl delete -k config/default";
+const README_DELETE_INSTALLER: &str = "helm template linkerd-multus ./helm -n linkerd-multus \
+--set cni.enabled=true --set attach=auxChain \\\n  --set podDisruptionBudget.enabled=false | kubectl delete -l app.kubernetes.io/component=cni -f -";
+
+/// Runs a README line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
+/// helm and the testbed's kubectl first on PATH.
+fn readme_line(bed: &DedicatedTestbed, line: &str) -> Command {
+    let helm = helm_binary();
+    let kubectl = std::fs::read_to_string(testbed_dir().join("kubectl-path"))
+        .map_or_else(|_| "kubectl".to_string(), |p| p.trim().to_string());
+    let mut path =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
+    for tool in [helm.as_path(), std::path::Path::new(&kubectl)] {
+        if let Some(dir) = tool.parent().filter(|d| !d.as_os_str().is_empty()) {
+            path.insert(0, dir.to_path_buf());
+        }
+    }
+    let home = std::env::temp_dir().join(unique_name("kustomize-helm-home"));
+    let mut cmd = Command::new("bash");
+    cmd.args(["-euo", "pipefail", "-c", line])
+        .current_dir(workspace_root())
+        .env("PATH", std::env::join_paths(path).expect("PATH"))
+        .env("KUBECONFIG", bed.kubeconfig())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    cmd
+}
+
+fn run_ok(mut cmd: Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kind/namespace/name` of each document, sorted.
+fn identities(docs: &[Value]) -> BTreeSet<String> {
+    docs.iter()
+        .map(|d| {
+            format!(
+                "{}/{}/{}",
+                kind(d),
+                d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                name(d)
+            )
+        })
+        .collect()
+}
+
+/// Which of `docs` exist on `bed` (`kind/namespace/name`); a Namespace being deleted is marked.
+fn existing(bed: &DedicatedTestbed, docs: &[Value]) -> BTreeSet<String> {
+    let mut stream = String::new();
+    for doc in docs {
+        stream.push_str("---\n");
+        stream.push_str(&serde_yaml_ng::to_string(doc).expect("YAML"));
+    }
+    let file = temp_file("kustomize-existing.yaml", &stream);
+    let out = bed.kubectl(&[
+        "get",
+        "-f",
+        path_str(&file),
+        "--ignore-not-found",
+        "-o",
+        "json",
+    ]);
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "kubectl get -f: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return BTreeSet::new();
+    }
+    let list: Value = serde_json::from_str(&text).expect("JSON");
+    let items = list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| vec![list.clone()]);
+    items
+        .iter()
+        .map(|d| {
+            let terminating = if d["metadata"]["deletionTimestamp"].is_string() {
+                " (terminating)"
+            } else {
+                ""
+            };
+            format!(
+                "{}/{}/{}{terminating}",
+                kind(d),
+                d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                name(d)
+            )
+        })
+        .collect()
+}
+
+/// The README's deletion lines, run as written against an apiserver of the test's own (the tree
+/// deletes cluster-wide objects: both CRDs, the webhook configuration): `kubectl delete -k
+/// config/default` deletes every object of the tree — both CRDs and with them every NAD (the
+/// operator's and another tool's) and NodeMultus — and nothing else: the installer rendered from the
+/// chart as the README says is all still there, until the README's second line deletes every object
+/// of it. The installer is judged independently of the label the lines select by: the objects the
+/// chart renders with the installer on and not without it. If this breaks, an admin following the
+/// README leaves the installer running on every node (or its RBAC behind), or the README promises a
+/// deletion `delete -k` does not do. No namespace controller runs on the bare apiserver: the test
+/// finalizes the tree's namespaces once `delete -k` has marked them for deletion, as it would.
+#[test]
+#[ignore = "needs the testbed (kube-apiserver, a dedicated one), kubectl and helm: run by e2e/test-all"]
+fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    for block in [
+        format!("```sh\n{README_INSTALLER_APPLY}\n```"),
+        format!("```sh\n{README_DELETE_TREE}\n{README_DELETE_INSTALLER}\n```"),
+    ] {
+        assert!(
+            readme.contains(&block),
+            "the README's With kustomize section no longer has:\n{block}"
+        );
+    }
+    let bed = DedicatedTestbed::up("kustomize-delete");
+    let tree = kustomize("default");
+    // The installer: what the chart renders with it on and not without it.
+    let with = |cni: bool| {
+        let mut args = vec!["--set", "podDisruptionBudget.enabled=false"];
+        if cni {
+            args.extend(["--set", "cni.enabled=true", "--set", "attach=auxChain"]);
+        }
+        parse_docs(&helm_template("linkerd-multus", "linkerd-multus", &args))
+    };
+    let operator_only = identities(&with(false));
+    let installer: Vec<Value> = with(true)
+        .into_iter()
+        .filter(|d| identities(std::slice::from_ref(d)).is_disjoint(&operator_only))
+        .collect();
+    let installer_ids = identities(&installer);
+    assert!(
+        installer_ids
+            .iter()
+            .any(|i| i.starts_with("DaemonSet/linkerd-cni/")),
+        "{installer_ids:?}"
+    );
+
+    // Installed as the README says: the tree, the installer's namespace, the installer.
+    bed.kubectl_ok(&[
+        "apply",
+        "-k",
+        path_str(&workspace_root().join("config/default")),
+    ]);
+    bed.kubectl_ok(&["create", "namespace", "linkerd-cni"]);
+    run_ok(
+        readme_line(&bed, README_INSTALLER_APPLY),
+        "the README's installer line",
+    );
+    assert_eq!(existing(&bed, &installer), installer_ids, "installed");
+    // What the operator and the installer write at run time, and another tool's NAD.
+    for crd in [
+        "network-attachment-definitions.k8s.cni.cncf.io",
+        "nodemultuses.linkerd-multus.io",
+    ] {
+        bed.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{crd}"),
+        ]);
+    }
+    let written = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "linkerd-multus-webhook-cert",
+         "namespace": "linkerd-multus"}, "data": {}},
+        {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+         "metadata": {"name": "linkerd-cni", "namespace": "linkerd-multus-sample",
+                      "labels": {"app.kubernetes.io/managed-by": "linkerd-multus-operator"}},
+         "spec": {"config": "{\"cniVersion\":\"0.3.1\",\"type\":\"linkerd-cni\"}"}},
+        {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+         "metadata": {"name": "macvlan", "namespace": "default"},
+         "spec": {"config": "{\"cniVersion\":\"0.3.1\",\"type\":\"macvlan\"}"}},
+        {"apiVersion": "linkerd-multus.io/v1alpha1", "kind": "NodeMultus", "metadata": {"name": "node-a"},
+         "spec": {"nodeName": "node-a", "observedAt": "2025-01-01T00:00:00Z",
+                  "netDir": "/etc/cni/net.d", "multus": "none", "readable": true}},
+    ]});
+    let file = temp_file("kustomize-written.json", &written.to_string());
+    bed.kubectl_ok(&["create", "-f", path_str(&file)]);
+    let _ = std::fs::remove_file(&file);
+
+    // `kubectl delete -k config/default`, as written: it waits until everything is gone, so the
+    // test plays the namespace controller meanwhile.
+    let mut delete = readme_line(&bed, README_DELETE_TREE)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kubectl delete -k");
+    let tree_namespaces: Vec<&str> = tree
+        .iter()
+        .filter(|d| kind(d) == "Namespace")
+        .map(name)
+        .collect();
+    assert_eq!(tree_namespaces, ["linkerd-multus", "linkerd-multus-sample"]);
+    for ns in &tree_namespaces {
+        wait_for_within(
+            &format!("delete -k marks namespace {ns} for deletion"),
+            Duration::from_secs(60),
+            || {
+                bed.get_json(&["namespace", ns])
+                    .is_none_or(|n| n["metadata"]["deletionTimestamp"].is_string())
+                    .then_some(())
+            },
+        );
+        let finalize = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns}, "spec": {"finalizers": []}});
+        let file = temp_file("kustomize-finalize.json", &finalize.to_string());
+        let _ = bed.kubectl(&[
+            "replace",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/finalize"),
+            "-f",
+            path_str(&file),
+        ]);
+        let _ = std::fs::remove_file(&file);
+    }
+    wait_for_within(
+        "kubectl delete -k config/default returns",
+        Duration::from_secs(120),
+        || delete.try_wait().expect("wait for kubectl").map(drop),
+    );
+    let out = delete.wait_with_output().expect("kubectl delete -k output");
+    assert!(
+        out.status.success(),
+        "kubectl delete -k config/default failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Gone: the whole tree, and with its CRDs every NAD and NodeMultus.
+    assert_eq!(existing(&bed, &tree), BTreeSet::new(), "left of the tree");
+    for resource in [
+        "network-attachment-definitions.k8s.cni.cncf.io",
+        "nodemultuses.linkerd-multus.io",
+    ] {
+        let out = bed.kubectl(&["get", resource, "-A"]);
+        assert!(
+            !out.status.success()
+                && String::from_utf8_lossy(&out.stderr)
+                    .contains("the server doesn't have a resource type"),
+            "{resource} still served: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // Left: every object of the installer, and its namespace.
+    assert_eq!(
+        existing(&bed, &installer),
+        installer_ids,
+        "the installer after delete -k"
+    );
+    assert!(bed.get_json(&["namespace", "linkerd-cni"]).is_some());
+
+    // The README's second line deletes all of it; the namespace stays.
+    run_ok(
+        readme_line(&bed, README_DELETE_INSTALLER),
+        "the README's installer deletion line",
+    );
+    assert_eq!(
+        existing(&bed, &installer),
+        BTreeSet::new(),
+        "left of the installer after the README's lines"
+    );
+    assert!(bed.get_json(&["namespace", "linkerd-cni"]).is_some());
 }
