@@ -35,6 +35,9 @@
 //! (`LINKERD_MULTUS_PLATFORM`), or the case reported not run; [`openshift::OpenShiftApiserver`]: a
 //! kube-apiserver of a test's own with OpenShift's real SCC admission, from that platform.
 //!
+//! [`validator`]: who plays Linkerd's network validator (the test workload's, or Linkerd's real one
+//! where the platform is given) and [`validator::passed`], the one test of a passing validator's logs.
+//!
 //! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
 //! `e2e/test-all` lists them at the end).
 
@@ -63,6 +66,7 @@ pub mod recorder;
 pub mod stand_ins;
 mod testbed;
 pub mod traffic;
+pub mod validator;
 mod wait;
 pub mod workload;
 

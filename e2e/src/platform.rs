@@ -20,6 +20,8 @@ pub const MULTUS: &str = "multus-v4.2.2-multus";
 pub const PASSTHRU: &str = "multus-v4.2.2-passthru";
 pub const MULTUS_DAEMON: &str = "multus-v4.2.2-multus-daemon";
 pub const MULTUS_SHIM: &str = "multus-v4.2.2-multus-shim";
+/// Linkerd's network validator (linkerd2-proxy-init's `validator/`, static): see [`crate::validator`].
+pub const NETWORK_VALIDATOR: &str = "linkerd-network-validator-v0.1.9";
 
 /// A platform folder that was given and looks whole.
 #[derive(Debug, Clone)]

@@ -21,6 +21,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread::JoinHandle;
 
 use crate::traffic;
+use crate::validator::WORKLOAD_PASSED;
 
 /// What the binary was asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -354,7 +355,7 @@ fn validate(outbound: u16, target: SocketAddr) -> Result<(), Error> {
     };
     match traffic::original_dst(&stream) {
         Ok(dst) if dst == target => {
-            println!("validated: {target} is redirected to port {outbound}");
+            println!("{WORKLOAD_PASSED} {target} is redirected to port {outbound}");
             Ok(())
         }
         Ok(dst) => Err(not(format!("our listener got one for {dst}"))),

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use linkerd_multus_e2e::binary;
 use linkerd_multus_e2e::netns::NetNs;
+use linkerd_multus_e2e::validator;
 use linkerd_multus_e2e::workload::{Answer, Listener};
 
 const WORKLOAD: &str = "linkerd-multus-test-workload";
@@ -189,7 +190,7 @@ fn validate_exits_0_when_redirected_and_95_when_not() {
     redirect_output(&ns, &["-d", "127.0.0.9"], "4140");
     let out = validate();
     assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("validated:"),
+        out.status.success() && validator::passed(&String::from_utf8_lossy(&out.stdout)),
         "redirected: {:?} {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
