@@ -230,7 +230,7 @@ fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
         .expect("pod name")
         .to_string();
     assert!(
-        logs(node, &ns, &pod_name, "linkerd-network-validator").contains("validated:"),
+        validator_passed(node, &ns, &pod_name),
         "the validator saw its connection redirected"
     );
     let pod_ip = pod["status"]["podIP"].as_str().expect("pod IP").to_string();
@@ -356,7 +356,7 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
     assert_eq!(new.len(), NEW_PODS, "new pods: {new:?}");
     for pod in &new {
         assert!(
-            logs(node, ns, pod, "linkerd-network-validator").contains("validated:"),
+            validator_passed(node, ns, pod),
             "pod {pod} created during the rollout is redirected (its validator passed)"
         );
     }

@@ -28,11 +28,14 @@ pub const WEBHOOK_NAME: &str = "linkerd-proxy-injector.linkerd.io";
 
 /// What the injected containers run. Linkerd's images are not to be had here: by default they name an
 /// image that does not exist (for the bare apiserver, where nothing runs); the node scenario gives the
-/// test workload's image and arguments.
+/// test image and the validator `crate::validator::Validator::for_node` picks (the test workload's, or
+/// Linkerd's real one in the test image where the platform is given).
 #[derive(Clone, Debug)]
 pub struct Containers {
     pub image: String,
     pub proxy_args: Vec<String>,
+    /// The validator's `command` (empty: the image's entrypoint).
+    pub validator_command: Vec<String>,
     pub validator_args: Vec<String>,
 }
 
@@ -41,6 +44,7 @@ impl Default for Containers {
         Self {
             image: "example.invalid/linkerd-proxy".into(),
             proxy_args: Vec::new(),
+            validator_command: Vec::new(),
             validator_args: Vec::new(),
         }
     }
@@ -108,8 +112,11 @@ pub fn patch_with(pod: &Value, containers: &Containers) -> Vec<Value> {
         }
         sc
     };
-    let container = |name: &str, args: &[String], sc: Value| {
+    let container = |name: &str, command: &[String], args: &[String], sc: Value| {
         let mut c = json!({ "name": name, "image": containers.image, "securityContext": sc });
+        if !command.is_empty() {
+            c["command"] = json!(command);
+        }
         if !args.is_empty() {
             c["args"] = json!(args);
             c["imagePullPolicy"] = json!("Never");
@@ -118,11 +125,13 @@ pub fn patch_with(pod: &Value, containers: &Containers) -> Vec<Value> {
     };
     let mut proxy = container(
         vocab::PROXY_CONTAINER,
+        &[],
         &containers.proxy_args,
         restricted(uid, None),
     );
     let validator = container(
         vocab::VALIDATOR_CONTAINER,
+        &containers.validator_command,
         &containers.validator_args,
         restricted(VALIDATOR_UID, Some(VALIDATOR_UID)),
     );
@@ -175,6 +184,39 @@ mod tests {
             2102
         );
         assert_eq!(p["spec"]["initContainers"][1]["restartPolicy"], "Always");
+    }
+
+    /// The validator runs the `command` it is given (Linkerd's binary in the test image) and the
+    /// proxy the image's entrypoint: a `command` lost here would run the test workload with Linkerd's
+    /// flags, and every meshed pod of the real-platform tiers would be held.
+    #[test]
+    fn the_validator_runs_the_command_it_is_given() {
+        let pod = json!({ "metadata": { "annotations": { "linkerd.io/inject": "enabled" } },
+                          "spec": { "containers": [{ "name": "app" }] } });
+        let containers = Containers {
+            image: "img".into(),
+            proxy_args: vec!["proxy".into()],
+            validator_command: vec!["/usr/lib/linkerd/linkerd2-network-validator".into()],
+            validator_args: vec!["--timeout".into(), "10s".into()],
+        };
+        let ops = patch_with(&pod, &containers);
+        let init = ops
+            .iter()
+            .find(|op| op["path"] == "/spec/initContainers")
+            .expect("the init containers");
+        assert_eq!(
+            init["value"][0]["command"],
+            json!(["/usr/lib/linkerd/linkerd2-network-validator"])
+        );
+        assert_eq!(init["value"][0]["args"], json!(["--timeout", "10s"]));
+        let proxy = ops
+            .iter()
+            .find(|op| op["path"] == "/spec/containers/-")
+            .expect("the proxy");
+        assert!(proxy["value"].get("command").is_none(), "{proxy}");
+        assert!(patch(&pod)
+            .iter()
+            .all(|op| op["value"].to_string().find("command").is_none()));
     }
 
     /// Applies the stand-in's adds (whole values or appends) as the apiserver would.

@@ -363,7 +363,7 @@ fn switch_to_aux_chain(node: &Node, meshed: &Meshed, plain: &str) {
     assert_eq!(proxy_uid, Some(RANGE_PROXY_UID), "{}", pod["spec"]);
     let name = pod["metadata"]["name"].as_str().expect("pod name");
     assert!(
-        logs(node, ns, name, "linkerd-network-validator").contains("validated:"),
+        validator_passed(node, ns, name),
         "the chain's linkerd-cni redirected {name} (its validator passed)"
     );
     let ip = pod["status"]["podIP"].as_str().expect("pod IP");
@@ -531,7 +531,7 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
     );
     for pod in validated_pods(node, ns) {
         assert!(
-            logs(node, ns, &pod, "linkerd-network-validator").contains("validated:"),
+            validator_passed(node, ns, &pod),
             "after the reboot every meshed pod runs redirected: {pod}"
         );
     }
@@ -647,7 +647,7 @@ fn switch_back_to_nads(node: &Node, meshed: &Meshed) {
     );
     let name = pod["metadata"]["name"].as_str().expect("pod name");
     assert!(
-        logs(node, ns, name, "linkerd-network-validator").contains("validated:"),
+        validator_passed(node, ns, name),
         "{name} redirected through the NAD"
     );
 }

@@ -177,7 +177,7 @@ impl Lifecycle<'_> {
             wait_ready(node, ns, name, READY_WITHIN);
             if *kind == Kind::Meshed {
                 assert!(
-                    logs(node, ns, name, "linkerd-network-validator").contains("validated:"),
+                    validator_passed(node, ns, name),
                     "{}: during {what} the meshed pod {ns}/{name} runs redirected",
                     self.mode
                 );
@@ -456,7 +456,7 @@ impl Lifecycle<'_> {
         for pod in meshed_pods_of(node, ns, "") {
             let name = name_of(&pod);
             assert!(
-                logs(node, ns, &name, "linkerd-network-validator").contains("validated:"),
+                validator_passed(node, ns, &name),
                 "{}: after {after} the meshed pod {ns}/{name} runs redirected",
                 self.mode
             );

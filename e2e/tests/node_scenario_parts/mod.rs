@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::stand_ins::{linkerd_injector, AdmissionServer, SccStandIn};
+use linkerd_multus_e2e::validator::{self, Validator};
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use serde_json::{json, Value};
 
@@ -133,7 +134,8 @@ impl Drop for Cleanup<'_> {
     }
 }
 
-/// The stand-ins for Linkerd's injector (injecting the test image as proxy and validator) and for
+/// The stand-ins for Linkerd's injector (injecting the test image as proxy and validator: the test
+/// workload's, or Linkerd's real one where the platform is given, see [`Validator::for_node`]) and for
 /// OpenShift's SCC admission, served in the node's netns where its apiserver calls them, registered
 /// under Linkerd's real configuration name for the pods labelled [`ADMITTED_AS_ON_OPENSHIFT`].
 pub struct OpenShiftAdmission {
@@ -159,10 +161,15 @@ impl OpenShiftAdmission {
             "-o",
             "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}",
         ]);
+        let connect: std::net::SocketAddr = format!("{}:20001", node_ip.trim())
+            .parse()
+            .unwrap_or_else(|e| panic!("the node's InternalIP {node_ip:?}: {e}"));
+        let validator = Validator::for_node(node);
         let containers = linkerd_injector::Containers {
             image: test_image.to_string(),
             proxy_args: vec!["proxy".into()],
-            validator_args: vec!["validate".into(), format!("{}:20001", node_ip.trim())],
+            validator_command: validator.command(),
+            validator_args: validator.args(connect),
         };
         let injector = AdmissionServer::start_on(bind(), move |request| {
             linkerd_injector::respond_with(containers.clone(), request)
@@ -288,6 +295,12 @@ pub fn run_to_completion(node: &Node, ns: &str, name: &str, args: &[&str]) -> St
         || node.describe(ns, &format!("pod/{name}")),
     );
     logs(node, ns, name, "main")
+}
+
+/// Whether the `linkerd-network-validator` of pod `ns/pod` saw its connection redirected, whichever
+/// validator ran ([`linkerd_multus_e2e::validator::passed`]).
+pub fn validator_passed(node: &Node, ns: &str, pod: &str) -> bool {
+    validator::passed(&logs(node, ns, pod, vocab::VALIDATOR_CONTAINER))
 }
 
 pub fn logs(node: &Node, ns: &str, pod: &str, container: &str) -> String {

@@ -114,7 +114,7 @@ pub fn step_native_sidecar_proxy(node: &Node, meshed: &Meshed, plain: &str, atta
     assert_native_shape(&pod, attach);
     let name = pod["metadata"]["name"].as_str().expect("pod name");
     assert!(
-        logs(node, ns, name, "linkerd-network-validator").contains("validated:"),
+        validator_passed(node, ns, name),
         "the native-sidecar pod {name}'s validator saw its connection redirected"
     );
     let ip = pod["status"]["podIP"].as_str().expect("pod IP");

@@ -162,7 +162,7 @@ pub fn step_meshed_pod_without_iptables(node: &Node, meshed: &Meshed, plain: &st
     let pod = wait_pod_running(node, ns, &format!("app={POD}"));
     let ip = pod["status"]["podIP"].as_str().expect("pod IP").to_string();
     assert!(
-        logs(node, ns, POD, "linkerd-network-validator").contains("validated:"),
+        validator_passed(node, ns, POD),
         "the validator saw its connection redirected without iptables binaries"
     );
     assert_redirected(node, ns, POD, &ip, plain);
