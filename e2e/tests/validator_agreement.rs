@@ -33,11 +33,12 @@ use linkerd_multus_e2e::validator::{self, Validator};
 const CASE: &str =
     "the test image's validator agrees with Linkerd's (linkerd-network-validator v0.1.9)";
 
-/// The pod's and the node's addresses on their veth.
-const POD_IP: &str = "10.231.0.2";
-const NODE_IP: &str = "10.231.0.1";
+/// The pod's and the node's addresses on their veth (in netns of their own; not the node testbed's
+/// 10.231.0.0/24 or its pods' 10.232.0.0/24, to keep the two apart in logs).
+const POD_IP: &str = "10.233.0.2";
+const NODE_IP: &str = "10.233.0.1";
 /// A closed port of the node: refused at once when nothing redirects (the node scenario's target).
-const NODE_TARGET: &str = "10.231.0.1:20001";
+const NODE_TARGET: &str = "10.233.0.1:20001";
 /// Linkerd's own default `--connect-addr` (TEST-NET-1): the node forwards nothing, so unredirected
 /// the connection times out.
 const UNROUTABLE: &str = "192.0.2.2:1404";
