@@ -7,50 +7,20 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::{set_pod_status, unique_name, TestNamespace};
 use serde_json::{json, Value};
+use support::repair::*;
 use support::*;
 
-const EVICTED: &str = "linkerd_multus_pod_repairs_total{outcome=\"evicted\"}";
 const BLOCKED: &str = "linkerd_multus_pod_repairs_total{outcome=\"blocked\"}";
 const RATE_LIMITED: &str = "linkerd_multus_pod_repairs_total{outcome=\"rate_limited\"}";
 const DRY_RUN: &str = "linkerd_multus_pod_repairs_total{outcome=\"dry_run\"}";
-/// Longer than the repairer's scan interval: every pod has been judged again since.
-const A_SCAN: Duration = Duration::from_secs(11);
-
-fn pods(client: &Client, ns: &str) -> Api<Pod> {
-    Api::namespaced(client.clone(), ns)
-}
-
-/// A real ReplicaSet (nothing here runs it) and the ownerReference its pods carry.
-async fn replica_set(client: &Client, ns: &str, name: &str) -> OwnerReference {
-    let rs: ReplicaSet = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "app"}]}
-            }
-        }
-    }))
-    .expect("ReplicaSet");
-    let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &rs)
-        .await
-        .expect("create ReplicaSet");
-    controller_ref("apps/v1", "ReplicaSet", name, rs.metadata.uid)
-}
-
 /// A real Job, suspended-like (nothing here runs it), and its pods' ownerReference.
 async fn job(client: &Client, ns: &str, name: &str) -> OwnerReference {
     let job: Job = serde_json::from_value(json!({
@@ -66,52 +36,6 @@ async fn job(client: &Client, ns: &str, name: &str) -> OwnerReference {
         .await
         .expect("create Job");
     controller_ref("batch/v1", "Job", name, job.metadata.uid)
-}
-
-fn controller_ref(
-    api_version: &str,
-    kind: &str,
-    name: &str,
-    uid: Option<String>,
-) -> OwnerReference {
-    OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: uid.expect("uid"),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
-}
-
-/// A meshed pod (app + linkerd-proxy) without the networks annotation, as one created before its
-/// namespace was enabled; `owner` None: a bare pod. Returns its uid.
-async fn meshed_pod(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    owner: Option<&OwnerReference>,
-) -> String {
-    let app = owner.map_or(name, |o| o.name.as_str());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": {"app": app},
-            "ownerReferences": owner.map(|o| vec![o]),
-        },
-        "spec": {"containers": [
-            {"name": "app", "image": "app"},
-            {"name": vocab::PROXY_CONTAINER, "image": "proxy"}
-        ]}
-    }))
-    .expect("Pod");
-    pods(client, ns)
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod")
-        .metadata
-        .uid
-        .expect("uid")
 }
 
 /// Marks the pod Running, as a kubelet would: the apiserver lets a Pending pod's eviction ignore
@@ -152,22 +76,6 @@ async fn blocking_pdb(client: &Client, ns: &str, app: &str) {
     api.patch_status(app, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("PDB status");
-}
-
-async fn uid_of(client: &Client, ns: &str, name: &str) -> Option<String> {
-    let pod = pods(client, ns).get_opt(name).await.expect("get pod")?;
-    pod.metadata.uid
-}
-
-/// Events in `ns` about the object `kind/name` with `reason`.
-async fn events_about(h: &Harness, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Event> {
-    h.events(ns, |e| {
-        let about = e.regarding.as_ref();
-        e.reason.as_deref() == Some(reason)
-            && about.and_then(|r| r.kind.as_deref()) == Some(kind)
-            && about.and_then(|r| r.name.as_deref()) == Some(name)
-    })
-    .await
 }
 
 /// Pods created before their namespace was enabled: once it is, only the ReplicaSet's pod is evicted
@@ -523,54 +431,8 @@ async fn aux_chain_evicts_only_where_the_installer_is_ready() {
     op.stop().await;
 }
 
-const HALTED: &str = "linkerd_multus_pod_repairs_total{outcome=\"halted\"}";
 const WAITING_NO_CRD: &str =
     "linkerd_multus_pod_repairs_total{outcome=\"waiting_nad_crd_missing\"}";
-
-/// `check`'s `repair` line with this harness's settings: whether it passed, and its items about `ns`.
-async fn check_repair(h: &Harness, ns: &str) -> (bool, Vec<String>) {
-    use linkerd_multus_operator::check::{self, CheckSettings};
-    use linkerd_multus_operator::nad_config::ConfigSource;
-    use rules::decision::DecisionConfig;
-    use rules::namespaces::OurNad;
-    let settings = CheckSettings {
-        source: ConfigSource {
-            namespace: h.cni_ns.name.clone(),
-            configmap: h.cm_name.clone(),
-            kubeconfig: KUBECONFIG.into(),
-        },
-        decision: DecisionConfig {
-            nad: OurNad {
-                name: h.nad_name.clone(),
-                linkerd_namespace: h.linkerd_ns.clone(),
-                ..OurNad::default()
-            },
-            ..DecisionConfig::default()
-        },
-        adopt_unowned: false,
-        node_multus_group: None,
-        repair_state: None,
-    };
-    let line = check::check(&h.client, &settings, Duration::from_secs(1))
-        .await
-        .expect("check reads the cluster")
-        .into_iter()
-        .find(|v| v.check == "repair")
-        .expect("a repair line");
-    eprintln!(
-        "check: {} repair: {} {:?}",
-        if line.ok { "✓" } else { "×" },
-        line.message,
-        line.items
-    );
-    // Other tests share the cluster: only this namespace's items are this test's.
-    let ours = line
-        .items
-        .into_iter()
-        .filter(|i| i.starts_with(&format!("{ns}/")))
-        .collect();
-    (line.ok, ours)
-}
 
 /// The case, as a ReplicaSet does it: the replacement is created (here by the test, the bare
 /// testbed has no controller-manager) right after the eviction, within the same second, and turns

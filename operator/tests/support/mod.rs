@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod repair;
+
 use std::net::SocketAddr;
 
 use clap::Parser;

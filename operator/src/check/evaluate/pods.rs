@@ -1,9 +1,10 @@
-//! The pod lines: meshed pods attached (or redirected), sandboxes that never started because of
-//! linkerd-cni, the repairer's halts, and proxy uids inside their namespace's range.
+//! The pod lines: meshed pods attached (or redirected), pods without a sandbox because of
+//! linkerd-cni's attachment, the repairer's halts, and proxy uids inside their namespace's range.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, PodStatus};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use rules::attachment::{lacks_attachment, listed_nad_of_ours, uses_nad};
 use rules::decision::DecisionConfig;
@@ -12,23 +13,84 @@ use rules::sandbox;
 use rules::uid_range::UidRange;
 
 use super::{
-    is_owned, live_pods, nad_in, never_started, ns_annotations, ns_name, CheckSettings, Observed,
+    is_owned, live_pods, nad_in, ns_annotations, ns_name, without_sandbox, CheckSettings, Observed,
     RepairWaiting, Verdict,
 };
 use crate::check::uids;
 
-/// The product's own failed sandboxes: pods of enabled namespaces that never started because Multus
-/// refused their NAD, the NAD is missing, or linkerd-cni failed.
+/// Where a pod stands with the sandbox the kubelet last failed to create, as its containers tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxSince {
+    /// No container of the pod has ever run: it never started.
+    NeverStarted,
+    /// Its containers ran before the failure, none runs now and none has started or ended since:
+    /// its sandbox is gone (a node reboot, a killed sandbox) and it waits for a new one.
+    Waiting,
+    /// A container runs, or started or ended at or after the failure: a sandbox was created since,
+    /// so the failure is behind it.
+    Created,
+}
+
+impl SandboxSince {
+    /// Judged from the pod's container statuses (init ones too) and when the kubelet last reported
+    /// the failure (`None`: unknown, then a pod that has run counts as [`Self::Created`], as
+    /// before a time was compared). Times are the kubelet's own, with whole seconds: a container
+    /// that started in the failure's second counts as started after it; a real wait repeats the
+    /// failure, so the next Event is later.
+    pub fn of(status: Option<&PodStatus>, failed_at: Option<Timestamp>) -> Self {
+        let containers = status.into_iter().flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        });
+        let mut ran = false;
+        let mut last: Option<Timestamp> = None;
+        for c in containers {
+            let state = c.state.as_ref();
+            if state.is_some_and(|s| s.running.is_some()) {
+                return Self::Created;
+            }
+            let terminated = state
+                .and_then(|s| s.terminated.as_ref())
+                .into_iter()
+                .chain(c.last_state.as_ref().and_then(|s| s.terminated.as_ref()));
+            for t in terminated {
+                ran = true;
+                for at in [t.started_at.as_ref(), t.finished_at.as_ref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    last = last.max(Some(at.0));
+                }
+            }
+        }
+        match (ran, failed_at) {
+            (false, _) => Self::NeverStarted,
+            (true, None) => Self::Created,
+            (true, Some(failed)) if last.is_some_and(|l| l >= failed) => Self::Created,
+            (true, Some(_)) => Self::Waiting,
+        }
+    }
+}
+
+/// The product's own failed sandboxes: pods of enabled namespaces that never started, or that ran
+/// and now wait for a new sandbox, because Multus refused their NAD, the NAD is missing, or
+/// linkerd-cni failed.
 pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     const CHECK: &str = "sandboxes";
     let mut failing = Vec::new();
     let mut advice = Vec::new();
-    for (pod, failure) in never_started(seen) {
+    for (pod, failure) in without_sandbox(seen) {
         let Some(cause) = sandbox::cause(&failure.message, &s.decision.nad.name) else {
             continue;
         };
+        let how = match failure.since {
+            SandboxSince::Waiting => "ran before and waits for a new sandbox, which failed",
+            _ => "never started, its sandbox failed",
+        };
         failing.push(format!(
-            "{pod}: never started, its sandbox failed {} time(s): {}",
+            "{pod}: {how} {} time(s): {}",
             failure.count,
             sandbox::essence(&failure.message)
         ));
@@ -71,7 +133,9 @@ pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     let mut unpublished = false;
     match &seen.repair_halts {
         Some(Err(why)) => {
-            what.push(format!("cannot read the repair's halted owners ({state}): {why}"));
+            what.push(format!(
+                "cannot read the repair's halted owners ({state}): {why}"
+            ));
             hints.push(format!(
                 "the operator's service account needs get on {state} (the chart grants it with \
                  operator.repair.enabled)"
@@ -106,8 +170,9 @@ pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
                 } else {
                     format!("pod {}", o.evicted)
                 };
+                // Whole seconds: the operator's clock has nanoseconds nobody reads.
                 format!(
-                    "{}: halted at {}: {evicted} evicted at {} has no Ready replacement",
+                    "{}: halted at {:.0}: {evicted} evicted at {:.0} has no Ready replacement",
                     o.describe(),
                     o.halted_at,
                     o.evicted_at
@@ -224,8 +289,12 @@ pub(super) fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     for pod in live_pods(seen) {
         let namespace = pod.namespace.as_deref().unwrap_or_default();
         let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
-        if seen.sandbox_failures.get(&key).is_some_and(|f| !f.started) {
-            // Never ran: "restart it to move it" does not apply; the sandboxes line says what it is.
+        if seen
+            .sandbox_failures
+            .get(&key)
+            .is_some_and(|f| f.since != SandboxSince::Created)
+        {
+            // No sandbox: "restart it to move it" does not apply; the sandboxes line says what it is.
             continue;
         }
         let ns = namespaces.get(namespace).copied();

@@ -146,7 +146,7 @@ fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
         SandboxFailure {
             message: ISOLATION_EVENT.into(),
             count: 4,
-            started: false,
+            since: SandboxSince::NeverStarted,
         },
     );
     let all = evaluate(&seen, &settings());
@@ -173,11 +173,11 @@ fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
         verdict(&all, "pods")
     );
 
-    for (message, started) in [
-        (ISOLATION_EVENT, true),
+    for (message, since) in [
+        (ISOLATION_EVENT, SandboxSince::Created),
         (
             "failed (add): [app/new:macvlan]: plugin type=\"macvlan\" failed",
-            false,
+            SandboxSince::NeverStarted,
         ),
     ] {
         let mut seen = seen.clone();
@@ -186,16 +186,137 @@ fn a_pod_whose_sandbox_fails_over_our_nad_is_reported_as_never_started() {
             SandboxFailure {
                 message: message.into(),
                 count: 1,
-                started,
+                since,
             },
         );
         let all = evaluate(&seen, &settings());
-        assert!(verdict(&all, "sandboxes").ok, "{message} started={started}");
+        assert!(verdict(&all, "sandboxes").ok, "{message} {since:?}");
+    }
+}
+
+/// A pod that ran, lost its sandbox (a node reboot) and now waits because Multus refuses its NAD is
+/// listed as waiting, with Multus' message and the fix, and gets no "restart it" advice in the pods
+/// line (even where its attachment is not the one wanted today). If this breaks, `check` is green
+/// while the pods of a rebooted node stay ContainerCreating over linkerd-cni's NAD.
+#[test]
+fn a_pod_that_ran_and_waits_for_a_sandbox_multus_refuses_is_listed() {
+    let mut seen = healthy();
+    seen.pods.push(pod(
+        "app",
+        "rebooted",
+        &[("k8s.v1.cni.cncf.io/networks", "nad-home/linkerd-cni")],
+    ));
+    seen.sandbox_failures.insert(
+        "app/rebooted".into(),
+        SandboxFailure {
+            message: ISOLATION_EVENT.replace("app/new", "app/rebooted"),
+            count: 7,
+            since: SandboxSince::Waiting,
+        },
+    );
+    let all = evaluate(&seen, &settings());
+    let v = verdict(&all, "sandboxes");
+    assert!(!v.ok, "{v:?}");
+    assert_eq!(v.items.len(), 1, "{v:?}");
+    assert!(
+        v.items[0].starts_with(
+            "app/rebooted: ran before and waits for a new sandbox, which failed 7 time(s): \
+             [app/rebooted:linkerd-cni]"
+        ) && v.items[0].ends_with("refers to target namespace nad-home"),
+        "{v:?}"
+    );
+    assert!(
+        v.hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("globalNamespaces"),
+        "{v:?}"
+    );
+    let pods = verdict(&all, "pods");
+    assert!(
+        !pods.items.iter().any(|i| i.starts_with("app/rebooted")),
+        "{pods:?}"
+    );
+}
+
+/// Whether a pod has a sandbox since its latest failure, from its container statuses: each row is
+/// what the kubelet reports for a pod in that situation. If this breaks, `check` either drops pods
+/// that wait for their sandbox again (after a reboot) or lists pods whose failure is long behind
+/// them (a crash-looping container ran since).
+#[test]
+fn sandbox_since_reads_the_container_statuses() {
+    use k8s_openapi::api::core::v1::PodStatus;
+    let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
+    let status = |v: serde_json::Value| -> PodStatus { serde_json::from_value(v).unwrap() };
+    let time = |s: i64| at(s).to_string();
+    let failed = Some(at(100));
+    let cases = [
+        ("no status yet", None, failed, SandboxSince::NeverStarted),
+        (
+            "never ran: ContainerCreating",
+            Some(status(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ContainerCreating"}}}]}))),
+            failed,
+            SandboxSince::NeverStarted,
+        ),
+        (
+            "runs now",
+            Some(status(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "i", "imageID": "", "ready": true, "restartCount": 1,
+                 "state": {"running": {"startedAt": time(50)}}}]}))),
+            failed,
+            SandboxSince::Created,
+        ),
+        (
+            "ran before the node rebooted, waits since",
+            Some(status(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "i", "imageID": "", "ready": false, "restartCount": 1,
+                 "state": {"waiting": {"reason": "ContainerCreating"}},
+                 "lastState": {"terminated": {"exitCode": 255, "reason": "Unknown",
+                     "startedAt": time(0), "finishedAt": time(60)}}}]}))),
+            failed,
+            SandboxSince::Waiting,
+        ),
+        (
+            "crash-looping: a container ended after the failure",
+            Some(status(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "i", "imageID": "", "ready": false, "restartCount": 9,
+                 "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                 "lastState": {"terminated": {"exitCode": 1, "startedAt": time(140),
+                     "finishedAt": time(141)}}}]}))),
+            failed,
+            SandboxSince::Created,
+        ),
+        (
+            "an init container completed in the failure's second",
+            Some(status(serde_json::json!({"initContainerStatuses": [
+                {"name": "linkerd-network-validator", "image": "i", "imageID": "", "ready": false,
+                 "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                     "startedAt": time(100), "finishedAt": time(100)}}}]}))),
+            failed,
+            SandboxSince::Created,
+        ),
+        (
+            "ran, the failure's time unknown",
+            Some(status(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "i", "imageID": "", "ready": false, "restartCount": 1,
+                 "state": {"waiting": {"reason": "ContainerCreating"}},
+                 "lastState": {"terminated": {"exitCode": 255, "finishedAt": time(60)}}}]}))),
+            None,
+            SandboxSince::Created,
+        ),
+    ];
+    for (case, status, failed_at, want) in cases {
+        assert_eq!(SandboxSince::of(status.as_ref(), failed_at), want, "{case}");
     }
 }
 
 fn halted_owner(name: &str) -> crate::repair::state::HaltedOwner {
-    let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
+    let at = |s: i64| {
+        k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).unwrap()
+            + k8s_openapi::jiff::SignedDuration::from_millis(250)
+    };
     crate::repair::state::HaltedOwner {
         namespace: "app".into(),
         api_version: "apps/v1".into(),
@@ -221,7 +342,10 @@ fn halted_owners_come_from_the_published_state() {
     assert!(verdict(&evaluate(&seen, &s), "repair").ok, "repair off");
     seen.repair_halts = Some(Ok(None));
     let v = verdict(&evaluate(&seen, &s), "repair").clone();
-    assert!(v.ok && v.message.contains("ConfigMap ops/lease-repair"), "{v:?}");
+    assert!(
+        v.ok && v.message.contains("ConfigMap ops/lease-repair"),
+        "{v:?}"
+    );
 
     let mut published = Published {
         halt_all_at: 3,
@@ -230,7 +354,10 @@ fn halted_owners_come_from_the_published_state() {
     seen.repair_halts = Some(Ok(Some(published.clone())));
     let v = verdict(&evaluate(&seen, &s), "repair").clone();
     assert!(!v.ok);
-    assert!(v.message.starts_with("pod repair is halted for 2 owner(s)"), "{v:?}");
+    assert!(
+        v.message.starts_with("pod repair is halted for 2 owner(s)"),
+        "{v:?}"
+    );
     assert_eq!(
         v.items,
         [
@@ -245,7 +372,11 @@ fn halted_owners_come_from_the_published_state() {
     seen.repair_halts = Some(Ok(Some(published)));
     let v = verdict(&evaluate(&seen, &s), "repair").clone();
     assert!(!v.ok);
-    assert!(v.message.starts_with("all pod repair is halted: 3 owner(s)"), "{v:?}");
+    assert!(
+        v.message
+            .starts_with("all pod repair is halted: 3 owner(s)"),
+        "{v:?}"
+    );
     assert_eq!(v.items.len(), 3);
     let hint = v.hint.as_deref().unwrap_or_default();
     assert!(
