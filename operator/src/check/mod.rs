@@ -13,7 +13,7 @@ mod uids;
 
 pub use aux_chain::{AuxChainSeen, InstallerPod};
 pub use evaluate::{
-    evaluate, pod_problem, CheckSettings, Observed, RepairWaiting, SandboxFailure,
+    evaluate, pod_problem, CheckSettings, Observed, RepairWaiting, SandboxFailure, SandboxSince,
     Verdict, WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
@@ -441,7 +441,7 @@ async fn events(client: &Client, fields: &str) -> Result<Vec<Event>, CheckError>
 }
 
 /// The kubelet's latest `FailedCreatePodSandBox` Event of each pod in `namespaces` that still exists,
-/// with whether any of its containers has run since. One cluster-wide Event list; then one list per
+/// with whether a sandbox was created since ([`SandboxSince::of`]). One cluster-wide Event list; then one list per
 /// failing pod (by name: `list` is the permission the operator already has on pods).
 async fn sandbox_failures(
     client: &Client,
@@ -486,36 +486,17 @@ async fn sandbox_failures(
         else {
             continue;
         };
+        let since = SandboxSince::of(pod.status.as_ref(), event_time(&event));
         failures.insert(
             format!("{ns}/{name}"),
             SandboxFailure {
                 message: event.message.unwrap_or_default(),
                 count: event.count.unwrap_or(1),
-                started: has_run(&pod),
+                since,
             },
         );
     }
     Ok(failures)
-}
-
-/// A container (init or not) of the pod is running or has run: its sandbox was created.
-fn has_run(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .any(|c| {
-            c.state
-                .as_ref()
-                .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
-                || c.last_state
-                    .as_ref()
-                    .is_some_and(|s| s.terminated.is_some())
-        })
 }
 
 /// The ClusterIP the API server dials for a service reference (None for a URL target). Without

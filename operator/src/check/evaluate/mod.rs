@@ -26,7 +26,7 @@ mod webhooks;
 
 use self::multus::{node_multus_verdict, shared_nad_verdict};
 use self::nads::{crd_verdict, foreign_verdict, left_nads_verdict, nads_verdict};
-pub use self::pods::pod_problem;
+pub use self::pods::{pod_problem, SandboxSince};
 use self::pods::{pods_verdict, repair_verdict, sandboxes_verdict, uids_verdict};
 use self::webhooks::{webhook_order_verdict, webhook_verdict};
 pub use self::webhooks::{WebhookConfiguration, WebhookProbe};
@@ -165,8 +165,8 @@ pub struct SandboxFailure {
     pub message: String,
     /// How many times the kubelet reported it.
     pub count: i32,
-    /// A container of the pod has run since: the failure is behind it.
-    pub started: bool,
+    /// Whether a sandbox was created since, as the pod's containers tell ([`SandboxSince::of`]).
+    pub since: SandboxSince,
 }
 
 /// The flags the verdicts depend on.
@@ -282,9 +282,12 @@ fn attach_verdict(s: &CheckSettings) -> Verdict {
     )
 }
 
-/// Pods whose sandbox failed and none of whose containers has run.
-fn never_started(seen: &Observed) -> impl Iterator<Item = (&String, &SandboxFailure)> {
-    seen.sandbox_failures.iter().filter(|(_, f)| !f.started)
+/// Pods whose sandbox failed and that have none since: they never started, or they ran and wait for
+/// a new one.
+fn without_sandbox(seen: &Observed) -> impl Iterator<Item = (&String, &SandboxFailure)> {
+    seen.sandbox_failures
+        .iter()
+        .filter(|(_, f)| f.since != SandboxSince::Created)
 }
 
 /// The pods not being deleted: a terminating pod is already on its way out, so "restart it" or "recreate
