@@ -34,8 +34,10 @@ pub struct RepairArgs {
     pub repair_cooldown: Duration,
 
     /// How long the replacement of an evicted pod may take to become Ready: past it, the owner's pods
-    /// are not evicted again until one is (Event PodRepairHalted), and with 3 owners halted all repair
-    /// stops. E.g. 2m, 90s (a bare number is seconds).
+    /// are not evicted again until one is, or the owner is deleted or scaled to zero (Events
+    /// PodRepairHalted, PodRepairResumed, PodRepairReleased), and with 3 owners halted all repair
+    /// stops. The halted owners are kept in ConfigMap <--lease-name>-repair in --namespace. E.g. 2m,
+    /// 90s (a bare number is seconds).
     #[arg(long, global = true, env = "REPAIR_DEADLINE", value_name = "DURATION",
           default_value = DEFAULT_DEADLINE, value_parser = vocab::duration::flag)]
     pub repair_deadline: Duration,
