@@ -6,6 +6,7 @@
 //! `.conf`/`.json` cannot hold a chain, so it is turned into a list the way libcni itself would read it
 //! (`name` and `cniVersion` lifted to the top, the original object kept whole as the first plugin).
 
+use crate::ownership;
 use serde_json::{Map, Value};
 use vocab::PLUGIN_TYPE;
 
@@ -118,8 +119,9 @@ pub fn append(existing: &[u8], kind: ConfigKind, entry: &Value) -> Result<Outcom
     }
 }
 
-/// Takes every linkerd-cni entry out of a `.conflist`. Single-plugin files never hold one of ours, so
-/// they are always [`Outcome::Unchanged`].
+/// Takes every linkerd-cni entry this installer appended (marked: [`ownership::is_our_entry`]) out of
+/// a `.conflist`; another's linkerd-cni entry stays ([`foreign_entries`] counts them). Single-plugin
+/// files never hold one of ours, so they are always [`Outcome::Unchanged`].
 pub fn remove(existing: &[u8], kind: ConfigKind) -> Result<Outcome, ChainError> {
     let mut root = parse_object(existing)?;
     if kind == ConfigKind::Single {
@@ -127,7 +129,7 @@ pub fn remove(existing: &[u8], kind: ConfigKind) -> Result<Outcome, ChainError> 
     }
     let plugins = plugins_mut(&mut root)?;
     let before = plugins.len();
-    plugins.retain(|p| !is_ours(p));
+    plugins.retain(|p| !ownership::is_our_entry(p));
     if plugins.len() == before {
         return Ok(Outcome::Unchanged);
     }
@@ -140,6 +142,20 @@ pub fn contains_ours(existing: &[u8]) -> bool {
         .ok()
         .and_then(|v| v.get("plugins").and_then(Value::as_array).cloned())
         .is_some_and(|plugins| plugins.iter().any(is_ours))
+}
+
+/// How many linkerd-cni entries of `existing` (a `.conflist`) this installer did not append: an
+/// uninstall leaves them. Unparseable files hold none.
+pub fn foreign_entries(existing: &[u8]) -> usize {
+    serde_json::from_slice::<Value>(existing)
+        .ok()
+        .and_then(|v| v.get("plugins").and_then(Value::as_array).cloned())
+        .map_or(0, |plugins| {
+            plugins
+                .iter()
+                .filter(|p| is_ours(p) && !ownership::is_our_entry(p))
+                .count()
+        })
 }
 
 fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ChainError> {
@@ -189,6 +205,10 @@ mod tests {
             .iter()
             .map(|p| p["type"].as_str().unwrap_or("?").to_string())
             .collect()
+    }
+
+    fn json(bytes: &[u8]) -> Value {
+        serde_json::from_slice(bytes).expect("json")
     }
 
     fn bytes(v: Value) -> Vec<u8> {
@@ -363,16 +383,25 @@ mod tests {
         }
     }
 
+    /// Every entry this installer appended goes, another's linkerd-cni entry (no mark: Linkerd's
+    /// own installer's) stays. Would break: an uninstall taking Linkerd's entry out.
     #[test]
     fn remove_takes_out_every_entry_and_only_ours() {
-        let existing =
-            bytes(json!({"name": "k8s", "plugins": [entry(), {"type": "calico"}, entry()]}));
+        let marked = ownership::mark_entry(entry());
+        let existing = bytes(json!({"name": "k8s", "plugins": [
+            marked, {"type": "calico"}, entry(), ownership::mark_entry(entry())
+        ]}));
         let Ok(Outcome::Rewritten(out)) = remove(&existing, ConfigKind::List) else {
             panic!("expected a rewrite");
         };
-        assert_eq!(types(&out), vec!["calico"]);
-        assert!(!contains_ours(&out));
-        assert!(contains_ours(&existing));
+        assert_eq!(types(&out), vec!["calico", "linkerd-cni"]);
+        assert_eq!(
+            json(&out)["plugins"][1],
+            entry(),
+            "the unmarked one, as it was"
+        );
+        assert_eq!(foreign_entries(&out), 1);
+        assert_eq!(foreign_entries(&existing), 1);
         assert_eq!(remove(&out, ConfigKind::List), Ok(Outcome::Unchanged));
         assert_eq!(
             remove(b"{\"type\": \"bridge\"}", ConfigKind::Single),

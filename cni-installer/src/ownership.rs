@@ -11,7 +11,9 @@
 //! - linkerd-cni's file in Multus' auxiliary chain: linkerd-cni's config marked
 //!   `linkerd.aux-chain: true` ([`aux_chain::mark`]; nothing else writes that key);
 //! - the plugin binary (`--uninstall-binary`): the very bytes this installer installs
-//!   (`--plugin-binary`), as each pass makes it.
+//!   (`--plugin-binary`), as each pass makes it;
+//! - its entry in a network config (`--chain-mode append`): [`ENTRY_MARK_KEY`] in the entry
+//!   ([`mark_entry`]); Linkerd's own installer appends an entry of the same `type`.
 //!
 //! A file without the mark stays, and the uninstall says why.
 
@@ -24,6 +26,27 @@ pub enum Owner {
     Ours,
     /// Someone else's, or nobody can tell: it stays. Why it is not judged ours.
     Foreign(String),
+}
+
+/// Key of the mark this installer puts into each plugin entry it appends to a network config, with
+/// [`ENTRY_MARK_VALUE`]. A top-level key of the entry: the plugin ignores keys it does not know.
+pub const ENTRY_MARK_KEY: &str = "linkerd-multus.io/installed-by";
+pub const ENTRY_MARK_VALUE: &str = "linkerd-cni-install";
+
+/// The plugin entry as `append` mode writes it: marked as this installer's.
+pub fn mark_entry(mut entry: Value) -> Value {
+    if let Some(obj) = entry.as_object_mut() {
+        obj.insert(ENTRY_MARK_KEY.into(), ENTRY_MARK_VALUE.into());
+    }
+    entry
+}
+
+/// Whether a plugin entry of a network config is one this installer appended: linkerd-cni's, with
+/// the mark. An entry of that type without it (Linkerd's own installer's, or one written by hand)
+/// is someone else's.
+pub fn is_our_entry(plugin: &Value) -> bool {
+    plugin.get("type").and_then(Value::as_str) == Some(vocab::PLUGIN_TYPE)
+        && plugin.get(ENTRY_MARK_KEY).and_then(Value::as_str) == Some(ENTRY_MARK_VALUE)
 }
 
 /// The plugin's kubeconfig: ours when its first line is [`kubeconfig::MARK`].
@@ -163,6 +186,23 @@ mod tests {
             );
         }
         assert!(foreign(chain_file(b"{bad")).contains("not JSON"));
+    }
+
+    /// Only a marked linkerd-cni entry is ours. Would break: an uninstall taking Linkerd's own
+    /// entry out of a network config.
+    #[test]
+    fn entries() {
+        let ours = mark_entry(json!({"type": "linkerd-cni", "log_level": "info"}));
+        assert_eq!(ours[ENTRY_MARK_KEY], ENTRY_MARK_VALUE);
+        assert!(is_our_entry(&ours));
+        for other in [
+            json!({"type": "linkerd-cni", "log_level": "info"}),
+            json!({"type": "linkerd-cni", ENTRY_MARK_KEY: "someone"}),
+            mark_entry(json!({"type": "calico"})),
+        ] {
+            assert!(!is_our_entry(&other), "{other}");
+        }
+        assert_eq!(mark_entry(json!(3)), json!(3), "not an object: left alone");
     }
 
     /// The binary is ours only while it is byte for byte what this installer installs.

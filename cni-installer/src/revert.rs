@@ -64,8 +64,7 @@ mod tests {
     use super::*;
 
     const ORIGINAL: &[u8] = b"{ \"name\": \"k8s\",\n  \"plugins\": [ {\"type\": \"flannel\"} ] }";
-    const WRITTEN: &[u8] =
-        b"{\"name\":\"k8s\",\"plugins\":[{\"type\":\"flannel\"},{\"type\":\"linkerd-cni\"}]}";
+    const WRITTEN: &[u8] = br#"{"name":"k8s","plugins":[{"type":"flannel"},{"type":"linkerd-cni","linkerd-multus.io/installed-by":"linkerd-cni-install"}]}"#;
 
     fn applied(original_name: &str) -> Applied {
         Applied {
@@ -101,8 +100,7 @@ mod tests {
 
     #[test]
     fn file_changed_by_someone_else_only_loses_our_entry() {
-        let theirs =
-            br#"{"name":"k8s","plugins":[{"type":"flannel","mtu":1400},{"type":"linkerd-cni"}]}"#;
+        let theirs = br#"{"name":"k8s","plugins":[{"type":"flannel","mtu":1400},{"type":"linkerd-cni","linkerd-multus.io/installed-by":"linkerd-cni-install"}]}"#;
         let Ok(Revert::Strip { path, bytes }) = plan(&applied("/n/10-x.conflist"), Some(theirs))
         else {
             panic!("expected a strip");

@@ -129,3 +129,40 @@ fn an_earlier_versions_kubeconfig_goes_with_the_uninstall() {
     );
     assert_eq!(node.names(), vec!["00-multus.conf"]);
 }
+
+/// In append mode the uninstall takes out the entry this installer appended (marked) and leaves a
+/// linkerd-cni entry another installer appended to another network config (Linkerd's own, no mark),
+/// saying so. Would break: the uninstall's sweep of every `.conflist` taking Linkerd's entry out.
+#[test]
+fn append_uninstall_leaves_another_installers_entry() {
+    let node = Node::with(&["10-flannel.conflist"]);
+    let theirs = json!({
+        "cniVersion": "0.3.1", "name": "k8s-pod-network",
+        "plugins": [{"type": "calico"}, {"type": "linkerd-cni", "log_level": "info"}],
+    })
+    .to_string();
+    let other = node.net.join("20-calico.conflist");
+    fs::write(&other, &theirs).expect("another config");
+    node.once_ok(&[]);
+    let entry = &json(&node.read("10-flannel.conflist"))["plugins"][2];
+    assert_eq!(entry["type"], "linkerd-cni");
+    assert_eq!(
+        entry["linkerd-multus.io/installed-by"], "linkerd-cni-install",
+        "the appended entry is marked"
+    );
+
+    let (out, said) = uninstall(&node, &[]);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(
+        plugin_types(&node.read("10-flannel.conflist")),
+        vec!["flannel", "portmap"]
+    );
+    assert_eq!(fs::read_to_string(&other).expect("kept"), theirs);
+    assert!(
+        said.contains(&format!(
+            "kept 1 linkerd-cni entry in {}: without this installer's mark",
+            other.display()
+        )),
+        "{said}"
+    );
+}

@@ -8,6 +8,7 @@ use crate::args::Settings;
 use crate::chain::{self, ConfigKind, Outcome};
 use crate::error::InstallError;
 use crate::files::{self, CONFIG_MODE};
+use crate::ownership;
 use crate::primary;
 use crate::revert::{self, Applied, Revert};
 use std::fs;
@@ -44,7 +45,7 @@ impl Mode for Append {
     fn log_kept(&self, _s: &Settings) {}
 
     fn remove(&mut self, s: &Settings, report: &mut Report) -> bool {
-        if let Err(e) = self.unchain(s, &mut report.changes) {
+        if let Err(e) = self.unchain(s, &mut report.changes, &mut report.warnings) {
             report.errors.push(e);
         }
         true
@@ -90,7 +91,8 @@ impl Append {
                 return Err(InstallError::MultusPrimary { path, found });
             }
         }
-        let entry = super::entry(s)?;
+        // Marked as this installer's: the uninstall takes out only marked entries.
+        let entry = ownership::mark_entry(super::entry(s)?);
         let outcome =
             chain::append(&current, kind, &entry).map_err(|source| InstallError::Unparseable {
                 path: path.clone(),
@@ -168,7 +170,13 @@ impl Append {
             .and_then(|a| a.original.clone())
     }
 
-    fn unchain(&mut self, s: &Settings, changes: &mut Vec<String>) -> Result<(), InstallError> {
+    /// Takes this installer's entries out; another's linkerd-cni entry stays, said in `kept`.
+    fn unchain(
+        &mut self,
+        s: &Settings,
+        changes: &mut Vec<String>,
+        kept: &mut Vec<String>,
+    ) -> Result<(), InstallError> {
         if let Some(applied) = self.applied.take() {
             self.revert_applied(&applied, "uninstalling", changes)?;
         }
@@ -188,6 +196,18 @@ impl Append {
             };
             if let Ok(plan) = revert::strip(path.clone(), &current) {
                 self.execute(plan, "uninstalling; entry left by an earlier run", changes)?;
+            }
+            let foreign = chain::foreign_entries(&current);
+            if foreign > 0 {
+                kept.push(format!(
+                    "kept {foreign} linkerd-cni entr{} in {}: without this installer's mark \
+                     \"{}\", so another installer (Linkerd's own appends one) wrote {}; an \
+                     uninstall removes only what this installer wrote",
+                    if foreign == 1 { "y" } else { "ies" },
+                    path.display(),
+                    ownership::ENTRY_MARK_KEY,
+                    if foreign == 1 { "it" } else { "them" },
+                ));
             }
         }
         Ok(())
