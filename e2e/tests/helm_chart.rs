@@ -382,7 +382,8 @@ fn operator_deployment_is_hardened() {
 }
 
 /// Pod repair is off by default; only `operator.repair.enabled` renders its RBAC (pods get/list/watch,
-/// pods/eviction create) and its flags, which follow the values.
+/// pods/eviction create, get on the owners it evicts from, its halts' ConfigMap by name) and its
+/// flags, which follow the values.
 #[test]
 #[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
 fn repair_rbac_and_flags_only_when_enabled() {
@@ -430,6 +431,52 @@ fn repair_rbac_and_flags_only_when_enabled() {
             .any(|(r, v)| r == "pods" && v.to_string().contains("delete")),
         "{rules:?}"
     );
+    // The repairer's other reads and its one write besides evictions: get on the owners it halts
+    // (released once gone), and its published halts, a ConfigMap of the release namespace by name.
+    let rule_of = |extra: &[&str], resource: &str| -> Vec<(String, Value, Value)> {
+        let docs = parse_docs(&helm_template(RELEASE, NAMESPACE, extra));
+        let mut found = Vec::new();
+        for role in docs.iter().filter(|d| kind(d).ends_with("Role")) {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                let about = rule["resources"].as_array();
+                if about.is_some_and(|r| r.iter().any(|r| r == resource)) {
+                    let (names, verbs) = (rule["resourceNames"].clone(), rule["verbs"].clone());
+                    found.push((kind(role).to_string(), names, verbs));
+                }
+            }
+        }
+        found
+    };
+    let state = format!("{}-repair", vocab::DEFAULT_LEASE_NAME);
+    assert!(
+        rule_of(&on, "configmaps").contains(&(
+            "Role".into(),
+            serde_json::json!([state]),
+            serde_json::json!(["get", "create", "patch"])
+        )),
+        "{:?}",
+        rule_of(&on, "configmaps")
+    );
+    assert!(!rule_of(&[], "configmaps")
+        .iter()
+        .any(|(_, names, _)| names == &serde_json::json!([state])));
+    for owner in [
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "replicationcontrollers",
+    ] {
+        assert_eq!(
+            rule_of(&on, owner),
+            vec![(
+                "ClusterRole".into(),
+                Value::Null,
+                serde_json::json!(["get"])
+            )],
+            "{owner}"
+        );
+        assert!(rule_of(&[], owner).is_empty(), "{owner} with repair off");
+    }
     let env = operator_env(&parse_docs(&helm_template(RELEASE, NAMESPACE, &on)));
     assert_eq!(env["REPAIR_UNATTACHED_PODS"], "true");
     assert_eq!(env["REPAIR_MAX_PER_MINUTE"], "2");
