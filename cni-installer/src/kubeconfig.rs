@@ -18,6 +18,21 @@ const CONTEXT: &str = "linkerd-cni-context";
 pub const MARK: &str =
     "# Kubeconfig of the linkerd-cni plugin, written by linkerd-cni-install. Do not edit.";
 
+/// Names `path` (the installer's kubeconfig as the node sees it) in a plugin entry's
+/// `kubernetes.kubeconfig`, whatever the template said, as the operator does in each NAD: the plugin
+/// must read the kubeconfig this installer writes and renews. Without it the plugin would fall back to
+/// [`vocab::DEFAULT_CNI_KUBECONFIG`], Linkerd's own installer's file, not this installer's. A
+/// `kubernetes` value that is not an object is left for the plugin to report.
+pub fn name_in(entry: &mut serde_json::Value, path: &str) {
+    let Some(obj) = entry.as_object_mut() else {
+        return;
+    };
+    let kubernetes = obj.entry("kubernetes").or_insert_with(|| json!({}));
+    if let Some(kubernetes) = kubernetes.as_object_mut() {
+        kubernetes.insert("kubeconfig".into(), path.into());
+    }
+}
+
 /// `https://HOST:PORT` of the apiserver's in-cluster service.
 pub fn server_url(host: &str, port: &str) -> String {
     format!("https://{}:{port}", vocab::url_host(host))
@@ -102,6 +117,30 @@ mod tests {
             Some("tok.en-123"),
             "trimmed"
         );
+    }
+
+    /// Every entry names the installer's kubeconfig: a template without the key, with another path,
+    /// or with other `kubernetes` keys (kept). Would break: a custom template leaving the plugin on
+    /// Linkerd's default kubeconfig, which this installer neither writes nor renews.
+    #[test]
+    fn entries_name_the_installers_kubeconfig() {
+        let ours = "/etc/cni/net.d/ZZZ-linkerd-multus-kubeconfig";
+        let cases = [
+            (json!({"type": "linkerd-cni"}), json!({"kubeconfig": ours})),
+            (
+                json!({"type": "linkerd-cni", "kubernetes": {"kubeconfig": "/etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig"}}),
+                json!({"kubeconfig": ours}),
+            ),
+            (
+                json!({"type": "linkerd-cni", "kubernetes": {"k8s_api_root": "x"}}),
+                json!({"kubeconfig": ours, "k8s_api_root": "x"}),
+            ),
+            (json!({"type": "linkerd-cni", "kubernetes": 3}), json!(3)),
+        ];
+        for (mut entry, want) in cases {
+            name_in(&mut entry, ours);
+            assert_eq!(entry["kubernetes"], want);
+        }
     }
 
     /// A token made of YAML-special characters stays one string.

@@ -363,7 +363,8 @@ fn entry(s: &Settings) -> Result<serde_json::Value, InstallError> {
         service_host: host,
         service_port: port,
     };
-    let entry = cni_template::render(&text, &values, s.log_level_override.as_deref())?;
+    let mut entry = cni_template::render(&text, &values, s.log_level_override.as_deref())?;
+    kubeconfig::name_in(&mut entry, &s.kubeconfig_node_path);
     let leftover = cni_template::placeholders(&entry.to_string())
         .into_iter()
         .map(str::to_string)
