@@ -9,7 +9,7 @@
 //! - the plugin's kubeconfig: its first line, [`kubeconfig::MARK`] (every version of this installer
 //!   wrote it; Linkerd's installer writes the same cluster, user and context names under its own);
 //! - linkerd-cni's file in Multus' auxiliary chain: linkerd-cni's config marked
-//!   `linkerd.aux-chain: true` ([`aux_chain::mark`]; nothing else writes that key);
+//!   `linkerd.aux-chain: true` ([`crate::aux_chain::mark`]; nothing else writes that key);
 //! - the plugin binary (`--uninstall-binary`): the very bytes this installer installs
 //!   (`--plugin-binary`), as each pass makes it;
 //! - its entry in a network config (`--chain-mode append`): [`ENTRY_MARK_KEY`] in the entry
