@@ -136,3 +136,55 @@ async fn three_halted_owners_gone_release_all_repair() {
     );
     op.stop().await;
 }
+
+/// The first start after an upgrade from a version that published no state: the halts come back
+/// from the `PodRepairHalted` Events (as before), and the new leader publishes them. Operator A
+/// evicts one pod of the owner (`--repair-max-per-minute 1` keeps the other) and halts it; its
+/// ConfigMap is deleted; operator B keeps the owner halted (the other pod stays) and writes it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn without_a_published_state_halts_come_back_from_events() {
+    let h = Harness::new("rp-upgrade").await;
+    let ns = h.namespace("rp-upgrade", Some(vocab::MULTUS_ENABLED)).await;
+    let c = &h.client;
+    let rs = replica_set(c, &ns.name, "stuck").await;
+    let one = meshed_pod(c, &ns.name, "stuck-1", Some(&rs)).await;
+    let two = meshed_pod(c, &ns.name, "stuck-2", Some(&rs)).await;
+    let flags = [
+        "--repair-unattached-pods",
+        "--repair-max-per-minute=1",
+        "--repair-deadline=2s",
+    ];
+    let a = h.start_operator(&flags).await;
+    a.wait_metric(HALTED_OWNERS, 1.0).await;
+    a.stop().await;
+    let left = if uid_of(c, &ns.name, "stuck-1").await.as_ref() == Some(&one) {
+        ("stuck-1", one)
+    } else {
+        ("stuck-2", two)
+    };
+    let configmaps = Api::<ConfigMap>::namespaced(c.clone(), &h.cni_ns.name);
+    let state = format!("{}-repair", vocab::DEFAULT_LEASE_NAME);
+    configmaps
+        .delete(&state, &DeleteParams::default())
+        .await
+        .expect("delete the published state");
+
+    let b = h.start_operator(&flags).await;
+    b.wait_metric(HALTED_OWNERS, 1.0).await;
+    tokio::time::sleep(A_SCAN).await;
+    assert_eq!(
+        uid_of(c, &ns.name, left.0).await,
+        Some(left.1),
+        "B evicted a pod of an owner A had halted"
+    );
+    assert_eq!(b.metric(EVICTED).await, 0.0);
+    let published = eventually("B publishes the restored halt", || async {
+        let cm = configmaps.get_opt(&state).await.ok()??;
+        let halted = cm.data?.get("halted")?.clone();
+        halted.contains("\"stuck\"").then_some(halted)
+    })
+    .await;
+    eprintln!("published by B: {published}");
+    b.stop().await;
+}
