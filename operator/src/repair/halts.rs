@@ -85,8 +85,8 @@ impl Repairer {
                     tracing::warn!(
                         error = %e,
                         "cannot read the repair Events back: owners halted before this replica led \
-                         are not known to be halted (pods/eviction repair goes on; `check` still \
-                         lists them)"
+                         are not known to be halted (repair goes on; at most one more pod of each \
+                         is evicted before it halts again)"
                     );
                     return Vec::new();
                 }
