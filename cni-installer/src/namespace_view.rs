@@ -373,12 +373,13 @@ mod tests {
     #[test]
     fn the_set_follows_the_watch() {
         let mut t = Tracker::new("linkerd");
-        let steps: Vec<(
-            &str,
+        type Step<'a> = (
+            &'a str,
             Event<PartialObjectMeta<Namespace>>,
             bool,
-            Option<&[&str]>,
-        )> = vec![
+            Option<&'a [&'a str]>,
+        );
+        let steps: Vec<Step> = vec![
             ("list starts", Event::Init, false, None),
             (
                 "listed, enabled",
