@@ -21,16 +21,19 @@ fn plural(kind: &str) -> Option<&'static str> {
     })
 }
 
-/// The owner's resource, from its reference (None for a kind repair never evicts from).
+/// The owner's resource, from its reference (None for a kind repair never evicts from). Always
+/// version v1 (served for these four kinds since Kubernetes 1.16): an ownerReference written under
+/// an older version (`apps/v1beta2`) names one the server may no longer serve, and its 404 would read
+/// as "deleted".
 pub fn resource(owner: &ObjectReference) -> Option<ApiResource> {
     let kind = owner.kind.as_deref()?;
-    let (group, version) = owner
+    let group = owner
         .api_version
         .as_deref()?
         .rsplit_once('/')
-        .unwrap_or(("", owner.api_version.as_deref()?));
+        .map_or("", |(group, _)| group);
     Some(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, kind),
+        &GroupVersionKind::gvk(group, "v1", kind),
         plural(kind)?,
     ))
 }
@@ -98,6 +101,12 @@ mod tests {
                 "v1",
                 "ReplicationController",
                 "/api/v1/namespaces/ns/replicationcontrollers",
+            ),
+            // Written under a version the server may no longer serve: asked for in v1.
+            (
+                "apps/v1beta2",
+                "ReplicaSet",
+                "/apis/apps/v1/namespaces/ns/replicasets",
             ),
         ] {
             let r = resource(&owner(api_version, kind)).expect(kind);
