@@ -9,9 +9,11 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::Api;
+use linkerd_multus_e2e::cni::{exec_plugin_logged, Network, Runtime};
+use linkerd_multus_e2e::multus::aux_chain;
 use linkerd_multus_e2e::{client, eventually_within, TestNamespace};
 use rules::namespace_view::View;
 use serde_json::json;
@@ -21,6 +23,8 @@ use vocab::{AUX_CHAIN_FILE_NAME, DEFAULT_AUX_CHAIN_NAME, NAMESPACE_VIEW_FILE_NAM
 const AUX: &[&str] = &["--chain-mode", "none", "--attach", "aux-chain"];
 /// A watch event reaches the file well within this; a hang, not a timing assertion.
 const FOLLOW: Duration = Duration::from_secs(20);
+/// The plugin's debug line for a pod passed through by the view.
+const PASSED_BY_VIEW: &str = "passing through without asking the apiserver";
 
 /// A node whose Multus runs the default chain, its cluster network in the net dir.
 fn multus_node() -> Node {
@@ -33,6 +37,12 @@ fn multus_node() -> Node {
     });
     fs::write(node.net.join("00-multus.conf"), conf.to_string()).expect("multus conf");
     node
+}
+
+fn chain_file(node: &Node) -> PathBuf {
+    node.net
+        .join(DEFAULT_AUX_CHAIN_NAME)
+        .join(AUX_CHAIN_FILE_NAME)
 }
 
 fn view_file(node: &Node) -> PathBuf {
@@ -112,7 +122,14 @@ async fn the_view_follows_the_namespaces_annotation() {
     let running = node.spawn(
         &[
             AUX,
-            &["--resync", "1h", "--linkerd-namespace", &control.name],
+            &[
+                "--resync",
+                "1h",
+                "--cni-log-level",
+                "debug",
+                "--linkerd-namespace",
+                &control.name,
+            ],
         ]
         .concat(),
     );
@@ -164,6 +181,50 @@ async fn the_view_follows_the_namespaces_annotation() {
     .await;
     annotate(Some(vocab::MULTUS_ENABLED)).await;
     eventually_within("and back", FOLLOW, || has(app.name.clone(), true)).await;
+    // What the installer wrote is what the real plugin reads: the chain file as Multus runs it, for
+    // a pod of the enabled namespace (looked up: the bare pod is skipped) and of one outside the
+    // view (passed through before any request).
+    let plain = TestNamespace::create(&client, "view-plain").await;
+    for (ns, name) in [(&app.name, "bare"), (&plain.name, "bare")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"automountServiceAccountToken": false, "containers": [{"name": "app", "image": "a"}]}
+        }))
+        .expect("pod");
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&Default::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    let entry = json(&fs::read(chain_file(&node)).expect("chain file"));
+    let chain = aux_chain::Chain {
+        name: DEFAULT_AUX_CHAIN_NAME.into(),
+        cni_version: "1.0.0".into(),
+        plugins: vec![aux_chain::passthru_entry(), entry.clone()],
+        files: vec![],
+    };
+    let prev = json!({"cniVersion": "1.0.0", "dns": {}});
+    let config = Network::new(chain.conflist(), vec![]).plugin_config(&entry, Some(&prev));
+    let plugin = linkerd_multus_e2e::binary(vocab::PLUGIN_TYPE);
+    let dirs = [plugin.parent().expect("bin dir").to_path_buf()];
+    let add = |ns: &str| {
+        let rt = Runtime::new(std::path::Path::new("/run/netns/linkerd-cni-view-absent"))
+            .with_pod(ns, "bare");
+        let (out, stderr) = exec_plugin_logged(&dirs, "ADD", &config, &rt);
+        let out = out.unwrap_or_else(|f| panic!("{ns}: ADD failed: {f:?}"));
+        assert_eq!(out, Some(prev.clone()), "{ns}: the prevResult, unchanged");
+        stderr
+    };
+    let enabled = add(&app.name);
+    assert!(
+        enabled.contains("skipping: the pod has no linkerd-proxy container"),
+        "{enabled}"
+    );
+    assert!(!enabled.contains(PASSED_BY_VIEW), "{enabled}");
+    let outside = add(&plain.name);
+    assert!(outside.contains(PASSED_BY_VIEW), "{outside}");
+    assert!(!outside.contains("skipping"), "no lookup: {outside}");
+
     let log = running.log();
     assert!(log.contains("enabled namespace(s)"), "{log}");
     let (_, log) = running.terminate();
