@@ -133,6 +133,22 @@ pub fn decide(
         // 3'. Multus' auxiliary chain runs linkerd-cni for every pod of the node: the networks
         // annotation is neither added nor edited (an entry of ours would run linkerd-cni twice).
         attached = true;
+        // There linkerd-cni redirects only the pods of enabled namespaces (each node's view of them,
+        // `namespace_view`): a pod opting in by its own annotation elsewhere is told so. Not when
+        // the namespace could not be read (its annotation unknown).
+        let namespace_enabled = namespace == cfg.nad.linkerd_namespace
+            || ns.get(vocab::MULTUS_ANNOTATION).map(String::as_str) == Some(vocab::MULTUS_ENABLED);
+        if !control_plane && ns_annotations.is_some() && !namespace_enabled {
+            warnings.push(format!(
+                "linkerd-multus: the pod opts in by its own {m} annotation, but namespace \
+                 {namespace} is not enabled: with --attach aux-chain linkerd-cni redirects only the \
+                 pods of enabled namespaces, so a meshed pod here gets no rules and its {v} stops \
+                 it; annotate the namespace {m}={e}",
+                m = vocab::MULTUS_ANNOTATION,
+                v = vocab::VALIDATOR_CONTAINER,
+                e = vocab::MULTUS_ENABLED,
+            ));
+        }
     } else if selected {
         // 3. The networks annotation, never rewritten when it cannot be read.
         let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);

@@ -548,15 +548,38 @@ fn in_aux_chain_mode(case: &Case) -> Option<Case> {
         (_, true) => Outcome::Unchanged,
         (_, false) => Outcome::Attached,
     };
+    // A selected pod of a known namespace that is not enabled opted in by its own annotation: told
+    // that aux-chain mode redirects only the pods of enabled namespaces.
+    let enabled = |v: Option<&Value>| v.and_then(Value::as_str) == Some("enabled");
+    let mut warnings = case.warnings.clone();
+    if case.outcome != Outcome::Skipped
+        && case.namespace != "linkerd"
+        && enabled(case.pod["metadata"]["annotations"].get(M))
+        && case
+            .ns
+            .as_ref()
+            .is_some_and(|ns| ns.get(M).map(String::as_str) != Some("enabled"))
+    {
+        warnings.insert(0, w_own_opt_in(case.namespace));
+    }
     Some(Case {
         name: case.name,
         namespace: case.namespace,
         pod: case.pod.clone(),
         ns: case.ns.clone(),
         patch,
-        warnings: case.warnings.clone(),
+        warnings,
         outcome,
     })
+}
+
+fn w_own_opt_in(namespace: &str) -> &'static str {
+    leak(format!(
+        "linkerd-multus: the pod opts in by its own linkerd.io/multus annotation, but namespace \
+         {namespace} is not enabled: with --attach aux-chain linkerd-cni redirects only the pods of \
+         enabled namespaces, so a meshed pod here gets no rules and its linkerd-network-validator \
+         stops it; annotate the namespace linkerd.io/multus=enabled"
+    ))
 }
 
 /// Aux-chain mode on the cases of [`aux_only_cases`]: what NAD mode cannot show.
@@ -572,12 +595,22 @@ fn aux_only_cases() -> Vec<Case> {
         warnings: vec![],
         outcome,
     };
+    let mut told = c(
+        "aux: another namespace's NAD of our name is left as it is; the pod's own opt-in \
+                       in a namespace that is not enabled is told",
+        pod(Some(&[(M, "enabled"), (N, "other/linkerd-cni")]), &[]),
+        Some(map(&[])),
+        vec![],
+        Unchanged,
+    );
+    told.warnings = vec![w_own_opt_in(NS)];
     vec![
+        told,
+        c("aux: the pod's own opt-in, its namespace unreadable: attached, nothing told",
+          pod(Some(&[(M, "enabled")]), &[]), None, vec![], Unchanged),
         c("aux: a pod already listing our NAD (from NAD mode) is left as it is; the uid is set",
           pod(Some(&[(N, "macvlan,linkerd-cni")]), &[]), Some(map(&range)),
           vec![add(P_UID, json!("1000652102")), add(P_MULTUS, json!("enabled"))], Attached),
-        c("aux: another namespace's NAD of our name is left as it is", 
-          pod(Some(&[(M, "enabled"), (N, "other/linkerd-cni")]), &[]), Some(map(&[])), vec![], Unchanged),
         c("aux: an unreadable networks annotation is never read: no warning, attached by the chain",
           pod(Some(&[(N, "a,,b")]), &[]), Some(map(&range)),
           vec![add(P_UID, json!("1000652102")), add(P_MULTUS, json!("enabled"))], Attached),
