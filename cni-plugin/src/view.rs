@@ -3,17 +3,14 @@
 
 use std::path::Path;
 
-use rules::namespace_view::{self, Found, Lookup, View};
+use rules::namespace_view::{self, Found, Lookup};
 
 use crate::config::LinkerdConfig;
 
 /// Reads the view at `path`: missing, unusable (with why), or read.
 pub fn read(path: &Path) -> Found {
     match std::fs::read(path) {
-        Ok(bytes) => match View::parse(&bytes) {
-            Ok(view) => Found::Read(view),
-            Err(e) => Found::Unusable(format!("{}: {e}", path.display())),
-        },
+        Ok(bytes) => Found::Read(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Found::Missing,
         Err(e) => Found::Unusable(format!("cannot read {}: {e}", path.display())),
     }
@@ -24,7 +21,12 @@ pub fn read(path: &Path) -> Found {
 /// without a view there is nothing to decide from.
 pub fn lookup(cfg: &LinkerdConfig, namespace: &str) -> Lookup {
     match cfg.namespace_view.as_deref().filter(|_| cfg.aux_chain) {
-        Some(path) => namespace_view::lookup(&read(path), namespace),
+        Some(path) => match namespace_view::lookup(&read(path), namespace) {
+            Lookup::Ask { no_view: Some(why) } => Lookup::Ask {
+                no_view: Some(format!("{}: {why}", path.display())),
+            },
+            decided => decided,
+        },
         None => Lookup::Ask { no_view: None },
     }
 }
@@ -47,19 +49,21 @@ mod tests {
     fn the_view_is_read_in_the_chain_only() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(vocab::NAMESPACE_VIEW_FILE_NAME);
-        let view = View {
+        let view = namespace_view::View {
             namespaces: ["demo".to_string()].into(),
-            ..View::default()
+            ..namespace_view::View::default()
         };
 
         assert_eq!(read(&path), Found::Missing);
         std::fs::write(&path, b"{").expect("write");
+        let garbage = lookup(&cfg(true, Some(&path)), "other");
         assert!(
-            matches!(read(&path), Found::Unusable(why) if why.contains("not JSON")),
-            "garbage"
+            matches!(&garbage, Lookup::Ask { no_view: Some(why) }
+                if why.contains("not JSON") && why.contains(&*path.to_string_lossy())),
+            "{garbage:?}"
         );
         std::fs::write(&path, view.render()).expect("write");
-        assert_eq!(read(&path), Found::Read(view));
+        assert_eq!(read(&path), Found::Read(view.render()));
 
         let asked = Lookup::Ask { no_view: None };
         assert_eq!(
