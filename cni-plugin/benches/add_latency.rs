@@ -11,7 +11,7 @@
 //! A last line measures the plugin where Multus' auxiliary CNI chain runs it for every pod: ADD for
 //! a pod that is not meshed (process start, kubeconfig, TLS, the reads, skip, prevResult printed
 //! back), alternating round by round with its floor, curl's GET of that pod. And one more, the same
-//! ADD where the installer's view of the enabled namespaces does not list the pod's namespace
+//! ADD where the installer's view of 10,000 enabled namespaces does not list the pod's namespace
 //! (process start, config, the view read, prevResult printed back: no request), against the GET it
 //! no longer makes.
 
@@ -234,13 +234,16 @@ async fn not_meshed_in_the_aux_chain(client: &kube::Client, namespace: &str) {
         diffs[diffs.len() / 2] * 1000.0
     );
 
-    // The same pod where the installer's view of the enabled namespaces does not list its
+    // The same pod where the installer's view of 10,000 enabled namespaces does not list its
     // namespace: the plugin reads the view and passes the pod through, no request; against the
     // GET it no longer makes, alternating per round.
     let view_dir = tempfile::tempdir().expect("tempdir");
     let view_path = view_dir.path().join(vocab::NAMESPACE_VIEW_FILE_NAME);
+    // As large as this project's scale target: 10,000 enabled namespaces (~280 KB).
     let view = rules::namespace_view::View {
-        namespaces: ["some-enabled-namespace".to_string()].into(),
+        namespaces: (0..10_000)
+            .map(|i| format!("team-{i:05}-namespace"))
+            .collect(),
         ..Default::default()
     };
     std::fs::write(&view_path, view.render()).expect("view");
