@@ -248,11 +248,12 @@ async fn keep(settings: Settings) {
                 },
             };
             match result {
-                Ok(Some(change)) => {
+                Ok(change) => {
                     log.ok();
-                    tracing::info!("{change}");
+                    if let Some(change) = change {
+                        tracing::info!("{change}");
+                    }
                 }
-                Ok(None) => {}
                 Err(e) => log.error(&e),
             }
         }
