@@ -201,20 +201,24 @@ impl Lifecycle<'_> {
         }
     }
 
-    /// The plugin cut off from the apiserver for [`CUT_FOR`] (aux-chain mode: it runs for every pod
-    /// of the node): its packets to the address its kubeconfig names are dropped in the node's
-    /// network namespace, while the kubelet, the operator and the test still reach the apiserver.
-    /// Pods created meanwhile: every plain one (not enabled, enabled, `openshift-*`) starts with no
-    /// failed sandbox; a meshed one is held by its validator (95), never runs, and is restarted by
-    /// repair, redirected, once the plugin reaches the apiserver again.
+    /// The apiserver unreachable for [`CUT_FOR`] from the node's pods and processes (aux-chain mode:
+    /// linkerd-cni runs for every pod): packets to the address the plugin's kubeconfig names (the
+    /// apiserver's Service) are dropped in the node's network namespace, for the plugin and for the
+    /// operator and installer pods alike, while the kubelet and the test still reach the apiserver at its
+    /// own address (so pods are still created and run). Pods created meanwhile: every plain one (not
+    /// enabled, enabled, `openshift-*`) starts with no failed sandbox; a meshed one is held by its
+    /// validator (95) and never runs; once the apiserver can be reached again repair restarts it,
+    /// redirected.
     pub fn apiserver_unreachable(&self, cleanup: &mut Cleanup) {
         let node = self.node;
         let targets = self.targets(cleanup);
         let before = targets.sandbox_failures(node);
-        let cut = PluginCut::new(node);
+        let cut = ServiceCut::new(node);
         let start = Instant::now();
         let mut plain = vec![];
-        for (ns, kind) in &targets.pods {
+        // The enabled namespace's last: its pods wait for the plugin's lookup (its attempts), the
+        // others are passed through at once by the node's view of the enabled namespaces.
+        for (ns, kind) in targets.pods.iter().rev() {
             match kind {
                 Kind::Plain => {
                     let name = unique_name("p");
@@ -227,13 +231,13 @@ impl Lifecycle<'_> {
         for (ns, name) in &plain {
             wait_ready(node, ns, name, CUT_FOR.saturating_sub(start.elapsed()));
             eprintln!(
-                "{}: plugin cut from the apiserver -> plain pod {ns}/{name} Ready in {:?}",
+                "{}: apiserver unreachable -> plain pod {ns}/{name} Ready {:?} after the cut began",
                 self.mode,
                 start.elapsed()
             );
         }
         let held = wait_for_explained(
-            "the meshed pod created while cut off is held by its validator (95)",
+            "the meshed pod created while the apiserver is unreachable is held by its validator (95)",
             CUT_FOR.saturating_sub(start.elapsed()),
             || {
                 meshed_drill_pods(node, self.enabled)
@@ -242,20 +246,23 @@ impl Lifecycle<'_> {
             },
             || node.describe(self.enabled, "pods"),
         );
-        assert_never_ran(&held, "the meshed pod created while the plugin was cut off");
+        assert_never_ran(
+            &held,
+            "the meshed pod created while the apiserver was unreachable",
+        );
         let failed = failures_since(node, &targets, &before);
         assert!(
             failed.is_empty(),
-            "{}: no sandbox fails while the plugin is cut off from the apiserver: {failed:?}",
+            "{}: no sandbox fails while the apiserver is unreachable: {failed:?}",
             self.mode
         );
         std::thread::sleep(CUT_FOR.saturating_sub(start.elapsed()));
         drop(cut);
         let back = Instant::now();
-        self.wait_meshed_repaired(&name_of(&held), "the plugin reaches the apiserver again");
+        self.wait_meshed_repaired(&name_of(&held), "the apiserver is reachable again");
         eprintln!(
-            "{}: plugin cut for {CUT_FOR:?}: plain pods started, the meshed pod held (95) and repaired \
-             {:?} after the cut ended",
+            "{}: apiserver unreachable for {CUT_FOR:?}: plain pods started, the meshed pod held (95) \
+             and repaired {:?} after the cut ended",
             self.mode,
             back.elapsed()
         );
@@ -469,16 +476,17 @@ impl Lifecycle<'_> {
     }
 }
 
-/// The plugin's packets to the apiserver its kubeconfig names dropped in the node's network namespace
-/// (the `raw` table's OUTPUT: before kube-proxy's DNAT, and only for the node's own processes, which
-/// the plugin is; pods reach the apiserver through PREROUTING, the kubelet and the test through the
-/// node's own address). Removed when dropped.
-struct PluginCut {
+/// Packets to the apiserver's Service (the address the plugin's kubeconfig names) dropped in the node's
+/// network namespace, in the `raw` table (before kube-proxy's DNAT): OUTPUT for the node's own processes
+/// (the plugin, host-network pods), PREROUTING for the pods' (the operator, the installer). The kubelet
+/// and the test reach the apiserver at its own address, untouched. Removed when dropped.
+struct ServiceCut {
     netns: String,
+    /// The match and target, after the chain.
     rule: Vec<String>,
 }
 
-impl PluginCut {
+impl ServiceCut {
     fn new(node: &Node) -> Self {
         let kubeconfig = node.cni_dir().join("net.d").join(KUBECONFIG_NAME);
         let text = std::fs::read_to_string(&kubeconfig)
@@ -499,36 +507,49 @@ impl PluginCut {
         let holder = std::fs::read_to_string(node.dir().join("holder.pid")).expect("holder.pid");
         let cut = Self {
             netns: format!("--net=/proc/{}/ns/net", holder.trim()),
-            rule: [
-                "OUTPUT", "-d", &host, "-p", "tcp", "--dport", &port, "-j", "DROP",
-            ]
-            .map(str::to_string)
-            .to_vec(),
+            rule: ["-d", &host, "-p", "tcp", "--dport", &port, "-j", "DROP"]
+                .map(str::to_string)
+                .to_vec(),
         };
-        cut.iptables("-I");
-        eprintln!("the plugin's route to {server} cut in the node's netns");
+        for chain in CUT_CHAINS {
+            cut.iptables("-I", chain);
+        }
+        eprintln!("the node's route to the apiserver's Service {server} cut");
         cut
     }
 
-    fn iptables(&self, op: &str) {
+    fn iptables(&self, op: &str, chain: &str) {
         let out = Command::new("nsenter")
-            .args([self.netns.as_str(), "iptables", "-w", "-t", "raw", op])
+            .args([
+                self.netns.as_str(),
+                "iptables",
+                "-w",
+                "-t",
+                "raw",
+                op,
+                chain,
+            ])
             .args(&self.rule)
             .output()
             .expect("nsenter iptables");
         assert!(
             out.status.success(),
-            "iptables {op} {:?}: {}",
+            "iptables {op} {chain} {:?}: {}",
             self.rule,
             String::from_utf8_lossy(&out.stderr)
         );
     }
 }
 
-impl Drop for PluginCut {
+/// The node's own processes, and its pods.
+const CUT_CHAINS: [&str; 2] = ["OUTPUT", "PREROUTING"];
+
+impl Drop for ServiceCut {
     fn drop(&mut self) {
-        self.iptables("-D");
-        eprintln!("the plugin's route to the apiserver restored");
+        for chain in CUT_CHAINS {
+            self.iptables("-D", chain);
+        }
+        eprintln!("the node's route to the apiserver's Service restored");
     }
 }
 
