@@ -169,7 +169,10 @@ mod tests {
         assert_eq!(c.settings.source.namespace, vocab::DEFAULT_CNI_NAMESPACE);
         assert_eq!(c.output, OutputFormat::Human);
         assert_eq!(c.probe_timeout, Duration::from_secs(2));
-        assert_eq!(c.settings.repair_state, None, "repair off: no halts to read");
+        assert_eq!(
+            c.settings.repair_state, None,
+            "repair off: no halts to read"
+        );
         // With repair on, `check` reads the halts where the running operator publishes them.
         let Config::Check(c) = config(&[
             "x",
