@@ -180,8 +180,9 @@ fn check_needs_0_4_0_and_status_succeeds() {
     assert!(out.stdout.is_empty());
 }
 
-/// An apiserver that does not answer fails ADD within seconds, as "try again later" (11), naming
-/// the URL and the kubeconfig so an operator can fix it.
+/// An apiserver that does not answer fails ADD within seconds (through a NAD: no aux-chain marker), as
+/// "try again later" (11), naming the URL and the kubeconfig so an operator can fix it; a kubeconfig
+/// that is gone passes the pod through (the product uninstalled).
 #[test]
 fn unreachable_apiserver_is_a_clear_retryable_error() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -209,16 +210,21 @@ fn unreachable_apiserver_is_a_clear_retryable_error() {
         "{msg}"
     );
 
-    // A kubeconfig that does not exist is a plain failure that names it.
+    // A kubeconfig that does not exist is the product's absence (uninstalled): the pod is passed
+    // through with the result and no rules, and the log names the file.
     let cfg = json!({"cniVersion": "0.4.0", "kubernetes": {"kubeconfig": "/nonexistent/kc"}});
-    let err = stdout_json(&run(&env, &cfg));
-    assert_eq!(err["code"], 102, "{err}");
+    let out = run(&env, &cfg);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout_json(&out),
+        json!({"cniVersion": "0.4.0", "dns": {}}),
+        "{stderr}"
+    );
     assert!(
-        err["msg"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("/nonexistent/kc"),
-        "{err}"
+        stderr.contains("passing the pod through without rules")
+            && stderr.contains("/nonexistent/kc"),
+        "{stderr}"
     );
 }
 
