@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use linkerd_multus_e2e::node::Node;
 use linkerd_multus_e2e::{unique_name, wait_for_explained};
 use serde_json::{json, Value};
@@ -248,6 +249,7 @@ impl Lifecycle<'_> {
         );
         assert_never_ran(
             &held,
+            None,
             "the meshed pod created while the apiserver was unreachable",
         );
         let failed = failures_since(node, &targets, &before);
@@ -352,6 +354,7 @@ impl Lifecycle<'_> {
         let node = self.node;
         let before = targets.sandbox_failures(node);
         let start = Instant::now();
+        let rebooted = Timestamp::now();
         (self.reboot)(node);
         let back = Instant::now();
         eprintln!(
@@ -386,7 +389,11 @@ impl Lifecycle<'_> {
             || node.describe(self.enabled, "pods"),
         );
         for pod in &held {
-            assert_never_ran(pod, "a meshed pod after uninstall and reboot");
+            assert_never_ran(
+                pod,
+                Some(rebooted),
+                "a meshed pod after uninstall and reboot",
+            );
         }
         let failed = failures_since(node, targets, &before);
         assert!(
@@ -675,24 +682,34 @@ pub fn validator_exit(pod: &Value) -> Option<i64> {
         .find_map(|s| status[s]["terminated"]["exitCode"].as_i64())
 }
 
-/// A meshed pod held by its validator never started its app or its proxy: not Ready, and no
-/// container of `spec.containers` ever ran.
-fn assert_never_ran(pod: &Value, what: &str) {
+/// A meshed pod held by its validator never started its app or its proxy since `since` (the reboot
+/// that gave it a new sandbox; `None`: ever): not Ready, no container of `spec.containers` running, and
+/// none started at or after `since`. Containers killed by the reboot ran before it, redirected.
+fn assert_never_ran(pod: &Value, since: Option<Timestamp>, what: &str) {
     assert!(!is_ready(pod), "{what} is not Ready: {}", pod["status"]);
-    let ran = pod["status"]["containerStatuses"]
+    let started_since = |state: &Value| {
+        ["running", "terminated"].iter().any(|s| {
+            let started = state[s]["startedAt"].as_str();
+            !state[s].is_null()
+                && match (since, started.and_then(|t| t.parse::<Timestamp>().ok())) {
+                    (None, _) | (_, None) => true,
+                    (Some(since), Some(at)) => at.as_second() >= since.as_second(),
+                }
+        })
+    };
+    let ran: Vec<&Value> = pod["status"]["containerStatuses"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|c| {
-            ["state", "lastState"]
-                .iter()
-                .any(|s| !c[s]["running"].is_null() || !c[s]["terminated"].is_null())
+            !c["state"]["running"].is_null()
+                || started_since(&c["state"])
+                || started_since(&c["lastState"])
         })
-        .count();
-    assert_eq!(
-        ran, 0,
-        "{what}: no container ran unredirected: {}",
-        pod["status"]
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "{what}: no container ran unredirected: {ran:?}"
     );
 }
 
