@@ -141,9 +141,9 @@ impl Lifecycle<'_> {
     /// afterwards works and repairs the meshed pods the reboot left without rules.
     pub fn uninstall_and_reinstall(&self, cleanup: &mut Cleanup) {
         let targets = self.targets(cleanup);
-        let deployments = self.deployments_before_uninstall(&targets);
+        let with_plain = self.plain_deployments_before_uninstall(&targets);
         self.uninstall_leaves_nothing_in_the_path(cleanup);
-        self.reboot_after_uninstall(&targets, &deployments);
+        self.reboot_after_uninstall(&targets, &with_plain);
         self.reinstall();
         self.repaired_after_reinstall();
         for ns in targets.namespaces() {
@@ -275,7 +275,8 @@ impl Lifecycle<'_> {
 
     /// A plain Deployment in every target namespace, Ready (in nad mode the enabled namespace's carries
     /// the NAD, so linkerd-cni runs for it); the meshed Deployment the scenario made is Ready too.
-    fn deployments_before_uninstall(&self, targets: &Targets) -> Vec<String> {
+    /// Returns the namespaces with a plain Deployment.
+    fn plain_deployments_before_uninstall(&self, targets: &Targets) -> Vec<String> {
         let node = self.node;
         let mut namespaces = vec![];
         for ns in targets.namespaces() {
@@ -350,7 +351,7 @@ impl Lifecycle<'_> {
     /// (nad mode: the NADs and the plugin, without its kubeconfig). Every plain pod is Ready within
     /// [`AFTER_UNINSTALL`] with no failed sandbox; every meshed pod is held by its validator (95) and
     /// never runs unredirected.
-    fn reboot_after_uninstall(&self, targets: &Targets, deployments: &[String]) {
+    fn reboot_after_uninstall(&self, targets: &Targets, with_plain: &[String]) {
         let node = self.node;
         let before = targets.sandbox_failures(node);
         let start = Instant::now();
@@ -362,7 +363,7 @@ impl Lifecycle<'_> {
             self.mode,
             start.elapsed()
         );
-        for ns in deployments {
+        for ns in with_plain {
             wait_for_explained(
                 &format!("{ns}'s plain pod Ready again after the reboot"),
                 AFTER_UNINSTALL,
