@@ -143,9 +143,9 @@ impl Lifecycle<'_> {
         let targets = self.targets(cleanup);
         let with_plain = self.plain_deployments_before_uninstall(&targets);
         self.uninstall_leaves_nothing_in_the_path(cleanup);
-        self.reboot_after_uninstall(&targets, &with_plain);
+        let held = self.reboot_after_uninstall(&targets, &with_plain);
         self.reinstall();
-        self.repaired_after_reinstall();
+        self.repaired_after_reinstall(&held);
         for ns in targets.namespaces() {
             delete_drill_objects(self.node, ns);
         }
@@ -351,7 +351,8 @@ impl Lifecycle<'_> {
     /// (nad mode: the NADs and the plugin, without its kubeconfig). Every plain pod is Ready within
     /// [`AFTER_UNINSTALL`] with no failed sandbox; every meshed pod is held by its validator (95) and
     /// never runs unredirected.
-    fn reboot_after_uninstall(&self, targets: &Targets, with_plain: &[String]) {
+    /// Returns the names of the meshed pods held.
+    fn reboot_after_uninstall(&self, targets: &Targets, with_plain: &[String]) -> Vec<String> {
         let node = self.node;
         let before = targets.sandbox_failures(node);
         let start = Instant::now();
@@ -407,6 +408,7 @@ impl Lifecycle<'_> {
             self.mode,
             held.len()
         );
+        held.iter().map(name_of).collect()
     }
 
     /// The same install again works: the operator and the installer are Ready, and the installer's
@@ -434,15 +436,11 @@ impl Lifecycle<'_> {
         );
     }
 
-    /// After the reinstall, repair restarts the meshed pods the reboot left held: every meshed pod
-    /// of the scenario's Deployment Ready and redirected.
-    fn repaired_after_reinstall(&self) {
-        let held: Vec<String> = meshed_pods_of(self.node, self.enabled, "app=meshed")
-            .iter()
-            .filter(|p| !is_ready(p))
-            .map(name_of)
-            .collect();
-        for name in &held {
+    /// After the reinstall, repair restarts the meshed pods the reboot left `held` (their names, taken
+    /// then: pods created since, repair's replacements, may not be Ready yet but are not held): each
+    /// gone, every meshed pod of the namespace Ready and redirected.
+    fn repaired_after_reinstall(&self, held: &[String]) {
+        for name in held {
             self.wait_meshed_repaired(name, "the reinstall");
         }
         wait_deployment_ready(self.node, self.enabled, "meshed");
