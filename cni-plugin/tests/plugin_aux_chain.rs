@@ -147,13 +147,6 @@ async fn a_pod_that_is_not_meshed_costs_the_lookup_and_touches_no_netns() {
     }
 }
 
-fn bin_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf()
-}
-
 // === Root and the testbed ===
 
 async fn pod_uid(client: &kube::Client, namespace: &str, name: &str) -> String {

@@ -9,6 +9,8 @@
 //! stand-in apiserver answers every request with the status under test; the last test has the real
 //! apiserver refuse a bogus token.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use axum::response::IntoResponse;
@@ -16,27 +18,14 @@ use axum::Router;
 use base64::Engine;
 use linkerd_multus_e2e::cni::{exec_plugin_logged, Failure, Network, Runtime};
 use linkerd_multus_e2e::multus::aux_chain::{self, Chain};
-use linkerd_multus_e2e::pod_network::PluginSettings;
 use linkerd_multus_e2e::stand_ins::TlsServer;
 use serde_json::{json, Value};
+use support::*;
 
 const CHAIN: &str = "vendor-cni-chain";
 /// The log line's words, once per ADD passed through.
 const PASSED: &str = "passing the pod through without rules";
 const TRY_AGAIN_LATER: u64 = 11;
-
-fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf()
-}
-
-/// A result as a plugin that set up an interface prints it.
-fn prev_result() -> Value {
-    json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/run/netns/x"}],
-        "ips": [{"interface": 0, "address": "10.9.8.7/24"}], "dns": {}})
-}
 
 /// The plugin's config: as the chain runs it (behind passthru, the marker set, a prevResult) or as a
 /// NAD's (no marker, no prevResult).

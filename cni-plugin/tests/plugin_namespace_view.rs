@@ -7,6 +7,8 @@
 //! No root, no testbed: a stand-in apiserver counts the requests; the netns path does not exist (a
 //! pod passed through, or not meshed, never has its netns entered).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,26 +20,14 @@ use base64::Engine;
 use linkerd_multus_e2e::cni::{exec_plugin_logged, Failure, Network, Runtime};
 use linkerd_multus_e2e::multus::aux_chain::{self, Chain};
 use linkerd_multus_e2e::multus::conf::{delegate_cni_args, PodRef};
-use linkerd_multus_e2e::pod_network::PluginSettings;
 use linkerd_multus_e2e::stand_ins::TlsServer;
 use rules::namespace_view::View;
 use serde_json::{json, Value};
+use support::*;
 
 const CHAIN: &str = "vendor-cni-chain";
 /// The plugin's debug line for a pod passed through by the view.
 const BY_VIEW: &str = "passing through without asking the apiserver";
-
-fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf()
-}
-
-fn prev_result() -> Value {
-    json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/run/netns/x"}],
-        "ips": [{"interface": 0, "address": "10.9.8.7/24"}], "dns": {}})
-}
 
 /// Every request the stand-in apiserver got, as `METHOD path`.
 #[derive(Clone, Default)]

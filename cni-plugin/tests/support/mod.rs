@@ -60,3 +60,17 @@ pub fn default_expected_rules(uid: vocab::Uid) -> Vec<String> {
         "-A PROXY_INIT_REDIRECT -p tcp -m comment --comment \"proxy-init/redirect-all-incoming-to-proxy-port\" -j REDIRECT --to-ports 4143".into(),
     ]
 }
+
+/// The directory holding the built `linkerd-cni`, as a runtime's `CNI_PATH`.
+pub fn bin_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+/// A result as a plugin that set up an interface prints it.
+pub fn prev_result() -> Value {
+    json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/run/netns/x"}],
+        "ips": [{"interface": 0, "address": "10.9.8.7/24"}], "dns": {}})
+}
