@@ -22,9 +22,14 @@ use super::*;
 /// How long a plain pod may take to be Ready after `helm uninstall` returned, or after the node is
 /// back from a reboot (the bound).
 const AFTER_UNINSTALL: Duration = Duration::from_secs(60);
-/// Pods created during a rollout, one every [`CREATE_EVERY`], spread over the drill's targets.
+/// Pods created during a rollout, one every [`CREATE_EVERY`], spread over the drill's targets: at
+/// least [`PODS_PER_ROLLOUT`], and on until the action (the rollout awaited) has ended, so the window
+/// between the old installer's exit and the new one's install is always covered (a fixed six pods
+/// could all be created before the old installer was even stopped).
 const PODS_PER_ROLLOUT: usize = 6;
 const CREATE_EVERY: Duration = Duration::from_millis(700);
+/// A bound on the pods of one step, should an action hang (it then fails on its own).
+const MAX_PODS_PER_ROLLOUT: usize = 120;
 /// How long the plugin is cut off from the apiserver (the minute).
 const CUT_FOR: Duration = Duration::from_secs(60);
 /// The label of every object the drill creates, so each step removes its own.
@@ -133,8 +138,24 @@ impl Lifecycle<'_> {
                 "--force",
                 "--grace-period=0",
             ]);
+            // Pods are created on until the replacement has installed the node again (the
+            // DaemonSet's status may not have seen the deletion yet: the pod's name tells).
+            wait_for_explained(
+                "the force-deleted installer's replacement is Ready",
+                READY_WITHIN,
+                || {
+                    let list =
+                        self.node
+                            .get_json(&["-n", CNI_NS, "pods", "-l", INSTALLER_SELECTOR])?;
+                    list["items"]
+                        .as_array()?
+                        .iter()
+                        .any(|p| p["metadata"]["name"] != pod.as_str() && is_ready(p))
+                        .then_some(())
+                },
+                || self.node.describe(CNI_NS, "pods"),
+            );
         });
-        wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
     }
 
     /// `helm uninstall` leaves nothing in the pods' path, also across a node reboot; the same install
@@ -160,15 +181,16 @@ impl Lifecycle<'_> {
         let start = Instant::now();
         let created: Vec<(String, String, Kind)> = std::thread::scope(|s| {
             let acting = s.spawn(action);
-            let created = (0..PODS_PER_ROLLOUT)
-                .map(|i| {
-                    let (ns, kind) = &targets.pods[i % targets.pods.len()];
-                    let name = unique_name("p");
-                    apply(node, &drill_pod(node, ns, &name, *kind));
-                    std::thread::sleep(CREATE_EVERY);
-                    (ns.clone(), name, *kind)
-                })
-                .collect();
+            let mut created = vec![];
+            while created.len() < PODS_PER_ROLLOUT
+                || (!acting.is_finished() && created.len() < MAX_PODS_PER_ROLLOUT)
+            {
+                let (ns, kind) = &targets.pods[created.len() % targets.pods.len()];
+                let name = unique_name("p");
+                apply(node, &drill_pod(node, ns, &name, *kind));
+                std::thread::sleep(CREATE_EVERY);
+                created.push((ns.clone(), name, *kind));
+            }
             acting
                 .join()
                 .unwrap_or_else(|_| panic!("{what} failed (see above)"));

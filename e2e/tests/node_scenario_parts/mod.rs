@@ -383,6 +383,9 @@ pub fn helm_upgrade(node: &Node, sets: &[&str]) {
     node.helm_ok(&args);
 }
 
+/// The label selector of the CNI installer's pods.
+pub const INSTALLER_SELECTOR: &str = "app.kubernetes.io/component=cni";
+
 /// The names of the CNI installer's pods.
 pub fn installer_pods(node: &Node) -> Vec<String> {
     node.kubectl_ok(&[
@@ -391,7 +394,7 @@ pub fn installer_pods(node: &Node) -> Vec<String> {
         "get",
         "pods",
         "-l",
-        "app.kubernetes.io/component=cni",
+        INSTALLER_SELECTOR,
         "-o",
         "jsonpath={.items[*].metadata.name}",
     ])
