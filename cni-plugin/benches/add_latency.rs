@@ -18,7 +18,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use linkerd_cni::plan::{self, Family, NatTable, RuleSettings};
+use linkerd_cni::plan::iptables::{rules, NatTable};
+use linkerd_cni::plan::{self, Family, RuleSettings};
 use linkerd_cni::ports::PortRange;
 use linkerd_multus_e2e::cni::{exec_plugin, Network, Runtime};
 use linkerd_multus_e2e::multus::aux_chain;
@@ -302,7 +303,7 @@ async fn main() {
         .expect("create pod");
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
     let dirs = vec![bin.parent().expect("bin dir").to_path_buf()];
-    let plan = plan::plan(&settings(), Family::V4);
+    let plan = rules(&plan::plan(&settings(), Family::V4));
     let restore_input = plan.restore_input(&NatTable::default());
     let rule_lines: Vec<String> = restore_input
         .lines()

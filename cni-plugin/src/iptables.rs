@@ -9,7 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::plan::{self, Family, NatTable, Plan};
+use crate::plan::iptables::{failed_creating_a_chain, NatTable, Rules};
+use crate::plan::Family;
 
 /// `linkerd.iptables-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -244,13 +245,13 @@ pub enum Installed {
 impl Tools {
     /// ADD's work: one restore that creates our chains; only if one exists already, `-save` the
     /// table and restore the idempotent input. Any other failure is returned as it is.
-    pub fn install(&self, plan: &Plan) -> Result<Installed, IptablesError> {
+    pub fn install(&self, plan: &Rules) -> Result<Installed, IptablesError> {
         let create = plan.create_input();
         tracing::debug!(family = plan.family.label(), bin = %self.restore.display(), "applying\n{create}");
         match self.restore(&create) {
             Ok(()) => return Ok(Installed::Created),
             Err(IptablesError::Failed { stderr, .. })
-                if plan::failed_creating_a_chain(&create, &stderr) =>
+                if failed_creating_a_chain(&create, &stderr) =>
             {
                 tracing::debug!(family = plan.family.label(), %stderr, "our chains exist; replacing their rules");
             }

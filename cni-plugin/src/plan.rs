@@ -1,12 +1,14 @@
-//! The pod's iptables rules as a pure function of its settings, and the exact `iptables-restore`
-//! input that installs, checks or removes them.
+//! What the plugin writes for a pod: its rules planned once, as data, from its settings.
 //!
-//! Every rule is written in the canonical form `iptables-save` prints (legacy and nft print the
-//! same), so what CHECK reads back can be compared with the plan line for line. The chains and
-//! comments are Linkerd proxy-init's, so tooling that knows those keeps working; the comments carry no
-//! timestamp (unlike proxy-init's) so a repeated ADD yields the identical ruleset.
+//! [`plan`] decides what is redirected to the proxy and what skips it (by port, subnet, the proxy's
+//! uid and gid, loopback), in which order, in the inbound and the outbound chain. Every backend
+//! only renders that plan in its own syntax: [`iptables`] as `iptables-restore` input (legacy and
+//! nft), [`nftables`] as the nf_tables table the netlink backend writes; `simulate` logs one of
+//! those. So nodes that run different backends mesh a pod the same way: they differ in syntax,
+//! never in decisions (`tests/backends_agree.rs` reads each back from the kernel to hold them to it).
 
-use std::fmt::Write as _;
+pub mod iptables;
+pub mod nftables;
 
 use ipnet::IpNet;
 
@@ -16,8 +18,6 @@ use crate::ports::PortRange;
 pub const REDIRECT_CHAIN: &str = "PROXY_INIT_REDIRECT";
 /// Chain for outbound traffic, jumped to from OUTPUT.
 pub const OUTPUT_CHAIN: &str = "PROXY_INIT_OUTPUT";
-/// iptables' multiport match takes at most 15 ports; a range counts as two.
-pub const MULTIPORT_SLOTS: usize = 15;
 
 /// Everything the rules depend on, after the pod's annotations were applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Default for RuleSettings {
     }
 }
 
-/// The address family, which picks `iptables` or `ip6tables`.
+/// The address family, which picks `iptables` or `ip6tables` (`ip` or `ip6` in nftables).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     V4,
@@ -74,325 +74,132 @@ impl Family {
     }
 }
 
-/// The rules of one family, each line as `iptables-save` prints it.
+/// Which way the traffic goes, and so which of our chains holds the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl Direction {
+    pub fn chain(self) -> &'static str {
+        match self {
+            Direction::Inbound => REDIRECT_CHAIN,
+            Direction::Outbound => OUTPUT_CHAIN,
+        }
+    }
+}
+
+/// What a [`Step::Skip`] matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match {
+    /// TCP to any of these destination ports, in this order.
+    Ports(Vec<PortRange>),
+    /// From this source network, host bits dropped (10.1.2.3/8 is 10.0.0.0/8, as iptables stores it).
+    Subnet(IpNet),
+    /// Sent by a socket of this uid: the proxy's own traffic.
+    Uid(vocab::Uid),
+    /// Sent by a socket of this gid.
+    Gid(u32),
+    /// Out through the loopback interface `lo`.
+    Loopback,
+}
+
+/// One decision of a chain; the first that matches a packet is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Matching traffic leaves our chain: it skips the proxy.
+    Skip(Match),
+    /// TCP to `dport` (every port when `None`) goes to the proxy's port `to`.
+    Redirect { dport: Option<u16>, to: u16 },
+}
+
+impl Step {
+    /// The rule's comment: Linkerd proxy-init's names, so tooling that knows those keeps working;
+    /// no timestamp (unlike proxy-init's), so a repeated ADD yields the identical ruleset.
+    /// `ports` is the rule's port list as its backend writes it: a backend may spread one
+    /// [`Match::Ports`] over several rules.
+    pub fn comment(&self, dir: Direction, ports: &str) -> String {
+        let name = match self {
+            Step::Skip(Match::Ports(_)) => format!("ignore-port-{ports}"),
+            Step::Skip(Match::Subnet(net)) => format!("ignore-subnet-{net}"),
+            Step::Skip(Match::Uid(_)) => "ignore-proxy-user-id".into(),
+            Step::Skip(Match::Gid(_)) => "ignore-proxy-group-id".into(),
+            Step::Skip(Match::Loopback) => "ignore-loopback".into(),
+            Step::Redirect { dport: Some(p), .. } => format!("redirect-port-{p}-to-proxy-port"),
+            Step::Redirect { dport: None, .. } => match dir {
+                Direction::Inbound => "redirect-all-incoming-to-proxy-port".into(),
+                Direction::Outbound => "redirect-all-outgoing-to-proxy-port".into(),
+            },
+        };
+        format!("proxy-init/{name}")
+    }
+}
+
+/// One family's rules: the steps of our inbound and our outbound chain, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub family: Family,
-    pub redirect_rules: Vec<String>,
-    pub output_rules: Vec<String>,
-}
-
-/// The two jumps from the built-in chains into ours.
-pub fn hooks() -> [String; 2] {
-    [
-        rule(
-            "PREROUTING",
-            "",
-            "install-proxy-init-prerouting",
-            REDIRECT_CHAIN,
-        ),
-        rule("OUTPUT", "", "install-proxy-init-output", OUTPUT_CHAIN),
-    ]
-}
-
-/// One rule line: `-A CHAIN <matches> -m comment --comment "proxy-init/<comment>" -j <target>`.
-fn rule(chain: &str, matches: &str, comment: &str, target: &str) -> String {
-    let sep = if matches.is_empty() { "" } else { " " };
-    format!("-A {chain}{sep}{matches} -m comment --comment \"proxy-init/{comment}\" -j {target}")
-}
-
-/// Splits ports into multiport groups of at most [`MULTIPORT_SLOTS`] slots, keeping their order.
-pub fn multiport_groups(ports: &[PortRange]) -> Vec<Vec<PortRange>> {
-    let mut groups: Vec<Vec<PortRange>> = Vec::new();
-    let mut used = 0;
-    for p in ports {
-        if groups.is_empty() || used + p.slots() > MULTIPORT_SLOTS {
-            groups.push(Vec::new());
-            used = 0;
-        }
-        used += p.slots();
-        if let Some(g) = groups.last_mut() {
-            g.push(*p);
-        }
-    }
-    groups
-}
-
-fn ignore_ports(chain: &str, ports: &[PortRange]) -> Vec<String> {
-    multiport_groups(ports)
-        .iter()
-        .map(|g| {
-            let list = g
-                .iter()
-                .map(PortRange::iptables)
-                .collect::<Vec<_>>()
-                .join(",");
-            rule(
-                chain,
-                &format!("-p tcp -m multiport --dports {list}"),
-                &format!("ignore-port-{list}"),
-                "RETURN",
-            )
-        })
-        .collect()
-}
-
-/// The plan for one family.
-pub fn plan(s: &RuleSettings, family: Family) -> Plan {
-    let mut redirect = ignore_ports(REDIRECT_CHAIN, &s.inbound_ports_to_ignore);
-    for net in &s.subnets_to_ignore {
-        if family.holds(net) {
-            // iptables stores the network address: 10.1.2.3/8 is saved as 10.0.0.0/8.
-            let net = net.trunc();
-            redirect.push(rule(
-                REDIRECT_CHAIN,
-                &format!("-s {net}"),
-                &format!("ignore-subnet-{net}"),
-                "RETURN",
-            ));
-        }
-    }
-    let to_inbound = format!("REDIRECT --to-ports {}", s.incoming_proxy_port);
-    if s.ports_to_redirect.is_empty() {
-        redirect.push(rule(
-            REDIRECT_CHAIN,
-            "-p tcp",
-            "redirect-all-incoming-to-proxy-port",
-            &to_inbound,
-        ));
-    } else {
-        for port in &s.ports_to_redirect {
-            redirect.push(rule(
-                REDIRECT_CHAIN,
-                &format!("-p tcp -m tcp --dport {port}"),
-                &format!("redirect-port-{port}-to-proxy-port"),
-                &to_inbound,
-            ));
-        }
-    }
-
-    let mut output = Vec::new();
-    if let Some(uid) = s.proxy_uid {
-        output.push(rule(
-            OUTPUT_CHAIN,
-            &format!("-m owner --uid-owner {uid}"),
-            "ignore-proxy-user-id",
-            "RETURN",
-        ));
-    }
-    if let Some(gid) = s.proxy_gid {
-        output.push(rule(
-            OUTPUT_CHAIN,
-            &format!("-m owner --gid-owner {gid}"),
-            "ignore-proxy-group-id",
-            "RETURN",
-        ));
-    }
-    output.push(rule(OUTPUT_CHAIN, "-o lo", "ignore-loopback", "RETURN"));
-    output.extend(ignore_ports(OUTPUT_CHAIN, &s.outbound_ports_to_ignore));
-    output.push(rule(
-        OUTPUT_CHAIN,
-        "-p tcp",
-        "redirect-all-outgoing-to-proxy-port",
-        &format!("REDIRECT --to-ports {}", s.outgoing_proxy_port),
-    ));
-    Plan {
-        family,
-        redirect_rules: redirect,
-        output_rules: output,
-    }
-}
-
-/// The nat table as `iptables-save -t nat` printed it: declared chains and rule lines.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NatTable {
-    pub chains: Vec<String>,
-    pub rules: Vec<String>,
-}
-
-impl NatTable {
-    /// Reads the `*nat` section of `iptables-save` output; other tables and comments are skipped.
-    pub fn parse(save: &str) -> Self {
-        let mut t = NatTable::default();
-        let mut in_nat = false;
-        for line in save.lines().map(str::trim_end) {
-            if let Some(table) = line.strip_prefix('*') {
-                in_nat = table == "nat";
-            } else if line == "COMMIT" {
-                in_nat = false;
-            } else if in_nat {
-                if let Some(decl) = line.strip_prefix(':') {
-                    if let Some(name) = decl.split_whitespace().next() {
-                        t.chains.push(name.to_string());
-                    }
-                } else if line.starts_with("-A ") {
-                    t.rules.push(line.to_string());
-                }
-            }
-        }
-        t
-    }
-
-    fn has_chain(&self, name: &str) -> bool {
-        self.chains.iter().any(|c| c == name)
-    }
-
-    fn rules_of(&self, chain: &str) -> Vec<&str> {
-        let prefix = format!("-A {chain} ");
-        self.rules
-            .iter()
-            .filter(|r| r.starts_with(&prefix))
-            .map(String::as_str)
-            .collect()
-    }
-
-    /// Rules outside our chains that jump into them (our hooks, or anyone else's).
-    fn jumps_into_ours(&self) -> Vec<&str> {
-        self.rules
-            .iter()
-            .filter(|r| {
-                let in_ours = r.starts_with(&format!("-A {REDIRECT_CHAIN} "))
-                    || r.starts_with(&format!("-A {OUTPUT_CHAIN} "));
-                let jumps = r.ends_with(&format!("-j {REDIRECT_CHAIN}"))
-                    || r.ends_with(&format!("-j {OUTPUT_CHAIN}"));
-                !in_ours && jumps
-            })
-            .map(String::as_str)
-            .collect()
-    }
+    pub inbound: Vec<Step>,
+    pub outbound: Vec<Step>,
 }
 
 impl Plan {
-    /// The `iptables-restore --noflush` input for ADD given the table as it is now (read when
-    /// [`Plan::create_input`] found our chains). Declaring our chains flushes them (or creates
-    /// them), so their rules are replaced wholesale; the hooks are appended only when missing.
-    /// Running it twice leaves the same ruleset; other chains' rules are never touched.
-    pub fn restore_input(&self, current: &NatTable) -> String {
-        let mut out = String::from("*nat\n");
-        let _ = writeln!(out, ":{REDIRECT_CHAIN} - [0:0]");
-        let _ = writeln!(out, ":{OUTPUT_CHAIN} - [0:0]");
-        let missing: Vec<String> = hooks()
-            .into_iter()
-            .filter(|h| !current.rules.contains(h))
-            .collect();
-        self.write_rules(&mut out, &missing);
-        out
+    /// Both chains with their steps, inbound first (the order the backends write them in).
+    pub fn chains(&self) -> [(Direction, &[Step]); 2] {
+        [
+            (Direction::Inbound, &self.inbound),
+            (Direction::Outbound, &self.outbound),
+        ]
     }
+}
 
-    /// The `iptables-restore --noflush` input for ADD into a table without our chains (a fresh pod
-    /// netns, the common case), so no `-save` is needed first. `-N` fails when the chain exists
-    /// (where `:CHAIN` would flush it), and a restore commits nothing unless every line applies:
-    /// on a repeated ADD it changes nothing and the caller falls back to [`Plan::restore_input`].
-    pub fn create_input(&self) -> String {
-        let mut out = String::from("*nat\n");
-        for chain in [REDIRECT_CHAIN, OUTPUT_CHAIN] {
-            let _ = writeln!(out, "-N {chain}");
-        }
-        // Without our chains nothing can jump into them, so both hooks are missing.
-        self.write_rules(&mut out, &hooks());
-        out
-    }
+/// The plan for one family.
+///
+/// Inbound: ignored ports, then this family's ignored subnets, skip; then all TCP, or only the
+/// listed ports, go to the inbound proxy port. Outbound: the proxy's uid and gid, loopback and
+/// ignored ports skip; all other TCP goes to the outbound proxy port.
+pub fn plan(s: &RuleSettings, family: Family) -> Plan {
+    let ports = |p: &[PortRange]| (!p.is_empty()).then(|| Step::Skip(Match::Ports(p.to_vec())));
 
-    /// Our chains' rules, then `hooks`, then the COMMIT.
-    fn write_rules(&self, out: &mut String, hooks: &[String]) {
-        for r in self
-            .redirect_rules
+    let mut inbound: Vec<Step> = ports(&s.inbound_ports_to_ignore).into_iter().collect();
+    inbound.extend(
+        s.subnets_to_ignore
             .iter()
-            .chain(&self.output_rules)
-            .chain(hooks)
-        {
-            let _ = writeln!(out, "{r}");
-        }
-        out.push_str("COMMIT\n");
+            .filter(|net| family.holds(net))
+            .map(|net| Step::Skip(Match::Subnet(net.trunc()))),
+    );
+    let to = s.incoming_proxy_port;
+    if s.ports_to_redirect.is_empty() {
+        inbound.push(Step::Redirect { dport: None, to });
+    } else {
+        inbound.extend(s.ports_to_redirect.iter().map(|p| Step::Redirect {
+            dport: Some(*p),
+            to,
+        }));
     }
 
-    /// CHECK: the table must hold our chains with exactly the planned rules, and each hook once.
-    /// The error says the first difference found, precisely.
-    pub fn check(&self, current: &NatTable) -> Result<(), String> {
-        let fam = self.family.label();
-        for (chain, expected) in [
-            (REDIRECT_CHAIN, &self.redirect_rules),
-            (OUTPUT_CHAIN, &self.output_rules),
-        ] {
-            if !current.has_chain(chain) {
-                return Err(format!(
-                    "{fam}: chain {chain} does not exist in the nat table"
-                ));
-            }
-            let found = current.rules_of(chain);
-            for (i, want) in expected.iter().enumerate() {
-                match found.get(i) {
-                    Some(got) if *got == want => {}
-                    Some(got) => {
-                        return Err(format!(
-                            "{fam}: rule {} of {chain} is `{got}`, expected `{want}`",
-                            i + 1
-                        ))
-                    }
-                    None => {
-                        return Err(format!(
-                            "{fam}: rule {} of {chain} is missing, expected `{want}`",
-                            i + 1
-                        ))
-                    }
-                }
-            }
-            if let Some(extra) = found.get(expected.len()) {
-                return Err(format!(
-                    "{fam}: {chain} has an unexpected rule {}: `{extra}`",
-                    expected.len() + 1
-                ));
-            }
-        }
-        for hook in hooks() {
-            let n = current.rules.iter().filter(|r| **r == hook).count();
-            if n != 1 {
-                return Err(format!(
-                    "{fam}: hook `{hook}` is present {n} times, expected once"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
+    let outbound = [
+        s.proxy_uid.map(Match::Uid),
+        s.proxy_gid.map(Match::Gid),
+        Some(Match::Loopback),
+    ]
+    .into_iter()
+    .flatten()
+    .map(Step::Skip)
+    .chain(ports(&s.outbound_ports_to_ignore))
+    .chain([Step::Redirect {
+        dport: None,
+        to: s.outgoing_proxy_port,
+    }])
+    .collect();
 
-/// Whether a failed restore of `input` (a [`Plan::create_input`]) stopped at one of its `-N` lines,
-/// i.e. our chain exists already. Both flavours name the line on stderr: legacy
-/// `iptables-restore: line 2 failed`, nft `iptables-nft-restore: line 2 failed: Chain already
-/// exists.` Any other failure (a rule the kernel refuses, the xtables lock) is not this.
-pub fn failed_creating_a_chain(input: &str, stderr: &str) -> bool {
-    stderr
-        .split("line ")
-        .skip(1)
-        .filter_map(|rest| {
-            let (n, tail) = rest.split_once(' ')?;
-            tail.starts_with("failed")
-                .then(|| n.parse::<usize>().ok())?
-        })
-        .any(|n| {
-            n.checked_sub(1)
-                .and_then(|i| input.lines().nth(i))
-                .is_some_and(|l| l.starts_with("-N "))
-        })
-}
-
-/// The `iptables-restore --noflush` input for DEL: delete every jump into our chains, then flush
-/// and delete the chains. `None` when there is nothing of ours in the table.
-pub fn delete_input(current: &NatTable) -> Option<String> {
-    let mut body = String::new();
-    for jump in current.jumps_into_ours() {
-        if let Some(spec) = jump.strip_prefix("-A ") {
-            let _ = writeln!(body, "-D {spec}");
-        }
+    Plan {
+        family,
+        inbound,
+        outbound,
     }
-    for chain in [REDIRECT_CHAIN, OUTPUT_CHAIN] {
-        if current.has_chain(chain) {
-            let _ = writeln!(body, "-F {chain}\n-X {chain}");
-        }
-    }
-    (!body.is_empty()).then(|| format!("*nat\n{body}COMMIT\n"))
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 pub(crate) mod tests;

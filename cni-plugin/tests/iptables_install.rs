@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use linkerd_cni::iptables::{resolve, search_path, Installed, Tools};
-use linkerd_cni::plan::{plan, Family, NatTable, Plan};
+use linkerd_cni::plan::iptables::{rules, NatTable, Rules};
+use linkerd_cni::plan::{plan, Family, RuleSettings};
 use linkerd_cni::{IptablesError, IptablesMode};
 use linkerd_multus_e2e::netns::NetNs;
 use settings::settings;
@@ -25,10 +26,7 @@ fn tools(mode: IptablesMode) -> Tools {
 fn creates_then_replaces(mode: IptablesMode) {
     let t = tools(mode);
     let ns = NetNs::create("lcni-inst");
-    let (p, changed) = (
-        plan(&settings(2102), Family::V4),
-        plan(&settings(7), Family::V4),
-    );
+    let (p, changed) = (planned(&settings(2102)), planned(&settings(7)));
     let table = || NatTable::parse(&t.save_nat().expect("save"));
     ns.run(|| {
         assert_eq!(t.install(&p).expect("first install"), Installed::Created);
@@ -62,7 +60,7 @@ fn other_failures_are_reported(mode: IptablesMode) {
         save: PathBuf::from("/nonexistent/iptables-save"),
         ..real.clone()
     };
-    let mut bad = plan(&settings(2102), Family::V4);
+    let mut bad = planned(&settings(2102));
     bad.output_rules
         .insert(0, "-A PROXY_INIT_OUTPUT -m nosuchmatch -j RETURN".into());
     let ns = NetNs::create("lcni-inst");
@@ -89,8 +87,13 @@ fn other_failures_are_reported(mode: IptablesMode) {
     );
 }
 
-fn good() -> Plan {
-    plan(&settings(2102), Family::V4)
+fn good() -> Rules {
+    planned(&settings(2102))
+}
+
+/// The ipv4 plan of `s`, rendered for `iptables-restore`.
+fn planned(s: &RuleSettings) -> Rules {
+    rules(&plan(s, Family::V4))
 }
 
 #[test]

@@ -23,6 +23,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use linkerd_cni::plan::iptables;
 use linkerd_cni::plan::{plan, Family, RuleSettings};
 use linkerd_cni::ports::PortRange;
 use linkerd_multus_e2e::binary;
@@ -210,7 +211,7 @@ impl Pod {
         match rules {
             Rules::None => {}
             Rules::Planned { settings, restore } => {
-                let input = plan(settings, Family::V4).create_input();
+                let input = iptables::rules(&plan(settings, Family::V4)).create_input();
                 let mut child = self
                     .pod
                     .command(restore)

@@ -6,7 +6,8 @@ use std::path::Path;
 use super::{rendered, Applied, Backend, BackendError, Rendered};
 use crate::iptables::{resolve, search_path, Installed, Tools};
 use crate::netns;
-use crate::plan::{delete_input, plan, Family, NatTable, Plan, RuleSettings};
+use crate::plan::iptables::{delete_input, rules, NatTable, Rules};
+use crate::plan::{plan, Family, RuleSettings};
 use crate::{IptablesError, IptablesMode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +18,12 @@ pub struct Iptables {
 }
 
 impl Iptables {
-    fn plans(&self, settings: &RuleSettings) -> Vec<Plan> {
-        self.families.iter().map(|f| plan(settings, *f)).collect()
+    /// Each family's plan, rendered for `iptables-restore`.
+    fn plans(&self, settings: &RuleSettings) -> Vec<Rules> {
+        self.families
+            .iter()
+            .map(|f| rules(&plan(settings, *f)))
+            .collect()
     }
 
     /// Finds every family's binaries before the netns is touched.

@@ -7,7 +7,7 @@ use super::{rendered, Applied, Backend, BackendError, Rendered};
 use crate::netns;
 use crate::nftables::netlink;
 use crate::nftables::{table, Table};
-use crate::plan::{Family, RuleSettings};
+use crate::plan::{plan, Family, RuleSettings};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nftables {
@@ -15,8 +15,12 @@ pub struct Nftables {
 }
 
 impl Nftables {
+    /// Each family's plan, rendered as our nf_tables table.
     fn tables(&self, settings: &RuleSettings) -> Vec<Table> {
-        self.families.iter().map(|f| table(settings, *f)).collect()
+        self.families
+            .iter()
+            .map(|f| table(&plan(settings, *f)))
+            .collect()
     }
 }
 

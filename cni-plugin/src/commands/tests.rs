@@ -11,6 +11,7 @@ use super::{add, del};
 use crate::backend::{self, Backend};
 use crate::cni::{codes, CniEnv};
 use crate::config::PluginConfig;
+use crate::plan::iptables::rules;
 use crate::plan::{plan, tests::base, Family, RuleSettings};
 
 fn config(linkerd: Value) -> PluginConfig {
@@ -63,8 +64,8 @@ fn add_in_simulate_logs_every_familys_rules_and_writes_none() {
     let not_a_netns = tempfile::NamedTempFile::new().unwrap();
     let env = env("ADD", &not_a_netns.path().display().to_string());
     let s = base();
-    let iptables = [Family::V4, Family::V6].map(|f| plan(&s, f).create_input());
-    let nftables = [Family::V4, Family::V6].map(|f| crate::nftables::table(&s, f).render());
+    let iptables = [Family::V4, Family::V6].map(|f| rules(&plan(&s, f)).create_input());
+    let nftables = [Family::V4, Family::V6].map(|f| crate::nftables::table(&plan(&s, f)).render());
     for (mode, texts) in [("legacy", iptables), ("nftables", nftables)] {
         let cfg = config(json!({"simulate": true, "iptables-mode": mode, "ipv6": true}));
         let (out, logs) = logged(|| add::install(&env, &s, &*backend::select(&cfg.linkerd)));

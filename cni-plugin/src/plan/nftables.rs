@@ -1,17 +1,17 @@
-//! The pod's nftables ruleset as a pure function of its settings: the same redirects and
-//! exemptions as the iptables plan ([`crate::plan`]), in one table of our own per family, and
-//! the comparison CHECK makes with what the kernel holds.
+//! The nf_tables rendering of the [plan](super): one table of our own per family, as the netlink
+//! backend ([`crate::nftables`]) writes it, in `nft list` syntax for logs, and the comparison
+//! CHECK makes with what the kernel holds.
 //!
-//! Differences from the iptables form, none in what is redirected: the two chains are base chains
-//! (no jump from PREROUTING/OUTPUT needed, DEL is deleting the table), and ignored ports are one
-//! rule per port or range (nftables has no 15-port multiport limit to group around).
+//! Differences from the iptables rendering, none in what is redirected: the two chains are base
+//! chains (no jump from PREROUTING/OUTPUT needed, DEL is deleting the table), and ignored ports are
+//! one rule per port or range (nftables has no 15-port multiport limit to group around).
 
 use std::fmt::Write as _;
 
 use ipnet::IpNet;
 
-use super::expr::*;
-use crate::plan::{Family, RuleSettings, OUTPUT_CHAIN, REDIRECT_CHAIN};
+use super::{Direction, Family, Match, Plan, Step};
+use crate::nftables::expr::*;
 use crate::ports::PortRange;
 
 /// Our table's name, in the `ip` and the `ip6` family. Nothing else lives in it.
@@ -59,11 +59,11 @@ pub struct Table {
     pub chains: Vec<Chain>,
 }
 
-fn rule(mut exprs: Vec<Expr>, verdict: Vec<Expr>, comment: &str) -> Rule {
+fn rule(mut exprs: Vec<Expr>, verdict: Vec<Expr>, comment: String) -> Rule {
     exprs.extend(verdict);
     Rule {
         exprs,
-        comment: Some(format!("proxy-init/{comment}")),
+        comment: Some(comment),
     }
 }
 
@@ -163,12 +163,6 @@ fn redirect(port: u16) -> Vec<Expr> {
     ]
 }
 
-fn ignore_ports(ports: &[PortRange]) -> impl Iterator<Item = Rule> + '_ {
-    ports
-        .iter()
-        .map(|p| rule(tcp_dport(p), ret(), &format!("ignore-port-{p}")))
-}
-
 fn nat_base(hook: u32) -> Option<Base> {
     Some(Base {
         chain_type: "nat".into(),
@@ -178,70 +172,43 @@ fn nat_base(hook: u32) -> Option<Base> {
     })
 }
 
-/// The table for one family.
-pub fn table(s: &RuleSettings, family: Family) -> Table {
-    let mut redirect_rules: Vec<Rule> = ignore_ports(&s.inbound_ports_to_ignore).collect();
-    for net in &s.subnets_to_ignore {
-        if family.holds(net) {
-            let net = net.trunc();
-            redirect_rules.push(rule(saddr(&net), ret(), &format!("ignore-subnet-{net}")));
-        }
-    }
-    let to_inbound = redirect(s.incoming_proxy_port);
-    if s.ports_to_redirect.is_empty() {
-        redirect_rules.push(rule(
-            tcp(),
-            to_inbound,
-            "redirect-all-incoming-to-proxy-port",
-        ));
-    } else {
-        for port in &s.ports_to_redirect {
-            redirect_rules.push(rule(
-                tcp_dport(&PortRange::single(*port)),
-                to_inbound.clone(),
-                &format!("redirect-port-{port}-to-proxy-port"),
-            ));
-        }
-    }
-
-    let mut output_rules = Vec::new();
-    if let Some(uid) = s.proxy_uid {
-        output_rules.push(rule(
-            meta_is(META_SKUID, uid.to_ne_bytes().to_vec()),
-            ret(),
-            "ignore-proxy-user-id",
-        ));
-    }
-    if let Some(gid) = s.proxy_gid {
-        output_rules.push(rule(
-            meta_is(META_SKGID, gid.to_ne_bytes().to_vec()),
-            ret(),
-            "ignore-proxy-group-id",
-        ));
-    }
-    let mut lo = b"lo".to_vec();
-    lo.resize(IFNAMSIZ, 0);
-    output_rules.push(rule(meta_is(META_OIFNAME, lo), ret(), "ignore-loopback"));
-    output_rules.extend(ignore_ports(&s.outbound_ports_to_ignore));
-    output_rules.push(rule(
-        tcp(),
-        redirect(s.outgoing_proxy_port),
-        "redirect-all-outgoing-to-proxy-port",
-    ));
+/// The rendering of `plan`: our table in its family, both chains hooked in as base chains.
+pub fn table(plan: &Plan) -> Table {
+    let chain = |(dir, steps): (Direction, &[Step]), hook| Chain {
+        name: dir.chain().into(),
+        base: nat_base(hook),
+        rules: steps.iter().flat_map(|s| rules(dir, s)).collect(),
+    };
+    let [inbound, outbound] = plan.chains();
     Table {
-        family,
+        family: plan.family,
         chains: vec![
-            Chain {
-                name: REDIRECT_CHAIN.into(),
-                base: nat_base(HOOK_PREROUTING),
-                rules: redirect_rules,
-            },
-            Chain {
-                name: OUTPUT_CHAIN.into(),
-                base: nat_base(HOOK_OUTPUT),
-                rules: output_rules,
-            },
+            chain(inbound, HOOK_PREROUTING),
+            chain(outbound, HOOK_OUTPUT),
         ],
+    }
+}
+
+/// A step's rules: one, or one per ignored port or range.
+fn rules(dir: Direction, step: &Step) -> Vec<Rule> {
+    let one = |m: Vec<Expr>, verdict| vec![rule(m, verdict, step.comment(dir, ""))];
+    match step {
+        Step::Skip(Match::Ports(ports)) => ports
+            .iter()
+            .map(|p| rule(tcp_dport(p), ret(), step.comment(dir, &p.to_string())))
+            .collect(),
+        Step::Skip(Match::Subnet(net)) => one(saddr(net), ret()),
+        Step::Skip(Match::Uid(uid)) => one(meta_is(META_SKUID, uid.to_ne_bytes().to_vec()), ret()),
+        Step::Skip(Match::Gid(gid)) => one(meta_is(META_SKGID, gid.to_ne_bytes().to_vec()), ret()),
+        Step::Skip(Match::Loopback) => {
+            let mut lo = b"lo".to_vec();
+            lo.resize(IFNAMSIZ, 0);
+            one(meta_is(META_OIFNAME, lo), ret())
+        }
+        Step::Redirect { dport: None, to } => one(tcp(), redirect(*to)),
+        Step::Redirect { dport: Some(p), to } => {
+            one(tcp_dport(&PortRange::single(*p)), redirect(*to))
+        }
     }
 }
 
@@ -355,5 +322,5 @@ impl Table {
 }
 
 #[cfg(test)]
-#[path = "ruleset_tests.rs"]
+#[path = "nftables_tests.rs"]
 mod tests;

@@ -1,29 +1,12 @@
-//! Table tests of the rule plan: each case asserts the whole `iptables-restore` input.
+//! Table tests of the iptables rendering: each case asserts the whole `iptables-restore` input.
 
 use super::*;
+use crate::plan::tests::{base, ports};
+use crate::plan::{plan, RuleSettings};
 
-/// Linkerd's default settings (shared with the nftables plan's tests).
-pub(crate) fn base() -> RuleSettings {
-    RuleSettings {
-        incoming_proxy_port: 4143,
-        outgoing_proxy_port: 4140,
-        proxy_uid: Some(2102),
-        proxy_gid: None,
-        ports_to_redirect: vec![],
-        inbound_ports_to_ignore: vec![],
-        outbound_ports_to_ignore: vec![],
-        subnets_to_ignore: vec![],
-    }
-}
-
-/// The plugin's defaults are Linkerd's, spelled out above.
-#[test]
-fn defaults_are_linkerds() {
-    assert_eq!(RuleSettings::default(), base());
-}
-
-pub(crate) fn ports(list: &str) -> Vec<PortRange> {
-    PortRange::parse_list(list).unwrap()
+/// The iptables rendering of `settings`' plan.
+fn planned(settings: &RuleSettings, family: Family) -> Rules {
+    rules(&plan(settings, family))
 }
 
 const HEAD: &str = "*nat\n:PROXY_INIT_REDIRECT - [0:0]\n:PROXY_INIT_OUTPUT - [0:0]\n";
@@ -127,7 +110,7 @@ fn restore_input_for_a_fresh_netns() {
 "),
     ];
     for (name, settings, family, rules) in cases {
-        let got = plan(&settings, family).restore_input(&NatTable::default());
+        let got = planned(&settings, family).restore_input(&NatTable::default());
         assert_eq!(got, format!("{HEAD}{rules}{HOOKS}"), "case: {name}");
     }
 }
@@ -135,7 +118,7 @@ fn restore_input_for_a_fresh_netns() {
 /// The create input is the fresh-netns input with `-N` in place of the flushing `:CHAIN` lines.
 #[test]
 fn create_input_creates_the_chains_and_both_hooks() {
-    let p = plan(&base(), Family::V4);
+    let p = planned(&base(), Family::V4);
     let want = p
         .restore_input(&NatTable::default())
         .replace(":PROXY_INIT_REDIRECT - [0:0]", "-N PROXY_INIT_REDIRECT")
@@ -151,7 +134,7 @@ fn create_input_creates_the_chains_and_both_hooks() {
 /// stderr texts are what iptables 1.8.9's legacy and nft restores print.
 #[test]
 fn only_a_failed_chain_creation_means_our_chains_exist() {
-    let input = plan(&base(), Family::V4).create_input();
+    let input = planned(&base(), Family::V4).create_input();
     let cases = [
         ("iptables-restore: line 2 failed", true),
         (
@@ -216,7 +199,7 @@ fn existing_hooks_are_not_added_again() {
     let current = NatTable::parse(SAVED);
     assert_eq!(current.chains.len(), 6);
     assert_eq!(current.rules.len(), 7, "only nat rules are read");
-    let input = plan(&base(), Family::V4).restore_input(&current);
+    let input = planned(&base(), Family::V4).restore_input(&current);
     assert!(!input.contains("-A PREROUTING"), "{input}");
     assert!(!input.contains("-A OUTPUT "), "{input}");
     assert!(
@@ -228,13 +211,13 @@ fn existing_hooks_are_not_added_again() {
 #[test]
 fn check_accepts_exactly_the_plan() {
     let current = NatTable::parse(SAVED);
-    assert_eq!(plan(&base(), Family::V4).check(&current), Ok(()));
+    assert_eq!(planned(&base(), Family::V4).check(&current), Ok(()));
 }
 
 /// CHECK must say which rule differs, not just "mismatch".
 #[test]
 fn check_names_the_first_difference() {
-    let p = plan(&base(), Family::V4);
+    let p = planned(&base(), Family::V4);
     let tampered = |from: &str, to: &str| NatTable::parse(&SAVED.replacen(from, to, 1));
     let cases = [
         (tampered("--uid-owner 2102", "--uid-owner 0"),
