@@ -111,13 +111,19 @@ fn parse_json(value: &str) -> Result<Vec<Selection>, NetworksError> {
         .collect()
 }
 
+/// True when `value` is read as the JSON-list format (valid or not): it starts with `[` once trimmed.
+/// The admission policy leaves such pods to the webhook (`admission_policy::WebhookOnly`).
+pub fn is_json_list(value: &str) -> bool {
+    value.trim().starts_with('[')
+}
+
 /// Parses a value into its format and selections. An empty (or blank) value is an empty comma list.
 fn parse(value: &str) -> Result<(Format, Vec<Selection>), NetworksError> {
     let trimmed = value.trim();
     if trimmed.is_empty() {
         return Ok((Format::CommaList, Vec::new()));
     }
-    if trimmed.starts_with('[') {
+    if is_json_list(trimmed) {
         return Ok((Format::JsonList, parse_json(trimmed)?));
     }
     // Multus treats any of these characters as JSON; a bare object is not a list it accepts.

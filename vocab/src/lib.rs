@@ -46,6 +46,14 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "linkerd-multus-operator";
 /// Server-side apply field manager of the operator.
 pub const FIELD_MANAGER: &str = "linkerd-multus-operator";
+/// Label the operator puts on the namespaces it serves, so the MutatingAdmissionPolicy's binding selects
+/// them (a namespaceSelector sees labels only): every other namespace's pod creates stay out of the
+/// policy. The value is [`ADMISSION_NAMESPACE_LABEL_VALUE`].
+pub const ADMISSION_NAMESPACE_LABEL: &str = "multus.linkerd.io/admission";
+pub const ADMISSION_NAMESPACE_LABEL_VALUE: &str = "enabled";
+/// Name of the MutatingAdmissionPolicy (and its binding) that makes the webhook's decision in the
+/// apiserver, where the server serves that API.
+pub const ADMISSION_POLICY_NAME: &str = "attach.multus.linkerd.io";
 /// On an owned NAD that is (or was) the one shared NAD (`--nad-namespace`): pods of any namespace may
 /// reference it, so it is deleted only once no pod anywhere does.
 pub const SHARED_NAD_ANNOTATION: &str = "linkerd.io/multus-shared-nad";

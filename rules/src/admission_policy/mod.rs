@@ -1,0 +1,133 @@
+//! PURE: the webhook's decision ([`crate::decision::decide`]) as a MutatingAdmissionPolicy and its
+//! binding, for servers that run admission without a server of ours (API
+//! `admissionregistration.k8s.io/v1beta1` behind the `MutatingAdmissionPolicy` gate from 1.34, `v1`
+//! from 1.36). The same inputs as the decision (the attach mode, where the NAD lives, Linkerd's
+//! namespace, the uid-range annotation and offset) are rendered into CEL as literals; the objects are
+//! `serde_json` values, the body the same for either API version.
+//!
+//! One policy with `reinvocationPolicy: IfNeeded`: an ApplyConfiguration sets the annotations (the
+//! copies from the namespace, the networks entry, the proxy uid) and a JSONPatch the `runAsUser` /
+//! `runAsGroup` of Linkerd's proxy and validator, which the apiserver runs again after Linkerd's
+//! injector added them. The binding selects the namespaces labelled
+//! [`vocab::ADMISSION_NAMESPACE_LABEL`], so no other pod create is evaluated.
+//!
+//! What the policy does not do:
+//! - the pods of [`WebhookOnly`] (a JSON-list networks annotation): excluded by its matchConditions,
+//!   listed by [`only_the_webhook_can`], left whole to the webhook;
+//! - warnings (a policy cannot emit one; a ValidatingAdmissionPolicy with `Warn` can);
+//! - pods opting in by their own annotation in a namespace without the label (the binding never sees
+//!   them);
+//! - the decision without the namespace's annotations (the apiserver always has the namespace).
+
+mod cel;
+mod webhook_only;
+
+use serde_json::{json, Value};
+
+use crate::decision::DecisionConfig;
+
+pub use cel::quote;
+pub use webhook_only::{only_the_webhook_can, WebhookOnly};
+
+/// The API group of the admission policies.
+const GROUP: &str = "admissionregistration.k8s.io";
+
+/// A version of the API that serves MutatingAdmissionPolicy, preferred first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyApi {
+    V1,
+    V1Beta1,
+}
+
+impl PolicyApi {
+    /// Preferred first: the GA version where it is served.
+    pub const ALL: [Self; 2] = [Self::V1, Self::V1Beta1];
+
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::V1 => "v1",
+            Self::V1Beta1 => "v1beta1",
+        }
+    }
+
+    /// `admissionregistration.k8s.io/<version>`.
+    pub fn api_version(self) -> String {
+        format!("{GROUP}/{}", self.version())
+    }
+
+    pub fn group() -> &'static str {
+        GROUP
+    }
+}
+
+/// The policy and its binding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    pub policy: Value,
+    pub binding: Value,
+}
+
+/// The policy and binding named [`vocab::ADMISSION_POLICY_NAME`] deciding as the webhook with `cfg`.
+pub fn render(cfg: &DecisionConfig, api: PolicyApi) -> Rendered {
+    render_named(cfg, api, vocab::ADMISSION_POLICY_NAME)
+}
+
+/// [`render`] under another name (policy and binding share it).
+pub fn render_named(cfg: &DecisionConfig, api: PolicyApi, name: &str) -> Rendered {
+    let labels = json!({ vocab::MANAGED_BY_LABEL: vocab::MANAGED_BY_VALUE });
+    let variables: Vec<Value> = cel::variables(cfg)
+        .into_iter()
+        .map(|var| json!({ "name": var.name, "expression": var.expression }))
+        .collect();
+    let policy = json!({
+        "apiVersion": api.api_version(),
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": { "name": name, "labels": labels },
+        "spec": {
+            // A CEL error is a defect of this renderer: the pod is refused with it rather than
+            // admitted unattached (a meshed pod without linkerd-cni bypasses the mesh), as the
+            // webhook's `failurePolicy: Fail` does.
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["pods"],
+                }],
+            },
+            "matchConditions": webhook_only::match_conditions(cfg),
+            "variables": variables,
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": { "expression": cel::apply_configuration() },
+                },
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": { "expression": cel::json_patch() },
+                },
+            ],
+        },
+    });
+    let binding = json!({
+        "apiVersion": api.api_version(),
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": { "name": name, "labels": labels },
+        "spec": {
+            "policyName": name,
+            "matchResources": {
+                "namespaceSelector": {
+                    "matchLabels": {
+                        vocab::ADMISSION_NAMESPACE_LABEL: vocab::ADMISSION_NAMESPACE_LABEL_VALUE,
+                    },
+                },
+            },
+        },
+    });
+    Rendered { policy, binding }
+}
+
+#[cfg(test)]
+mod tests;

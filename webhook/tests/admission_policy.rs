@@ -1,0 +1,432 @@
+//! The MutatingAdmissionPolicy (`rules::admission_policy`) against the webhook's decision, on the real
+//! apiserver: every pod of the decision table (`decision_cases`: each rule, each networks format, the
+//! OpenShift uid-range cases and the injected proxy and validator), in the three attach settings
+//! (per-namespace NADs, a shared NAD, Multus' auxiliary chain), is created with server-side dry run
+//! in a namespace with the case's annotations and the policy bound to it; the admitted pod's
+//! annotations and Linkerd's containers' uids must be what `rules::decision::decide` makes of the same
+//! pod. Pods only the webhook can decide (`only_the_webhook_can`) must come out unchanged.
+//!
+//! Decided by discovery: on a server that serves no MutatingAdmissionPolicy (v1, or v1beta1 with
+//! the gate) the case is reported not run, never passed.
+
+mod decision_cases;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use decision_cases::{aux_only_cases, cases, containers_of, meta_of, Case};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use linkerd_multus_e2e::{client, not_run, unique_name, DeleteOnDrop, TestNamespace};
+use rules::admission_policy::{only_the_webhook_can, render_named, PolicyApi};
+use rules::attach::Attach;
+use rules::decision::{decide, DecisionConfig};
+use rules::namespaces::NadPlacement;
+use serde_json::{json, Value};
+
+const CASE: &str = "the MutatingAdmissionPolicy decides as the webhook";
+/// The label every namespace has from 1.21 on: the test's bindings select one namespace each.
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// How long a new policy may take to act (the apiserver's policy informer): about a second here.
+const ACTIVATION: Duration = Duration::from_secs(30);
+
+/// The API version serving MutatingAdmissionPolicy, preferred first; None when none does.
+async fn served(kube: &Client) -> Option<PolicyApi> {
+    for api in PolicyApi::ALL {
+        if let Ok(list) = kube.list_api_group_resources(&api.api_version()).await {
+            if list
+                .resources
+                .iter()
+                .any(|r| r.kind == "MutatingAdmissionPolicy")
+            {
+                return Some(api);
+            }
+        }
+    }
+    None
+}
+
+fn resource(api: PolicyApi, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: PolicyApi::group().to_string(),
+        version: api.version().to_string(),
+        api_version: api.api_version(),
+        kind: kind.to_string(),
+        plural: plural.to_string(),
+    }
+}
+
+/// Creates `object` (cluster-scoped, of `res`), deleted when the guard drops.
+async fn create(kube: &Client, res: &ApiResource, object: Value) -> DeleteOnDrop<DynamicObject> {
+    let api = Api::<DynamicObject>::all_with(kube.clone(), res);
+    let object: DynamicObject = serde_json::from_value(object).expect("a rendered object");
+    let name = object.metadata.name.clone().expect("a name");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {} {name}: {e}", res.kind));
+    DeleteOnDrop::new(api, name)
+}
+
+/// The pod as the apiserver takes it: a container where the case has none, an image on each. The
+/// decision reads neither, and both sides are given this same pod.
+fn valid(case_pod: &Value, namespace: &str) -> Value {
+    let mut pod = case_pod.clone();
+    let spec = &mut pod["spec"];
+    if spec["containers"].as_array().is_none_or(Vec::is_empty) {
+        spec["containers"] = json!([{ "name": "app" }]);
+    }
+    for list in ["containers", "initContainers"] {
+        for c in spec[list].as_array_mut().into_iter().flatten() {
+            if c.get("image").is_none() {
+                c["image"] = json!("x");
+            }
+        }
+    }
+    // The table's pods live in `app`: their namespace-qualified network items follow them.
+    let networks = pod["metadata"]
+        .get_mut("annotations")
+        .and_then(|a| a.get_mut(vocab::NETWORKS_ANNOTATION));
+    if let Some(networks) = networks {
+        if let Some(text) = networks.as_str() {
+            let moved = text
+                .replace("app/", &format!("{namespace}/"))
+                .replace("\"app\"", &format!("\"{namespace}\""));
+            *networks = json!(moved);
+        }
+    }
+    pod
+}
+
+/// What the two sides are compared on: the annotations, and each container's runAsUser/runAsGroup.
+fn observed(pod: &Value) -> Value {
+    let uids = |list: &str| -> Vec<Value> {
+        pod["spec"][list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let sc = c.get("securityContext").filter(|sc| sc.is_object());
+                json!({
+                    "name": c["name"],
+                    "runAsUser": sc.and_then(|sc| sc.get("runAsUser")),
+                    "runAsGroup": sc.and_then(|sc| sc.get("runAsGroup")),
+                })
+            })
+            .collect()
+    };
+    json!({
+        "annotations": pod["metadata"].get("annotations").cloned().unwrap_or(json!({})),
+        "containers": uids("containers"),
+        "initContainers": uids("initContainers"),
+    })
+}
+
+/// Waits until a dry run of `pod` in `namespace` gives `want` (the policy is active once the
+/// apiserver's informer has it); the last pod seen, or the refusal, when it never does.
+async fn active(kube: &Client, namespace: &str, pod: &Value, want: &Value) -> Result<(), String> {
+    let deadline = Instant::now() + ACTIVATION;
+    loop {
+        let last = match dry_run(kube, namespace, pod).await {
+            Ok(admitted) if observed(&admitted) == *want => return Ok(()),
+            Ok(admitted) => observed(&admitted).to_string(),
+            Err(e) => format!("refused: {e}"),
+        };
+        if Instant::now() > deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The pod the webhook's decision makes of `pod` in `namespace`.
+fn by_the_webhook(
+    pod: &Value,
+    namespace: &str,
+    ns: &BTreeMap<String, String>,
+    cfg: &DecisionConfig,
+) -> Value {
+    let decision = decide(&meta_of(pod), &containers_of(pod), namespace, Some(ns), cfg);
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &decision.patch).expect("the decision's patch applies");
+    patched
+}
+
+/// The pod as admitted by a server-side dry-run create in `namespace`, or the refusal.
+async fn dry_run(kube: &Client, namespace: &str, pod: &Value) -> Result<Value, String> {
+    let res = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+    let api = Api::<DynamicObject>::namespaced_with(kube.clone(), namespace, &res);
+    let object: DynamicObject = serde_json::from_value(pod.clone()).map_err(|e| e.to_string())?;
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match api.create(&params, &object).await {
+        Ok(admitted) => Ok(serde_json::to_value(admitted).expect("a pod")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One attach setting's run.
+struct Setting {
+    tag: &'static str,
+    cfg: DecisionConfig,
+}
+
+fn settings() -> Vec<Setting> {
+    let nad = DecisionConfig::default();
+    let mut shared = nad.clone();
+    shared.nad.placement = NadPlacement::Shared("nad-home".into());
+    let mut aux = nad.clone();
+    aux.nad.attach = Attach::AuxChain;
+    vec![
+        Setting {
+            tag: "nad",
+            cfg: nad,
+        },
+        Setting {
+            tag: "shared",
+            cfg: shared,
+        },
+        Setting {
+            tag: "aux",
+            cfg: aux,
+        },
+    ]
+}
+
+/// How each case came out.
+#[derive(Default)]
+struct Tally {
+    agreed: usize,
+    unchanged_for_the_webhook: Vec<String>,
+    refused_by_the_apiserver: Vec<String>,
+    namespace_unknown: Vec<String>,
+    disagreed: Vec<String>,
+    /// Namespaces where no pod shows the policy at work (no canary).
+    without_canary: Vec<String>,
+}
+
+/// True when every uid of `observed` is one Kubernetes' validation takes (a range near the top of
+/// the uids gives others: the pod would be refused after admission).
+fn kubernetes_takes_the_uids(observed: &Value) -> bool {
+    ["containers", "initContainers"].iter().all(|list| {
+        observed[list].as_array().into_iter().flatten().all(|c| {
+            ["runAsUser", "runAsGroup"].iter().all(|f| {
+                c[f].as_i64()
+                    .is_none_or(|uid| uid <= i64::from(vocab::MAX_KUBERNETES_UID))
+            })
+        })
+    })
+}
+
+/// A pod in the namespace the policy must change (proof it is active there), if any the decision
+/// changes: tried from the cheapest.
+fn canary(namespace: &str, ns: &BTreeMap<String, String>, cfg: &DecisionConfig) -> Option<Value> {
+    let app = json!({ "name": "app", "image": "x" });
+    let proxy = json!({ "name": vocab::PROXY_CONTAINER, "image": "x",
+                        "securityContext": { "runAsUser": 2102 } });
+    let validator = json!({ "name": vocab::VALIDATOR_CONTAINER, "image": "x",
+                            "securityContext": { "runAsUser": 65534 } });
+    let specs = [
+        json!({ "containers": [app] }),
+        json!({ "containers": [app, proxy] }),
+        json!({ "containers": [app, proxy], "initContainers": [validator] }),
+        json!({ "containers": [app], "initContainers": [validator] }),
+    ];
+    let candidates = [
+        json!({}),
+        json!({ vocab::MULTUS_ANNOTATION: vocab::MULTUS_ENABLED }),
+    ];
+    let labels = [
+        json!({}),
+        json!({ vocab::CONTROL_PLANE_COMPONENT_LABEL: "destination" }),
+    ];
+    for annotations in &candidates {
+        for labels in &labels {
+            for spec in &specs {
+                let pod = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": { "name": "canary", "annotations": annotations, "labels": labels },
+                    "spec": spec,
+                });
+                let want = observed(&by_the_webhook(&pod, namespace, ns, cfg));
+                if want != observed(&pod) && kubernetes_takes_the_uids(&want) {
+                    return Some(pod);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Every case of the decision table, through the policy and through the decision, must give the
+/// same pod. Would fail if the policy's CEL and `decide` differed on any rule (a copy, the
+/// selection, the comma list, the uid range, the offset, the proxy's or validator's uid), if a
+/// webhook-only pod were touched by the policy, or if the policy were not served as rendered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver, MutatingAdmissionPolicy served where it can be): run by e2e/test-all"]
+async fn the_policy_decides_as_the_webhook() {
+    let kube = client().await;
+    let Some(api) = served(&kube).await else {
+        not_run(
+            CASE,
+            "the apiserver serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1, or \
+             v1beta1 with the MutatingAdmissionPolicy gate)",
+        );
+        return;
+    };
+    let policies = resource(api, "MutatingAdmissionPolicy", "mutatingadmissionpolicies");
+    let bindings = resource(
+        api,
+        "MutatingAdmissionPolicyBinding",
+        "mutatingadmissionpolicybindings",
+    );
+    // Without the label and without a policy: tells a pod the apiserver refuses from a policy's error.
+    let plain = TestNamespace::create(&kube, "pol-plain").await;
+    let namespaces = Api::<Namespace>::all(kube.clone());
+
+    let mut all: Vec<Case> = cases();
+    all.extend(aux_only_cases());
+    let mut failures = Vec::new();
+    for setting in settings() {
+        let mut tally = Tally::default();
+        // One namespace per (role, annotations): the table's `linkerd` is Linkerd's namespace.
+        let mut groups: BTreeMap<(bool, BTreeMap<String, String>), Vec<&Case>> = BTreeMap::new();
+        for case in &all {
+            match &case.ns {
+                Some(ns) => groups
+                    .entry((case.namespace == "linkerd", ns.clone()))
+                    .or_default()
+                    .push(case),
+                None => tally.namespace_unknown.push(case.name.to_string()),
+            }
+        }
+        for ((linkerd, ns_annotations), group) in &groups {
+            let ns = TestNamespace::create_with(
+                &kube,
+                &format!("pol-{}", setting.tag),
+                ns_annotations.clone(),
+            )
+            .await;
+            let label = json!({ "metadata": { "labels": {
+                vocab::ADMISSION_NAMESPACE_LABEL: vocab::ADMISSION_NAMESPACE_LABEL_VALUE } } });
+            namespaces
+                .patch(&ns.name, &PatchParams::default(), &Patch::Merge(&label))
+                .await
+                .expect("labelling the namespace");
+            let mut cfg = setting.cfg.clone();
+            if *linkerd {
+                cfg.nad.linkerd_namespace = ns.name.clone();
+            }
+            let mut rendered = render_named(&cfg, api, &unique_name("pol"));
+            // Scoped to this namespace, so no other test's pods meet it.
+            rendered.binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] =
+                json!([{ "key": NAME_LABEL, "operator": "In", "values": [ns.name] }]);
+            let _policy = create(&kube, &policies, rendered.policy).await;
+            let _binding = create(&kube, &bindings, rendered.binding).await;
+
+            // The policy is active once the apiserver's informer has it: a canary pod shows it.
+            let canary = canary(&ns.name, ns_annotations, &cfg);
+            if let Some(pod) = &canary {
+                let want = observed(&by_the_webhook(pod, &ns.name, ns_annotations, &cfg));
+                if let Err(last) = active(&kube, &ns.name, pod, &want).await {
+                    // Reported with the cases, which then show where the two differ.
+                    tally.disagreed.push(format!(
+                        "the canary pod in {} never came out as the webhook makes it:\n    \
+                         policy  {last}\n    webhook {want}",
+                        ns.name
+                    ));
+                }
+            } else {
+                // Nothing the policy does shows here: every case must then come out unchanged.
+                tally.without_canary.push(ns.name.clone());
+            }
+
+            for case in group {
+                let pod = valid(&case.pod, &ns.name);
+                let webhook_only = only_the_webhook_can(meta_of(&pod).annotations.as_ref(), &cfg);
+                let want = match webhook_only {
+                    Some(_) => observed(&pod),
+                    None => observed(&by_the_webhook(&pod, &ns.name, ns_annotations, &cfg)),
+                };
+                if canary.is_none() && want != observed(&pod) {
+                    tally.disagreed.push(format!(
+                        "{}: no canary pod proves the policy active in {}, where it must act",
+                        case.name, ns.name
+                    ));
+                    continue;
+                }
+                match dry_run(&kube, &ns.name, &pod).await {
+                    Ok(admitted) if observed(&admitted) == want => match webhook_only {
+                        Some(why) => tally.unchanged_for_the_webhook.push(format!(
+                            "{} ({})",
+                            case.name,
+                            why.reason()
+                        )),
+                        None => tally.agreed += 1,
+                    },
+                    Ok(admitted) => tally.disagreed.push(format!(
+                        "{}:\n    policy  {}\n    webhook {}",
+                        case.name,
+                        observed(&admitted),
+                        want
+                    )),
+                    // Refused where no policy runs too: a pod the apiserver never admits.
+                    Err(e) => match dry_run(&kube, &plain.name, &pod).await {
+                        Err(_) => tally
+                            .refused_by_the_apiserver
+                            .push(format!("{}: {e}", case.name)),
+                        Ok(_) => tally
+                            .disagreed
+                            .push(format!("{}: refused through the policy: {e}", case.name)),
+                    },
+                }
+            }
+        }
+        eprintln!(
+            "{} ({} namespaces): {} cases agree; {} left unchanged for the webhook; {} refused by the \
+             apiserver with or without the policy; {} need an unreadable namespace (the apiserver \
+             always has it); {} disagree; {} namespaces without a canary",
+            setting.tag,
+            groups.len(),
+            tally.agreed,
+            tally.unchanged_for_the_webhook.len(),
+            tally.refused_by_the_apiserver.len(),
+            tally.namespace_unknown.len(),
+            tally.disagreed.len(),
+            tally.without_canary.len()
+        );
+        for line in &tally.unchanged_for_the_webhook {
+            eprintln!("  webhook only: {line}");
+        }
+        for line in &tally.refused_by_the_apiserver {
+            eprintln!("  refused: {line}");
+        }
+        if setting.cfg.nad.attach.uses_nads() {
+            assert!(
+                !tally.unchanged_for_the_webhook.is_empty(),
+                "{}: no webhook-only case was exercised",
+                setting.tag
+            );
+        }
+        assert!(
+            tally.agreed >= 60,
+            "{}: only {} cases compared",
+            setting.tag,
+            tally.agreed
+        );
+        failures.extend(
+            tally
+                .disagreed
+                .into_iter()
+                .map(|d| format!("[{}] {d}", setting.tag)),
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases differ between the policy and the webhook:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
