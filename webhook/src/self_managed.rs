@@ -1,16 +1,19 @@
 //! Self-managed certificate mode, the I/O part: keeps the CA and serving certificate in a Secret
 //! (created if absent, replaced well before expiry, with optimistic concurrency so several replicas
-//! agree on one), serves it, and keeps the MutatingWebhookConfiguration's `caBundle` in sync.
+//! agree on one), serves it, and keeps the MutatingWebhookConfiguration's `caBundle` in sync: at once
+//! when the configuration changes (a watch of that one object), and every check interval.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -82,13 +85,18 @@ impl SelfManaged {
     }
 
     /// Re-checks every interval until `shutdown`: picks up a certificate another replica rotated,
-    /// rotates it when due, re-syncs the caBundle (someone may have re-applied the configuration).
+    /// rotates it when due, re-syncs the caBundle. Also at once whenever the configuration changes:
+    /// `helm rollback` to the first revision (rendered before any caBundle existed), or a manifest
+    /// re-applied by hand, removes the caBundle, and with `failurePolicy: Fail` every pod create the
+    /// webhook matches fails until it is back (seen on the node: for minutes, with a 5 m interval).
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut changes = self.store.config_changes();
         let mut wait = self.interval;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
+                Some(()) = changes.next() => {}
             }
             wait = match self.refresh().await {
                 Ok(()) => self.interval,
@@ -226,6 +234,33 @@ impl CertStore {
             ])),
             ..Default::default()
         }
+    }
+
+    /// A tick each time the configuration is written or deleted (and once the watch has listed it):
+    /// a watch of that one object, by name, so its RBAC stays the object's `resourceNames`. Watch
+    /// errors are logged and retried with backoff; the interval's checks go on meanwhile.
+    fn config_changes(&self) -> BoxStream<'static, ()> {
+        let Some(name) = &self.config_name else {
+            return futures::stream::pending().boxed();
+        };
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let name = name.clone();
+        watcher(self.configs.clone(), config)
+            .default_backoff()
+            .filter_map(move |event| {
+                let tick = match event {
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))
+                    | Ok(watcher::Event::InitDone) => Some(()),
+                    Ok(_) => None,
+                    Err(error) => {
+                        tracing::warn!(config = %name, error = %Chain(&error),
+                            "cannot watch the webhook configuration; its caBundle is re-checked every interval");
+                        None
+                    }
+                };
+                futures::future::ready(tick)
+            })
+            .boxed()
     }
 
     /// Sets `caBundle` on the configuration's webhooks that call us: through our Service, or through a
