@@ -21,7 +21,8 @@ use linkerd_multus_e2e::{credentials, wait_for_explained};
 use serde_json::{json, Value};
 
 use super::lifecycle::{
-    meshed_pods_of, plain_pod, sandbox_failures, validator_exit, wait_ready, Lifecycle,
+    meshed_pods_of, plain_pod, ready_since, running_pod, sandbox_failures, validator_exit,
+    wait_ready, Lifecycle,
 };
 use super::*;
 use crate::support::{path_str, temp_file};
@@ -434,6 +435,7 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
     );
     let meshed_before: BTreeSet<String> = validated_pods(node, ns);
     let start = Instant::now();
+    let rebooted = k8s_openapi::jiff::Timestamp::now();
     reboot_keeping_cluster_network(node);
     eprintln!("node rebooted (Ready again) in {:?}", start.elapsed());
     assert!(
@@ -443,7 +445,15 @@ fn reboot_window(node: &Node, cleanup: &mut Cleanup, meshed: &Meshed, plain: &st
 
     // Plain pods: the one from before comes back on its new sandbox, a new one starts. Creating it
     // waits for the webhook (failurePolicy Fail): on this one node its pods restarted too.
-    wait_pod_running(node, plain, "app=server");
+    wait_for_explained(
+        "the plain pod from before the reboot Ready in its new sandbox",
+        READY_WITHIN,
+        || {
+            let pod = running_pod(node, plain, "app=server")?;
+            ready_since(&pod, rebooted).then_some(())
+        },
+        || node.describe(plain, "pods"),
+    );
     let fresh = create_namespace(node, cleanup, "after-reboot");
     let manifest = temp_file("after-reboot", &plain_pod(node, &fresh, "p1").to_string());
     wait_for_explained(

@@ -388,11 +388,11 @@ impl Lifecycle<'_> {
         );
         for ns in with_plain {
             wait_for_explained(
-                &format!("{ns}'s plain pod Ready again after the reboot"),
+                &format!("{ns}'s plain pod Ready again after the reboot, in a new sandbox"),
                 AFTER_UNINSTALL,
                 || {
                     let pod = running_pod(node, ns, "app=lc-plain")?;
-                    is_ready(&pod).then_some(())
+                    ready_since(&pod, rebooted).then_some(())
                 },
                 || node.describe(ns, "pods"),
             );
@@ -676,13 +676,31 @@ fn meshed_drill_pods(node: &Node, ns: &str) -> Vec<Value> {
 }
 
 /// The first pod of `ns` matching `selector` that is Running now, if any.
-fn running_pod(node: &Node, ns: &str, selector: &str) -> Option<Value> {
+pub fn running_pod(node: &Node, ns: &str, selector: &str) -> Option<Value> {
     let list = node.get_json(&["-n", ns, "pods", "-l", selector])?;
     list["items"]
         .as_array()?
         .iter()
         .find(|p| p["metadata"]["deletionTimestamp"].is_null() && p["status"]["phase"] == "Running")
         .cloned()
+}
+
+/// Ready, with every container running since `since`: right after a reboot the API still shows the
+/// status from before it (Running, Ready) until the kubelet has seen the pod again, so Ready alone
+/// passed while the new sandbox was failing (seen with linkerd-cni's fail-open disabled: 0.35 s
+/// after the node was back).
+pub fn ready_since(pod: &Value, since: Timestamp) -> bool {
+    let statuses = pod["status"]["containerStatuses"].as_array();
+    is_ready(pod)
+        && statuses.is_some_and(|cs| {
+            !cs.is_empty()
+                && cs.iter().all(|c| {
+                    c["state"]["running"]["startedAt"]
+                        .as_str()
+                        .and_then(|t| t.parse::<Timestamp>().ok())
+                        .is_some_and(|at| at.as_second() >= since.as_second())
+                })
+        })
 }
 
 fn name_of(pod: &Value) -> String {
