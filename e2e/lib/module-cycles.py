@@ -2,9 +2,11 @@
 """Lists cycles among sibling modules (`a` names `crate::b`, `super::b` or a grouped
 `use crate::{b, c::d}`, `b` names `a`, directly or around a longer loop), in every crate's src/. A
 name in a child module counts for its ancestor below the two modules' common parent; a module naming
-its own ancestor or descendant is no cycle. Production code only: comments, `*_tests.rs` files and
-everything after a file's `#[cfg(test)]` are ignored (a test module's `super::` is its own file).
-Binaries under src/bin are skipped. Exit 1 when a cycle exists, naming it; 0 otherwise."""
+its own ancestor or descendant is no cycle. Production code only: comments, string literals,
+`*_tests.rs` files, each `#[cfg(test)]` item (a test module's block, a `use`, a helper) and the files
+of modules declared under `#[cfg(test)]` are ignored (a test module's `super::` is its own file); the
+code after a test module is read like the code before it. Binaries under src/bin are skipped. Exit 1
+when a cycle exists, naming it; 0 otherwise."""
 import pathlib
 import re
 import sys
@@ -12,22 +14,21 @@ import sys
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 
 
-def code(text):
-    text = text.split("#[cfg(test)]", 1)[0]
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 
 def modules(src):
     """Module path (tuple) -> its production code."""
-    found = {}
+    found, tests = {}, set()
     for f in src.rglob("*.rs"):
         parts = list(f.relative_to(src).with_suffix("").parts)
         if parts[0] == "bin" or parts[-1].endswith("_tests"):
             continue
         if parts[-1] in ("mod", "lib", "main"):
             parts = parts[:-1]
-        found[tuple(parts)] = code(f.read_text())
-    return found
+        found[tuple(parts)], test_mods = code(f.read_text())
+        tests |= {tuple(parts) + (name,) for name in test_mods}
+    # A module declared under `#[cfg(test)]` is test code, with everything below it.
+    return {m: t for m, t in found.items() if not any(m[: len(t)] == t for t in tests)}
 
 
 def split_top(body):
@@ -56,6 +57,65 @@ def closing(text, open_at):
             if depth == 0:
                 return i
     return len(text)
+
+
+LITERAL = re.compile(
+    r"""//[^\n]*"""  # line comment (doc comments too)
+    r"""|/\*.*?\*/"""  # block comment (not nested; none are here)
+    r"""|b?r(#*)".*?"\1"""  # raw string
+    r"""|b?"(?:\\.|[^"\\])*\""""  # string
+    r"""|b?'(?:\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])'""",  # char, not a lifetime
+    re.S,
+)
+TEST_ATTR = re.compile(r"#\[cfg\(test\)\]")
+
+
+def blank(text):
+    """`text` without comments and literals, newlines kept: a brace in a string or a `#[cfg(test)]` in a
+    doc comment must not move an item's end."""
+    return LITERAL.sub(lambda m: "\n" * m.group(0).count("\n") if m.group(0).startswith("/") else '""', text)
+
+
+def item_end(text, at):
+    """Index just past the item starting at `at`: its `;` or the `}` closing its first top-level brace
+    (with a `;` right after it, as in `use a::{b};`). Leading attributes belong to the item."""
+    depth = 0
+    i = at
+    while i < len(text):
+        c = text[i]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            return i + 1
+        elif c == "{" and depth == 0:
+            end = closing(text, i) + 1
+            after = re.match(r"\s*;", text[end:])
+            return end + (after.end() if after else 0)
+        i += 1
+    return len(text)
+
+
+def code(text):
+    """Production code of a file: each `#[cfg(test)]` item (a test module's block, a `mod x;`
+    declaration, a test-only `use` or helper) is cut, the rest is kept. Also returns the names of
+    modules declared test-only, whose own files are test code."""
+    text = blank(text)
+    if re.search(r"#!\[cfg\(test\)\]", text):
+        return "", set()
+    kept, test_mods, pos = [], set(), 0
+    for hit in TEST_ATTR.finditer(text):
+        if hit.start() < pos:
+            continue  # inside an item already cut
+        end = item_end(text, hit.end())
+        declared = re.match(r"(?:\s*#\[[^\]]*\])*\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text[hit.end() : end])
+        if declared:
+            test_mods.add(declared.group(1))
+        kept.append(text[pos : hit.start()])
+        pos = end
+    kept.append(text[pos:])
+    return "".join(kept), test_mods
 
 
 def expand(prefix, body):
