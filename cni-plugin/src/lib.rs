@@ -5,7 +5,7 @@
 //! auxiliary chain [`view`] the installer's view of the enabled namespaces, [`pod`] the pod
 //! through the apiserver, [`overrides`] applies its annotations, and [`plan`] plans the pod's rules
 //! once, as data (pure); each backend only renders that plan ([`plan::iptables`],
-//! [`plan::nftables`]). The [`backend`] chosen from the config writes, checks or removes them
+//! [`nftables::ruleset`]). The [`backend`] chosen from the config writes, checks or removes them
 //! inside the pod's netns ([`netns`]): [`iptables`] runs one `iptables-restore` per family, or, in
 //! `iptables-mode: nftables`, [`nftables`] writes them as one netlink batch, with no binary;
 //! `simulate` only logs them. [`commands::run`] ties it together for the binary.

@@ -8,7 +8,6 @@
 //! never in decisions (`tests/backends_agree.rs` reads each back from the kernel to hold them to it).
 
 pub mod iptables;
-pub mod nftables;
 
 use ipnet::IpNet;
 

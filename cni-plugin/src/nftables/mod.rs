@@ -1,7 +1,7 @@
 //! `iptables-mode: nftables`: the pod's rules programmed into nf_tables directly over netlink, so
 //! the node needs no `iptables*` or `nft` binary.
 //!
-//! What it writes is the plan's nf_tables rendering ([`crate::plan::nftables`]: a table of our own
+//! What it writes is the plan's nf_tables rendering ([`ruleset`]: a table of our own
 //! per family); [`expr`] holds the kernel's expressions both ways, [`attr`] netlink attributes,
 //! and [`netlink`] the socket: one atomic batch per ADD or DEL, a listing of our table for CHECK.
 //!
@@ -12,6 +12,7 @@
 pub mod attr;
 pub mod expr;
 pub mod netlink;
+pub mod ruleset;
 
-pub use crate::plan::nftables::{table, Table, TABLE};
 pub use netlink::NftError;
+pub use ruleset::{table, Table, TABLE};

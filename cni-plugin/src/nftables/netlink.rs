@@ -13,7 +13,7 @@ use nix::sys::time::{TimeVal, TimeValLike};
 
 use super::attr::{self, AttrWriter};
 use super::expr::{self, Expr};
-use crate::plan::nftables::{nfproto, Base, Chain, Rule, Table, TABLE};
+use super::ruleset::{nfproto, Base, Chain, Rule, Table, TABLE};
 use crate::plan::Family;
 
 const NLM_F_REQUEST: u16 = 0x1;

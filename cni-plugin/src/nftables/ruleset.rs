@@ -1,5 +1,5 @@
-//! The nf_tables rendering of the [plan](super): one table of our own per family, as the netlink
-//! backend ([`crate::nftables`]) writes it, in `nft list` syntax for logs, and the comparison
+//! The nf_tables rendering of the [plan](crate::plan): one table of our own per family, as the netlink
+//! backend ([`super::netlink`]) writes it, in `nft list` syntax for logs, and the comparison
 //! CHECK makes with what the kernel holds.
 //!
 //! Differences from the iptables rendering, none in what is redirected: the two chains are base
@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use ipnet::IpNet;
 
-use super::{Direction, Family, Match, Plan, Step};
-use crate::nftables::expr::*;
+use super::expr::*;
+use crate::plan::{Direction, Family, Match, Plan, Step};
 use crate::ports::PortRange;
 
 /// Our table's name, in the `ip` and the `ip6` family. Nothing else lives in it.
@@ -322,5 +322,5 @@ impl Table {
 }
 
 #[cfg(test)]
-#[path = "nftables_tests.rs"]
+#[path = "ruleset_tests.rs"]
 mod tests;

@@ -1,5 +1,5 @@
 //! Tests of the plan as data; each backend's rendering of it is tested beside that backend
-//! (`iptables_tests.rs`, `nftables_tests.rs`).
+//! (`iptables_tests.rs` here, `nftables/ruleset_tests.rs`).
 
 use super::*;
 
