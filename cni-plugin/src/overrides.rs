@@ -3,6 +3,7 @@
 
 use ipnet::IpNet;
 
+use rules::proxy_uid::{ProxyUidSource, Sources};
 use vocab::Uid;
 
 use crate::plan::RuleSettings;
@@ -60,13 +61,6 @@ fn ranges(pod: &PodFacts, key: &'static str) -> Result<Option<Vec<PortRange>>, A
         .transpose()
 }
 
-/// The proxy-uid annotation, read by the one parser the webhook and `check` use too.
-fn uid(pod: &PodFacts, key: &'static str) -> Result<Option<Uid>, AnnotationError> {
-    lookup(pod, key)
-        .map(|(v, src)| vocab::parse_proxy_uid(v).map_err(|e| error(key, v, src, e.to_string())))
-        .transpose()
-}
-
 /// The proxy-gid annotation: an integer; negative means "none" (Linkerd's `proxy.gid: -1`).
 fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, AnnotationError> {
     lookup(pod, key)
@@ -80,43 +74,46 @@ fn id(pod: &PodFacts, key: &'static str) -> Result<Option<Option<Uid>>, Annotati
         .transpose()
 }
 
-/// The uid the rules exempt, following [`vocab::PROXY_UID_PRECEDENCE`]; an annotation that is no uid
-/// ([`vocab::parse_proxy_uid`]) is an error.
-pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
-    use vocab::ProxyUidSource::*;
-    let key = vocab::PROXY_UID_ANNOTATION;
-    for source in vocab::PROXY_UID_PRECEDENCE {
-        match source {
-            PodAnnotation if pod.annotations.contains_key(key) => return uid(pod, key),
-            ProxyRunAsUser => {
-                if let Some(uid) = pod.proxy_run_as_user {
-                    return Ok(Some(uid));
-                }
-            }
-            // The pod has none by now, so this reads the namespace's.
-            NamespaceAnnotation if pod.namespace_annotations.contains_key(key) => {
-                return uid(pod, key)
-            }
-            Configured => return Ok(cfg.proxy_uid),
-            _ => {}
-        }
-    }
-    Ok(cfg.proxy_uid)
+/// What the proxy uid's sources say for this pod, ordered by `rules::proxy_uid` (the one owner of
+/// their precedence, which the webhook and `check` follow too).
+fn uid_sources<'a>(cfg: &RuleSettings, pod: &'a PodFacts) -> Sources<'a> {
+    Sources::from_annotations(
+        Some(&pod.annotations),
+        pod.proxy_run_as_user,
+        Some(&pod.namespace_annotations),
+        cfg.proxy_uid,
+    )
 }
 
-/// When the pod's own proxy-uid annotation and the proxy container's `runAsUser` disagree: the rules
-/// exempt the annotation's uid while the proxy runs as the other, so the proxy's own traffic loops.
-pub fn proxy_uid_disagreement(pod: &PodFacts) -> Option<String> {
-    let annotation = pod.annotations.get(vocab::PROXY_UID_ANNOTATION)?;
-    let run_as = pod.proxy_run_as_user?;
-    (vocab::parse_proxy_uid(annotation).ok() != Some(run_as)).then(|| {
-        format!(
-            "pod annotation {}={annotation:?} differs from the {} container's runAsUser {run_as}; \
-             the rules exempt the annotation's uid",
-            vocab::PROXY_UID_ANNOTATION,
-            vocab::PROXY_CONTAINER
-        )
-    })
+/// The uid the rules exempt; the annotation that wins is read by [`vocab::parse_proxy_uid`], and one
+/// that is no uid is an error.
+pub fn proxy_uid(cfg: &RuleSettings, pod: &PodFacts) -> Result<Option<Uid>, AnnotationError> {
+    let key = vocab::PROXY_UID_ANNOTATION;
+    match uid_sources(cfg, pod).exempted() {
+        Ok(exempted) => Ok(exempted.map(|e| e.uid)),
+        Err(invalid) => {
+            let src = match invalid.from {
+                ProxyUidSource::NamespaceAnnotation => Source::Namespace,
+                _ => Source::Pod,
+            };
+            Err(error(key, &invalid.value, src, invalid.error.to_string()))
+        }
+    }
+}
+
+/// When the uid the rules exempt is not the one the proxy container runs as (the pod's own
+/// proxy-uid annotation names another): the proxy's own traffic loops.
+pub fn proxy_uid_disagreement(cfg: &RuleSettings, pod: &PodFacts) -> Option<String> {
+    let d = uid_sources(cfg, pod).disagreement()?;
+    Some(format!(
+        "{} annotation {}={:?} differs from the {} container's runAsUser {}; \
+         the rules exempt the annotation's uid",
+        d.source.place(),
+        vocab::PROXY_UID_ANNOTATION,
+        d.value,
+        vocab::PROXY_CONTAINER,
+        d.run_as
+    ))
 }
 
 /// The settings for this pod's rules.
@@ -286,14 +283,54 @@ mod tests {
         }
     }
 
+    /// The plugin on the proxy uid's shared case table: the uid it exempts (its configured one
+    /// included), the annotation whose value fails the ADD, and when it warns that the proxy runs as
+    /// another uid.
+    #[test]
+    fn proxy_uid_sources_follow_the_shared_case_table() {
+        use rules::proxy_uid::PROXY_UID_SOURCE_CASES;
+        for case in PROXY_UID_SOURCE_CASES {
+            let s = case.sources;
+            let on = |v: Option<&'static str>| -> Vec<(&str, &str)> {
+                v.map(|v| (vocab::PROXY_UID_ANNOTATION, v))
+                    .into_iter()
+                    .collect()
+            };
+            let mut pod = facts(&on(s.pod_annotation), &on(s.namespace_annotation));
+            pod.proxy_run_as_user = s.proxy_run_as_user;
+            let cfg = RuleSettings {
+                proxy_uid: s.configured,
+                ..cfg()
+            };
+            let got = settings_for(&cfg, &pod).map(|s| s.proxy_uid);
+            match case.plugin {
+                Ok(exempted) => assert_eq!(got, Ok(exempted.map(|e| e.uid)), "{}", case.name),
+                Err(from) => {
+                    assert_eq!(
+                        got.map_err(|e| e.where_),
+                        Err(from.place()),
+                        "{}",
+                        case.name
+                    )
+                }
+            }
+            assert_eq!(
+                proxy_uid_disagreement(&cfg, &pod).is_some(),
+                case.disagrees,
+                "{}",
+                case.name
+            );
+        }
+    }
+
     #[test]
     fn a_disagreeing_annotation_and_container_are_named() {
         let mut pod = facts(&[(vocab::PROXY_UID_ANNOTATION, "4321")], &[]);
-        assert_eq!(proxy_uid_disagreement(&pod), None);
+        assert_eq!(proxy_uid_disagreement(&cfg(), &pod), None);
         pod.proxy_run_as_user = Some(4321);
-        assert_eq!(proxy_uid_disagreement(&pod), None);
+        assert_eq!(proxy_uid_disagreement(&cfg(), &pod), None);
         pod.proxy_run_as_user = Some(2102);
-        let warning = proxy_uid_disagreement(&pod).expect("a disagreement");
+        let warning = proxy_uid_disagreement(&cfg(), &pod).expect("a disagreement");
         assert!(
             warning.contains("\"4321\"") && warning.contains("2102"),
             "{warning}"

@@ -14,7 +14,7 @@ use crate::containers::{self, PodContainers};
 use crate::namespaces::OurNad;
 use crate::networks::{self, Attachment};
 use crate::pod::PodView;
-use crate::uid_collision;
+use crate::proxy_uid::{collision, Sources};
 use crate::uid_range::UidRange;
 
 /// The flags the decision depends on, parsed straight into this type (feature `cli`): the one value
@@ -244,15 +244,16 @@ pub fn decide(
                 ));
             }
         }
-        let read = |v: Option<&String>| v.and_then(|v| vocab::parse_proxy_uid(v).ok());
         let view = PodView::from_containers(containers);
-        let exempted = uid_collision::exempted(
-            read(set.get(key).or(on_pod)),
-            aligned_proxy.or(view.proxy_uid()),
-            read(on_ns),
-        );
-        for collision in exempted
-            .map(|e| uid_collision::collisions(&view, e, range_first))
+        let sources = Sources {
+            pod_annotation: set.get(key).or(on_pod).map(String::as_str),
+            proxy_run_as_user: aligned_proxy.or(view.proxy_uid()),
+            namespace_annotation: on_ns.map(String::as_str),
+            configured: None,
+        };
+        for collision in sources
+            .exempted_valid()
+            .map(|e| collision::collisions(&view, e, range_first))
             .unwrap_or_default()
         {
             warnings.push(format!("linkerd-multus: {}", collision.explain()));
@@ -305,6 +306,35 @@ fn annotation_patch(has_annotations: bool, set: BTreeMap<String, String>) -> Pat
 mod tests {
     use super::*;
 
+    /// The decision on a pod that opts in and lists our NAD, with `proxy_uid` as its annotation.
+    fn decide_attached(
+        proxy_uid: Option<&str>,
+        containers: &PodContainers,
+        ns: &BTreeMap<String, String>,
+    ) -> Decision {
+        let mut annotations = BTreeMap::from([
+            (vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string()),
+            (
+                vocab::NETWORKS_ANNOTATION.to_string(),
+                vocab::NAD_NAME.to_string(),
+            ),
+        ]);
+        if let Some(v) = proxy_uid {
+            annotations.insert(vocab::PROXY_UID_ANNOTATION.to_string(), v.to_string());
+        }
+        let meta = ObjectMeta {
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        };
+        decide(
+            &meta,
+            containers,
+            "app",
+            Some(ns),
+            &DecisionConfig::default(),
+        )
+    }
+
     /// The webhook's verdict on each value of the shared table: a uid is taken (the proxy made to run as
     /// it, in a range holding every uid), anything else is warned about with the parser's reason.
     #[test]
@@ -317,24 +347,7 @@ mod tests {
             "containers": [{ "name": vocab::PROXY_CONTAINER }],
         })));
         for (value, want) in vocab::PROXY_UID_CASES {
-            let meta = ObjectMeta {
-                annotations: Some(BTreeMap::from([
-                    (vocab::MULTUS_ANNOTATION.to_string(), "enabled".to_string()),
-                    (
-                        vocab::NETWORKS_ANNOTATION.to_string(),
-                        vocab::NAD_NAME.to_string(),
-                    ),
-                    (vocab::PROXY_UID_ANNOTATION.to_string(), value.to_string()),
-                ])),
-                ..ObjectMeta::default()
-            };
-            let d = decide(
-                &meta,
-                &containers,
-                "app",
-                Some(&ns),
-                &DecisionConfig::default(),
-            );
+            let d = decide_attached(Some(value), &containers, &ns);
             let patch = serde_json::to_value(&d.patch).unwrap();
             match want {
                 Ok(uid) => {
@@ -355,6 +368,54 @@ mod tests {
                     );
                     assert_eq!(patch, serde_json::json!([]), "{value:?}");
                 }
+            }
+        }
+    }
+
+    /// The webhook on the proxy uid's shared case table: an app container running as the uid it
+    /// predicts the rules exempt is warned about, naming that uid's source; none is when it predicts
+    /// none. The configured uid is the plugin's alone.
+    #[test]
+    fn the_exempted_uid_follows_the_shared_case_table() {
+        use crate::proxy_uid::{ProxyUidSource, PROXY_UID_SOURCE_CASES};
+        for case in PROXY_UID_SOURCE_CASES
+            .iter()
+            .filter(|c| c.sources.configured.is_none())
+        {
+            let s = case.sources;
+            let mut proxy = serde_json::json!({ "name": vocab::PROXY_CONTAINER });
+            if let Some(uid) = s.proxy_run_as_user {
+                proxy["securityContext"] = serde_json::json!({ "runAsUser": uid });
+            }
+            let app_uid = case.valid.map_or(99_999, |e| e.uid);
+            let containers = PodContainers::from_spec(Some(&serde_json::json!({
+                "containers": [{ "name": "app", "securityContext": { "runAsUser": app_uid } }, proxy],
+            })));
+            let ns: BTreeMap<String, String> = s
+                .namespace_annotation
+                .map(|v| (vocab::PROXY_UID_ANNOTATION.to_string(), v.to_string()))
+                .into_iter()
+                .collect();
+            let d = decide_attached(s.pod_annotation, &containers, &ns);
+            let collisions: Vec<&String> = d
+                .warnings
+                .iter()
+                .filter(|w| w.contains("bypasses the mesh"))
+                .collect();
+            let named = case.valid.map(|e| match e.source {
+                ProxyUidSource::PodAnnotation => "the proxy uid the pod's",
+                ProxyUidSource::NamespaceAnnotation => "the proxy uid the namespace's",
+                ProxyUidSource::ProxyRunAsUser | ProxyUidSource::Configured => {
+                    "the uid linkerd-proxy runs as"
+                }
+            });
+            match named {
+                None => assert!(collisions.is_empty(), "{}: {collisions:?}", case.name),
+                Some(named) => assert!(
+                    collisions.len() == 1 && collisions[0].contains(named),
+                    "{}: {collisions:?}",
+                    case.name
+                ),
             }
         }
     }

@@ -11,7 +11,8 @@
 //! - [`attachment`]: is a pod attached as the webhook would attach it; does it use a NAD.
 //! - [`ownership`]: may an unlabelled NAD be adopted.
 //! - [`uid_range`]: OpenShift's uid range and the proxy uid taken from it.
-//! - [`uid_collision`]: app containers running as the proxy uid (their traffic bypasses the mesh).
+//! - [`proxy_uid`]: the uid linkerd-cni's rules exempt, by its sources' precedence; a proxy that does
+//!   not run as it; app containers running as it ([`proxy_uid::collision`]: they bypass the mesh).
 //! - [`pod`]: the pod as every part reads it ([`pod::PodView`]: its proxy, validator and their uids).
 //! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
 //! - [`decision`]: the webhook's whole pod patch.
@@ -37,6 +38,6 @@ pub mod namespaces;
 pub mod networks;
 pub mod ownership;
 pub mod pod;
+pub mod proxy_uid;
 pub mod sandbox;
-pub mod uid_collision;
 pub mod uid_range;

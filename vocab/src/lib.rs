@@ -34,7 +34,7 @@ pub const OPENSHIFT_UID_RANGE_ANNOTATION: &str = "openshift.io/sa.scc.uid-range"
 pub const OPENSHIFT_SCC_GROUP: &str = "security.openshift.io";
 
 /// Linkerd proxy configuration annotations. The CNI plugin reads each on the pod, falling back to the
-/// namespace; `check` reads only the proxy uid, in the plugin's order ([`PROXY_UID_PRECEDENCE`]).
+/// namespace; the proxy uid's sources are ordered by `rules::proxy_uid`, for the plugin and `check` alike.
 pub const PROXY_UID_ANNOTATION: &str = "config.linkerd.io/proxy-uid";
 pub const PROXY_GID_ANNOTATION: &str = "config.linkerd.io/proxy-gid";
 pub const SKIP_INBOUND_PORTS_ANNOTATION: &str = "config.linkerd.io/skip-inbound-ports";
@@ -207,29 +207,6 @@ pub fn is_linkerd_control_plane(
 pub fn is_proxy_container(name: &str, init_container: bool, restart_policy: Option<&str>) -> bool {
     name == PROXY_CONTAINER && (!init_container || restart_policy == Some("Always"))
 }
-
-/// Where the uid the plugin's rules exempt comes from, as Linkerd's own plugin reads it (linkerd2#2812:
-/// the uid the proxy really runs as must be the one exempted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProxyUidSource {
-    /// `config.linkerd.io/proxy-uid` on the pod.
-    PodAnnotation,
-    /// The proxy container's `runAsUser` (else the pod's).
-    ProxyRunAsUser,
-    /// `config.linkerd.io/proxy-uid` on the namespace.
-    NamespaceAnnotation,
-    /// The plugin's configuration (the linkerd-cni ConfigMap).
-    Configured,
-}
-
-/// The order in which [`ProxyUidSource`]s are asked; the first that has a value wins. Written once:
-/// the plugin follows it to build its rules and `check` to predict them.
-pub const PROXY_UID_PRECEDENCE: [ProxyUidSource; 4] = [
-    ProxyUidSource::PodAnnotation,
-    ProxyUidSource::ProxyRunAsUser,
-    ProxyUidSource::NamespaceAnnotation,
-    ProxyUidSource::Configured,
-];
 
 /// True when `labels` mark an object as this project's (NADs, the webhook's Secret).
 pub fn is_managed_by_us(labels: Option<&BTreeMap<String, String>>) -> bool {

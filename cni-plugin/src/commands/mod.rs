@@ -190,7 +190,7 @@ fn pod_settings(env: &CniEnv, cfg: &PluginConfig) -> Result<Option<RuleSettings>
         tracing::info!(pod = %format!("{namespace}/{name}"), "skipping: {reason}");
         return Ok(None);
     }
-    if let Some(warning) = overrides::proxy_uid_disagreement(&facts) {
+    if let Some(warning) = overrides::proxy_uid_disagreement(&cfg.linkerd.rules, &facts) {
         tracing::warn!(pod = %format!("{namespace}/{name}"), "{warning}");
     }
     let settings = overrides::settings_for(&cfg.linkerd.rules, &facts).map_err(|e| {

@@ -1,15 +1,15 @@
 //! PURE: the `proxy-uids` check. No app container may run as the uid the plugin's rules exempt (its
 //! traffic would bypass the mesh). In a namespace with an OpenShift uid range, an attached pod's proxy
-//! must run as the uid its `config.linkerd.io/proxy-uid` names (the uid the plugin's rules exempt,
-//! [`vocab::PROXY_UID_PRECEDENCE`]), inside the range, and Linkerd's validator inside the range as
-//! another uid (its test connection must be redirected).
+//! must run as the uid the plugin's rules exempt (`rules::proxy_uid`: its pod's
+//! `config.linkerd.io/proxy-uid`, else its own runAsUser), inside the range, and Linkerd's validator
+//! inside the range as another uid (its test connection must be redirected).
 
 use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 use rules::decision::DecisionConfig;
 use rules::pod::PodView;
-use rules::uid_collision;
+use rules::proxy_uid::{collision, Sources};
 use rules::uid_range::UidRange;
 
 /// What is wrong with the pod's uids, one line each; empty when nothing is (or it is Linkerd's control
@@ -28,17 +28,12 @@ pub fn uid_problems(
     let range = ns_annotations
         .and_then(|a| a.get(&cfg.uids.range_annotation))
         .and_then(|r| UidRange::parse(r).ok());
-    let annotation = |on: Option<&BTreeMap<String, String>>| {
-        on.and_then(|a| a.get(vocab::PROXY_UID_ANNOTATION))
-            .and_then(|v| vocab::parse_proxy_uid(v).ok())
-    };
-    let pod_annotation = annotation(pod.annotations.as_ref());
-    let ns_annotation = annotation(ns_annotations);
     let run_as = pod_view.proxy_uid();
+    let sources = Sources::from_annotations(pod.annotations.as_ref(), run_as, ns_annotations, None);
     // The uid the rules exempt; the configured default is not known here.
-    let exempted = uid_collision::exempted(pod_annotation, run_as, ns_annotation);
+    let exempted = sources.exempted_valid();
     let mut problems: Vec<String> = exempted
-        .map(|e| uid_collision::collisions(pod_view, e, range.map(|r| r.first)))
+        .map(|e| collision::collisions(pod_view, e, range.map(|r| r.first)))
         .unwrap_or_default()
         .iter()
         .map(|c| format!("{}; then restart the pod", c.explain()))
@@ -47,15 +42,19 @@ pub fn uid_problems(
         return problems;
     };
     let rules = exempted.map(|e| e.uid);
-    if let Some(uid) = run_as {
-        if let Some(named) = pod_annotation.or(ns_annotation).filter(|n| *n != uid) {
+    // As the plugin warns (one rule, `Sources::disagreement`): only an annotation the plugin reads
+    // before the proxy's runAsUser can differ from it. A value that is no uid is the `pods` row's.
+    if let Some(d) = sources.disagreement() {
+        if let Ok(named) = d.named {
             problems.push(format!(
-                "{} runs as {uid} but {} is {named}: the rules exempt {}",
+                "{} runs as {} but {} is {named}: the rules exempt {named}",
                 vocab::PROXY_CONTAINER,
+                d.run_as,
                 vocab::PROXY_UID_ANNOTATION,
-                rules.unwrap_or(named)
             ));
         }
+    }
+    if let Some(uid) = run_as {
         if !range.contains(uid) {
             problems.push(format!(
                 "{} runs as {uid}, outside the namespace's uid range {}/{}",
@@ -187,6 +186,93 @@ mod tests {
                 )],
             };
             assert_eq!(got, expected, "{value:?}");
+        }
+    }
+
+    /// The disagreement `check` and the plugin answered differently, fixed. Before, `check` compared
+    /// the pod's annotation, else the namespace's, with the proxy's runAsUser, and failed this pod:
+    /// "linkerd-proxy runs as 3102 but config.linkerd.io/proxy-uid is 4102: the rules exempt 3102"
+    /// (naming, itself, the uid the proxy runs as). The plugin reads the proxy's runAsUser before the
+    /// namespace's annotation, so its rules exempt 3102 and it warns of nothing; `check` now says
+    /// what the plugin does. The pod's own annotation is still named, as the plugin names it.
+    #[test]
+    fn a_namespace_annotation_the_proxys_uid_overrides_is_no_disagreement() {
+        let view = PodView::from_spec_json(Some(&spec(3102, 1000)));
+        let ns = BTreeMap::from([
+            (
+                vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+                "1000/10000".to_string(),
+            ),
+            (vocab::PROXY_UID_ANNOTATION.to_string(), "4102".to_string()),
+        ]);
+        let cfg = DecisionConfig::default();
+        let meta = ObjectMeta::default();
+        assert_eq!(
+            uid_problems(&meta, &view, Some(&ns), &cfg),
+            Vec::<String>::new()
+        );
+        let meta: ObjectMeta = serde_json::from_value(
+            json!({ "annotations": { (vocab::PROXY_UID_ANNOTATION): "5102" } }),
+        )
+        .unwrap();
+        assert_eq!(
+            uid_problems(&meta, &view, Some(&ns), &cfg),
+            ["linkerd-proxy runs as 3102 but config.linkerd.io/proxy-uid is 5102: the rules exempt 5102"]
+        );
+    }
+
+    /// `check` on the proxy uid's shared case table, in a range holding every uid: the proxy named
+    /// as running as another uid than the rules exempt exactly where the plugin warns so (a value
+    /// that is no uid is the `pods` row's), and the validator, run as the uid `check` predicts is
+    /// exempted, named. The configured uid is the plugin's alone.
+    #[test]
+    fn the_proxy_uid_sources_follow_the_shared_case_table() {
+        use rules::proxy_uid::PROXY_UID_SOURCE_CASES;
+        let cfg = DecisionConfig::default();
+        for case in PROXY_UID_SOURCE_CASES
+            .iter()
+            .filter(|c| c.sources.configured.is_none())
+        {
+            let s = case.sources;
+            let mut ns = BTreeMap::from([(
+                vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+                "0/4294967295".to_string(),
+            )]);
+            if let Some(v) = s.namespace_annotation {
+                ns.insert(vocab::PROXY_UID_ANNOTATION.to_string(), v.to_string());
+            }
+            let meta: ObjectMeta = serde_json::from_value(json!({
+                "annotations": s.pod_annotation
+                    .map(|v| json!({ (vocab::PROXY_UID_ANNOTATION): v }))
+                    .unwrap_or(json!({})),
+            }))
+            .unwrap();
+            let mut proxy = json!({ "name": "linkerd-proxy" });
+            if let Some(uid) = s.proxy_run_as_user {
+                proxy["securityContext"] = json!({ "runAsUser": uid });
+            }
+            let validator_uid = case.valid.map_or(99_999, |e| e.uid);
+            let view = PodView::from_spec_json(Some(&json!({
+                "containers": [proxy],
+                "initContainers": [{ "name": "linkerd-network-validator",
+                                     "securityContext": { "runAsUser": validator_uid } }],
+            })));
+            let got = uid_problems(&meta, &view, Some(&ns), &cfg);
+            let disagrees = case.disagrees && case.plugin.is_ok();
+            assert_eq!(
+                got.iter()
+                    .any(|p| p.contains(" but config.linkerd.io/proxy-uid is ")),
+                disagrees,
+                "{}: {got:?}",
+                case.name
+            );
+            assert_eq!(
+                got.iter()
+                    .any(|p| p.contains("which the rules do not redirect")),
+                case.valid.is_some(),
+                "{}: {got:?}",
+                case.name
+            );
         }
     }
 

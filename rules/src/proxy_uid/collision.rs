@@ -1,37 +1,13 @@
 //! PURE: an app container that runs as the proxy's uid. linkerd-cni exempts the proxy's uid from the
 //! redirect (the proxy's own traffic must not loop back into it), so a container running as that uid
 //! talks around the proxy: it bypasses the mesh while Linkerd's validator and every other check pass
-//! (linkerd2#14796). The webhook warns at admission and `check` fails on it; both ask [`collisions`].
+//! (linkerd2#14796). The webhook warns at admission and `check` fails on it; both ask [`collisions`],
+//! with the uid [`super::Sources::exempted_valid`] names.
 
-use vocab::{ProxyUidSource, Uid};
+use vocab::Uid;
 
+use super::{Exempted, ProxyUidSource};
 use crate::pod::PodView;
-
-/// The uid the plugin's rules exempt, and which source named it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exempted {
-    pub uid: Uid,
-    pub source: ProxyUidSource,
-}
-
-/// The exempted uid by [`vocab::PROXY_UID_PRECEDENCE`] from what the caller read (annotations through
-/// [`vocab::parse_proxy_uid`]); None when only the plugin's configured uid would apply, which the
-/// webhook and `check` do not know.
-pub fn exempted(
-    pod_annotation: Option<Uid>,
-    proxy_run_as_user: Option<Uid>,
-    ns_annotation: Option<Uid>,
-) -> Option<Exempted> {
-    vocab::PROXY_UID_PRECEDENCE.iter().find_map(|&source| {
-        let uid = match source {
-            ProxyUidSource::PodAnnotation => pod_annotation,
-            ProxyUidSource::ProxyRunAsUser => proxy_run_as_user,
-            ProxyUidSource::NamespaceAnnotation => ns_annotation,
-            ProxyUidSource::Configured => None,
-        }?;
-        Some(Exempted { uid, source })
-    })
-}
 
 /// Where an app container's uid comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,16 +205,6 @@ mod tests {
                 assert_eq!(got, want, "{case}");
             }
         }
-    }
-
-    #[test]
-    fn the_exempted_uid_follows_the_plugins_precedence() {
-        use ProxyUidSource::*;
-        let at = |uid, source| Some(Exempted { uid, source });
-        assert_eq!(exempted(Some(1), Some(2), Some(3)), at(1, PodAnnotation));
-        assert_eq!(exempted(None, Some(2), Some(3)), at(2, ProxyRunAsUser));
-        assert_eq!(exempted(None, None, Some(3)), at(3, NamespaceAnnotation));
-        assert_eq!(exempted(None, None, None), None);
     }
 
     /// The text names the container, the uid, where each comes from and the fix.
