@@ -10,8 +10,9 @@
 //! pods unmeshed or failing) and removes what the mode installed on an uninstall, told apart by the
 //! installer's DaemonSet ([`termination`]); `--uninstall` removes it by hand.
 //!
-//! Pure decisions, each table-tested: [`primary`] (which file the runtime uses), [`chain`] (append /
-//! remove the entry), [`aux_chain`] (write / refuse the chain file), [`kubeconfig`], [`revert`],
+//! Pure decisions, each table-tested: [`install_mode`] (`--chain-mode` and `--attach`, read once),
+//! [`primary`] (which file the runtime uses), [`chain`] (append / remove the entry), [`aux_chain`]
+//! (write / refuse the chain file), [`kubeconfig`], [`revert`],
 //! [`ready`] (the readiness probe's verdict), [`ownership`] (what an uninstall may remove), and
 //! Linkerd's config template through [`rules::cni_template`]. The I/O shell: [`files`] (atomic
 //! writes), [`installer`] (one pass, the uninstall), [`multus`] (the node's Multus, read through
@@ -24,6 +25,7 @@ pub mod chain;
 pub mod credential;
 pub mod error;
 pub mod files;
+pub mod install_mode;
 pub mod installer;
 pub mod kubeconfig;
 pub mod multus;

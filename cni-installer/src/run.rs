@@ -6,7 +6,7 @@
 //! is handed to the publisher ([`crate::publish`]), which writes it when it changed. `--uninstall`
 //! runs once, without the loop.
 
-use crate::args::{Args, ChainMode, Settings};
+use crate::args::{Args, InstallMode, Settings};
 use crate::credential;
 use crate::error::InstallError;
 use crate::installer::{Installer, Report};
@@ -15,7 +15,6 @@ use crate::publish::Publisher;
 use crate::ready::{self, Status};
 use crate::termination::{self, Verdict};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use rules::attach::Attach;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,7 +63,7 @@ pub fn main(args: Args) -> ExitCode {
 /// `--uninstall`: removes what the chain mode installed, prints each removal on stdout, and fails
 /// when a removal did.
 fn uninstall_main(settings: Settings) -> ExitCode {
-    let mode = settings.mode_flags();
+    let mode = settings.mode.flags();
     let view_removed = keeps_view(&settings) && remove_view(&settings, |line| println!("{line}"));
     let report = Installer::new(settings).remove_installed();
     // What was removed, then what was kept as someone else's (and why).
@@ -90,8 +89,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     tracing::info!(
         net_dir = %settings.net_dir.display(),
         bin_dir = %settings.bin_dir.display(),
-        chain_mode = ?settings.chain_mode,
-        attach = settings.attach.as_str(),
+        mode = %settings.mode.flags(),
         plugin_binary = %settings.plugin_binary.display(),
         "linkerd-cni-install starting"
     );
@@ -101,7 +99,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
         settings.net_dir.clone(),
         settings.service_account_dir.clone(),
     ];
-    if settings.chain_mode == ChainMode::None && settings.attach == Attach::AuxChain {
+    if settings.mode == InstallMode::AuxChain {
         // The subdirectory may not exist yet (the pass creates it when Multus runs the chain): the
         // watch on its parent sees it appear, and DirWatch picks it up then.
         watched.push(settings.aux_chain.dir.clone());
@@ -185,24 +183,21 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     }
     drop(watch);
     status_file.clear();
-    let uninstall = match installer.settings().chain_mode {
-        ChainMode::Append => true,
-        ChainMode::None => {
-            match termination::decide(&termination::observe(installer.settings()).await) {
-                Verdict::Uninstall(reason) => {
-                    tracing::info!(
-                        "uninstall: {reason}; removing what {} installed on this node",
-                        installer.settings().mode_flags()
-                    );
-                    true
-                }
-                Verdict::Keep(reason) => {
-                    tracing::info!("not an uninstall: {reason}");
-                    false
-                }
+    // The mode says whether a rollout's SIGTERM removes it too; else only an uninstall does.
+    let uninstall = installer.removes_on_rollout()
+        || match termination::decide(&termination::observe(installer.settings()).await) {
+            Verdict::Uninstall(reason) => {
+                tracing::info!(
+                    "uninstall: {reason}; removing what {} installed on this node",
+                    installer.settings().mode.flags()
+                );
+                true
             }
-        }
-    };
+            Verdict::Keep(reason) => {
+                tracing::info!("not an uninstall: {reason}");
+                false
+            }
+        };
     drop(view);
     let report = installer.terminate(uninstall);
     log_report(&report, &mut Logged::default(), false);
@@ -216,7 +211,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
 
 /// Whether this installer keeps the view of the enabled namespaces: `--attach aux-chain` only.
 fn keeps_view(s: &Settings) -> bool {
-    s.chain_mode == ChainMode::None && s.attach == Attach::AuxChain
+    s.mode == InstallMode::AuxChain
 }
 
 /// The uninstall's removal of the view (only a view: another file of that name stays), said by

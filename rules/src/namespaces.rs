@@ -130,8 +130,8 @@ pub struct OurNad {
     /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
     /// (`--attach aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
     /// mode are deleted once no pod lists them) and no networks annotation is added.
-    #[cfg_attr(feature = "cli", arg(long, global = true, env = "ATTACH", default_value = "nad",
-        value_parser = Attach::parse))]
+    #[cfg_attr(feature = "cli", arg(long, global = true, env = Attach::ENV,
+        default_value_t = Attach::default(), value_parser = Attach::parse))]
     pub attach: Attach,
 }
 
@@ -174,7 +174,7 @@ impl Default for OurNad {
             name: vocab::NAD_NAME.to_string(),
             linkerd_namespace: vocab::DEFAULT_LINKERD_NAMESPACE.to_string(),
             placement: NadPlacement::PerNamespace,
-            attach: Attach::Nad,
+            attach: Attach::default(),
         }
     }
 }

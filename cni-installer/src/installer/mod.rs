@@ -9,7 +9,7 @@ mod aux;
 mod mode;
 mod nad;
 
-use crate::args::{ChainMode, Settings, TemplateSource};
+use crate::args::{InstallMode, Settings, TemplateSource};
 use crate::credential;
 pub use crate::credential::PluginToken;
 use crate::error::InstallError;
@@ -18,7 +18,6 @@ use crate::kubeconfig;
 use crate::ownership::{self, Owner};
 use linkerd_multus_crds::node_multus::{AuxChainFile, NodeIptables};
 use mode::Mode;
-use rules::attach::Attach;
 use rules::cni_template;
 use rules::multus_node::Observation;
 use std::fs;
@@ -98,6 +97,12 @@ impl Installer {
             .map(|entry| self.iptables_backend(&entry));
         self.mode.pass(&self.settings, ready, &mut report);
         report
+    }
+
+    /// Whether SIGTERM removes what the mode installed on a rollout too (`append`), so that
+    /// [`crate::termination`] need not be asked.
+    pub fn removes_on_rollout(&self) -> bool {
+        self.mode.removes_on_rollout()
     }
 
     /// SIGTERM: in `append` mode removes what the installer added (see [`Self::remove_installed`]).
@@ -332,12 +337,12 @@ fn remove_if_ours(
     true
 }
 
-/// The [`Mode`] of `--chain-mode` and `--attach` (`Args::check` refuses append with the chain).
+/// The [`Mode`] doing the resolved mode's part.
 fn mode_of(s: &Settings) -> Box<dyn Mode> {
-    match (s.chain_mode, s.attach) {
-        (ChainMode::Append, _) => Box::<append::Append>::default(),
-        (ChainMode::None, Attach::Nad) => Box::new(nad::Nad),
-        (ChainMode::None, Attach::AuxChain) => Box::new(aux::AuxChain),
+    match s.mode {
+        InstallMode::Append => Box::<append::Append>::default(),
+        InstallMode::Nad => Box::new(nad::Nad),
+        InstallMode::AuxChain => Box::new(aux::AuxChain),
     }
 }
 

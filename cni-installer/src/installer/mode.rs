@@ -37,7 +37,7 @@ pub(super) fn remove_aux_chain_leftover(s: &Settings, report: &mut Report) {
         Ok(true) => report.changes.push(format!(
             "removed {} (left from --attach aux-chain; with {} Multus would run linkerd-cni from it a second time)",
             file.display(),
-            s.mode_flags()
+            s.mode.flags()
         )),
         Ok(false) => {}
         Err(source) => report.errors.push(InstallError::Remove { path: file, source }),
