@@ -224,24 +224,8 @@ async fn rotates_expiring_certificates_and_leaves_foreign_secrets_alone() {
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
     let kube = client().await;
-    let operator_ns = TestNamespace::create(&kube, "wh-loop").await;
-    let selector = unique_name("sel");
-    let config_name = unique_name("linkerd-multus-webhook-loop");
-    let _guard = create_config(
-        &kube,
-        &config_name,
-        vec![webhook_entry(
-            "pods.linkerd-multus.test",
-            json!({ "url": "https://127.0.0.1:1/x" }),
-            &selector,
-        )],
-    )
-    .await;
-    let mut a = args(std::path::Path::new("/nonexistent"));
-    a.webhook_cert_secret = Some("webhook-cert".into());
-    a.webhook_config_name = Some(config_name.clone());
-    a.webhook_cert_check_interval = std::time::Duration::from_secs(1);
-    let wh = Running::start(a, decision("linkerd"), &operator_ns.name, kube.clone()).await;
+    let (operator_ns, config_name, _guard, wh) =
+        self_managed_with_config(&kube, "wh-loop", Duration::from_secs(1)).await;
     let secrets = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name);
     let first = secret_bundle(&secrets.get("webhook-cert").await.unwrap());
     assert_eq!(
@@ -296,24 +280,8 @@ async fn self_managed_loop_follows_the_secret_and_restores_the_ca_bundle() {
 #[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
 async fn a_removed_ca_bundle_is_restored_at_once_not_at_the_next_interval() {
     let kube = client().await;
-    let operator_ns = TestNamespace::create(&kube, "wh-watch").await;
-    let selector = unique_name("sel");
-    let config_name = unique_name("linkerd-multus-webhook-watch");
-    let _guard = create_config(
-        &kube,
-        &config_name,
-        vec![webhook_entry(
-            "pods.linkerd-multus.test",
-            json!({ "url": "https://127.0.0.1:1/x" }),
-            &selector,
-        )],
-    )
-    .await;
-    let mut a = args(std::path::Path::new("/nonexistent"));
-    a.webhook_cert_secret = Some("webhook-cert".into());
-    a.webhook_config_name = Some(config_name.clone());
-    a.webhook_cert_check_interval = Duration::from_secs(3600);
-    let wh = Running::start(a, decision("linkerd"), &operator_ns.name, kube.clone()).await;
+    let (operator_ns, config_name, _guard, wh) =
+        self_managed_with_config(&kube, "wh-watch", Duration::from_secs(3600)).await;
     let secrets = Api::<Secret>::namespaced(kube.clone(), &operator_ns.name);
     let want = Some(
         secret_bundle(&secrets.get("webhook-cert").await.unwrap())
@@ -334,6 +302,35 @@ async fn a_removed_ca_bundle_is_restored_at_once_not_at_the_next_interval() {
         eprintln!("wipe {round}: caBundle restored in {:?}", wiped.elapsed());
     }
     wh.stop().await;
+}
+
+/// The webhook in self-managed mode (Secret `webhook-cert`, re-checked every `interval`) with a
+/// configuration of its own to keep the caBundle of: its namespace, the configuration's name, the
+/// guard that deletes it, and the running webhook.
+async fn self_managed_with_config(
+    kube: &kube::Client,
+    prefix: &str,
+    interval: Duration,
+) -> (TestNamespace, String, ConfigGuard, Running) {
+    let operator_ns = TestNamespace::create(kube, prefix).await;
+    let selector = unique_name("sel");
+    let config_name = unique_name(&format!("linkerd-multus-{prefix}"));
+    let guard = create_config(
+        kube,
+        &config_name,
+        vec![webhook_entry(
+            "pods.linkerd-multus.test",
+            json!({ "url": "https://127.0.0.1:1/x" }),
+            &selector,
+        )],
+    )
+    .await;
+    let mut a = args(std::path::Path::new("/nonexistent"));
+    a.webhook_cert_secret = Some("webhook-cert".into());
+    a.webhook_config_name = Some(config_name.clone());
+    a.webhook_cert_check_interval = interval;
+    let wh = Running::start(a, decision("linkerd"), &operator_ns.name, kube.clone()).await;
+    (operator_ns, config_name, guard, wh)
 }
 
 /// The caBundle of the configuration's first webhook.
