@@ -299,8 +299,23 @@ pub fn run_to_completion(node: &Node, ns: &str, name: &str, args: &[&str]) -> St
 
 /// Whether the `linkerd-network-validator` of pod `ns/pod` saw its connection redirected, whichever
 /// validator ran ([`linkerd_multus_e2e::validator::passed`]).
+///
+/// Every caller asks it of a Ready pod (its init containers all exited 0), so an answer without the
+/// line is read again, three times in all, and the logs seen are printed: once on the v1.20 node a
+/// Ready pod's read lacked it, with nothing left to tell why.
 pub fn validator_passed(node: &Node, ns: &str, pod: &str) -> bool {
-    validator::passed(&logs(node, ns, pod, vocab::VALIDATOR_CONTAINER))
+    let mut seen = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        seen = logs(node, ns, pod, vocab::VALIDATOR_CONTAINER);
+        if validator::passed(&seen) {
+            return true;
+        }
+    }
+    eprintln!("{ns}/{pod}: the validator's logs, read 3 times, never say it passed; the last read:\n{seen}");
+    false
 }
 
 pub fn logs(node: &Node, ns: &str, pod: &str, container: &str) -> String {
