@@ -28,10 +28,6 @@ const AFTER_UNINSTALL: Duration = Duration::from_secs(60);
 /// could all be created before the old installer was even stopped).
 const PODS_PER_ROLLOUT: usize = 6;
 const CREATE_EVERY: Duration = Duration::from_millis(700);
-/// How long a force-deleted installer's replacement is kept from starting.
-const HELD_BACK_FOR: Duration = Duration::from_secs(15);
-/// An image the node does not have (pods use `imagePullPolicy: Never`): the held-back replacement.
-const HELD_BACK_IMAGE: &str = "localhost/linkerd-multus/held-back:none";
 /// A bound on the pods of one step, should an action hang (it then fails on its own).
 const MAX_PODS_PER_ROLLOUT: usize = 120;
 /// How long the plugin is cut off from the apiserver (the minute).
@@ -130,7 +126,35 @@ impl Lifecycle<'_> {
         });
         wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
         self.while_creating_pods(&targets, "the installer pod force-deleted", || {
-            force_delete_installer_holding_back_its_replacement(self.node)
+            let pod = installer_pods(self.node)
+                .pop()
+                .expect("an installer pod to delete");
+            self.node.kubectl_ok(&[
+                "-n",
+                CNI_NS,
+                "delete",
+                "pod",
+                &pod,
+                "--force",
+                "--grace-period=0",
+            ]);
+            // Pods are created on until the replacement has installed the node again (the
+            // DaemonSet's status may not have seen the deletion yet: the pod's name tells).
+            wait_for_explained(
+                "the force-deleted installer's replacement is Ready",
+                READY_WITHIN,
+                || {
+                    let list =
+                        self.node
+                            .get_json(&["-n", CNI_NS, "pods", "-l", INSTALLER_SELECTOR])?;
+                    list["items"]
+                        .as_array()?
+                        .iter()
+                        .any(|p| p["metadata"]["name"] != pod.as_str() && is_ready(p))
+                        .then_some(())
+                },
+                || self.node.describe(CNI_NS, "pods"),
+            );
         });
     }
 
@@ -559,74 +583,6 @@ impl Drop for ServiceCut {
 
 /// A pod of the drill: plain (the test image's app only) or meshed (labelled for the admission
 /// stand-ins, which inject the proxy and the validator and admit it as OpenShift would).
-/// Force-deletes the installer pod and holds its replacement back for [`HELD_BACK_FOR`] (its image
-/// cannot start: the DaemonSet set to OnDelete with another image), then lets it come. Without the
-/// hold the replacement is created at once and installs within seconds, and the pods created
-/// meanwhile never met a node without an installer: the step passed with the installer removing its
-/// files on every SIGTERM (seen on the v1.20 node, both modes).
-fn force_delete_installer_holding_back_its_replacement(node: &Node) {
-    let ds = node
-        .get_json(&["-n", CNI_NS, "daemonset", CNI_DAEMONSET])
-        .expect("the installer's DaemonSet");
-    let container = &ds["spec"]["template"]["spec"]["containers"][0];
-    let (name, image) = (container["name"].clone(), container["image"].clone());
-    let strategy = ds["spec"]["updateStrategy"].clone();
-    let patch = |patch: Value| {
-        node.kubectl_ok(&[
-            "-n",
-            CNI_NS,
-            "patch",
-            "daemonset",
-            CNI_DAEMONSET,
-            "--type=strategic",
-            "-p",
-            &patch.to_string(),
-        ]);
-    };
-    patch(json!({"spec": {
-        "updateStrategy": {"type": "OnDelete", "rollingUpdate": null},
-        "template": {"spec": {"containers": [{"name": name, "image": HELD_BACK_IMAGE}]}},
-    }}));
-    let old = installer_pods(node)
-        .pop()
-        .expect("an installer pod to delete");
-    node.kubectl_ok(&[
-        "-n",
-        CNI_NS,
-        "delete",
-        "pod",
-        &old,
-        "--force",
-        "--grace-period=0",
-    ]);
-    std::thread::sleep(HELD_BACK_FOR);
-    patch(json!({"spec": {
-        "updateStrategy": strategy,
-        "template": {"spec": {"containers": [{"name": name, "image": image}]}},
-    }}));
-    // The held-back pod is replaced by the rollout back; deleting it saves the wait.
-    for pod in installer_pods(node) {
-        node.kubectl(&["-n", CNI_NS, "delete", "pod", &pod, "--wait=false"]);
-    }
-    wait_for_explained(
-        "the installer is back and Ready after the held-back replacement",
-        READY_WITHIN,
-        || {
-            let d = node.get_json(&["-n", CNI_NS, "daemonset", CNI_DAEMONSET])?;
-            let list = node.get_json(&["-n", CNI_NS, "pods", "-l", INSTALLER_SELECTOR])?;
-            let ready = list["items"].as_array()?.iter().any(|p| {
-                p["metadata"]["deletionTimestamp"].is_null()
-                    && p["spec"]["containers"][0]["image"] == image
-                    && is_ready(p)
-            });
-            (ready
-                && count(&d, "/status/numberReady") == count(&d, "/status/desiredNumberScheduled"))
-            .then_some(())
-        },
-        || node.describe(CNI_NS, "pods"),
-    );
-}
-
 fn drill_pod(node: &Node, ns: &str, name: &str, kind: Kind) -> Value {
     let mut pod = plain_pod(node, ns, name);
     pod["metadata"]["labels"] = pod_labels(kind);
