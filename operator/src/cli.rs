@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkerd_multus_webhook::WebhookArgs;
+use rules::admission_mode::AdmissionMode;
 use rules::decision::DecisionConfig;
 
 use crate::check::OutputFormat;
@@ -131,6 +132,21 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
 
+    /// Which path admits pods. `webhook`: the operator's webhook, for every pod it is configured for.
+    /// `policy`: a MutatingAdmissionPolicy (and its binding) the operator keeps, run by the apiserver
+    /// itself, for the pods of the namespaces it labels (the enabled ones); the webhook then takes
+    /// only the pods the policy cannot decide (a JSON-list networks annotation), so while the operator
+    /// is down only those wait. `auto`: the policy where the server serves MutatingAdmissionPolicy
+    /// (v1, or v1beta1 with its feature gate), found by discovery; the webhook elsewhere.
+    #[arg(long, global = true, env = AdmissionMode::ENV, default_value_t = AdmissionMode::default(),
+          value_parser = AdmissionMode::parse)]
+    pub admission: AdmissionMode,
+
+    /// Name of the MutatingAdmissionPolicy and its binding. Tests run several on one apiserver.
+    #[arg(long, global = true, env = "ADMISSION_POLICY_NAME", hide = true,
+          default_value = vocab::ADMISSION_POLICY_NAME)]
+    pub admission_policy_name: String,
+
     /// Take over NADs named --nad-name that carry no app.kubernetes.io/managed-by label and whose
     /// config's `type` is linkerd-cni (what linkerd-multus-attach-operator left), in namespaces that
     /// want the NAD: each gets the operator's label and config, and a Normal Event. Never a NAD of
@@ -196,6 +212,8 @@ mod tests {
         assert_eq!(a.cni_kubeconfig, vocab::DEFAULT_CNI_KUBECONFIG);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
+        assert_eq!(a.admission, AdmissionMode::Auto);
+        assert_eq!(a.admission_policy_name, vocab::ADMISSION_POLICY_NAME);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);
         assert_eq!(a.log_format, LogFormat::Plain);
         assert_eq!(
@@ -208,6 +226,9 @@ mod tests {
     fn bad_values_are_rejected() {
         assert!(Cli::try_parse_from(["x", "--admin-addr", "nope"]).is_err());
         assert!(Cli::try_parse_from(["x", "--log-format", "xml"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--admission", "both"]).is_err());
+        let policy = Cli::try_parse_from(["x", "check", "--admission=policy"]).expect("ok");
+        assert_eq!(policy.run.admission, AdmissionMode::Policy);
         assert!(Cli::try_parse_from(["x", "--max-concurrent-reconciles", "0"]).is_err());
         let json =
             Cli::try_parse_from(["x", "--log-format", "json", "--leader-elect"]).expect("ok");

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use linkerd_multus_webhook::WebhookArgs;
 use rules::decision::DecisionConfig;
 
+use crate::admission::AdmissionSettings;
 use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::nad_config::ConfigSource;
@@ -46,6 +47,8 @@ pub struct ControllerConfig {
     pub admin_addr: SocketAddr,
     /// `--repair-unattached-pods`: the pod repairer's settings.
     pub repair: Option<RepairSettings>,
+    /// `--admission`: the policy (and the webhook's narrowing) the operator keeps.
+    pub admission: AdmissionSettings,
 }
 
 #[derive(Clone, Debug)]
@@ -88,7 +91,7 @@ impl Config {
                             reconcile::nad_resource(run.nad_api_group.as_deref()),
                             StateLocation::new(&operator_namespace, &run.lease_name),
                         ),
-                        ..controller(&run, decision.nad.clone(), &operator_namespace)
+                        ..controller(&run, &decision, &webhook, &operator_namespace)
                     },
                     webhook,
                     decision,
@@ -107,14 +110,31 @@ fn config_source(run: &RunArgs) -> ConfigSource {
     }
 }
 
+/// What the admission keeper is told: the same decision inputs as the webhook's.
+pub fn admission(
+    run: &RunArgs,
+    decision: &DecisionConfig,
+    webhook: &WebhookArgs,
+) -> AdmissionSettings {
+    AdmissionSettings {
+        mode: run.admission,
+        policy_name: run.admission_policy_name.clone(),
+        webhook_config: webhook.webhook_config_name.clone(),
+        decision: decision.clone(),
+        recheck: run.resync,
+    }
+}
+
 fn controller(
     run: &RunArgs,
-    nad: rules::namespaces::OurNad,
+    decision: &DecisionConfig,
+    webhook: &WebhookArgs,
     operator_namespace: &str,
 ) -> ControllerConfig {
     ControllerConfig {
+        admission: admission(run, decision, webhook),
         settings: ReconcileSettings {
-            nad,
+            nad: decision.nad.clone(),
             source: config_source(run),
             nad_resource: reconcile::nad_resource(run.nad_api_group.as_deref()),
             resync: run.resync,

@@ -7,6 +7,7 @@
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.
 //! - Leadership: gaining it reconciles everything, since a follower wrote nothing.
 //! - NodeMultus (`placement.rs`): where pods are attached from changing reconciles everything.
+//! - The live admission path (`admission.rs`): a change reconciles everything (namespace labels).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::nad_cache::{self, NadView};
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
+use rules::admission_mode::Live;
 use rules::multus_node::Placement;
 use rules::namespaces::Want;
 
@@ -82,6 +84,7 @@ impl NadController {
         settings: ReconcileSettings,
         namespace_selector: Option<&str>,
         is_leader: watch::Receiver<bool>,
+        admission_live: watch::Receiver<Option<Live>>,
         identity: String,
         registry: &mut Registry,
     ) -> Self {
@@ -126,7 +129,8 @@ impl NadController {
                 Metrics::register(registry, nad_writer.as_reader()),
                 is_leader,
             )
-            .with_placement(&placement),
+            .with_placement(&placement)
+            .with_admission(admission_live),
         );
         registry.register_collector(Box::new(InputGauge::new(
             ctx.clone(),
@@ -155,6 +159,11 @@ impl NadController {
     /// The namespace store this controller's watch fills, for the webhook to share.
     pub fn namespace_store(&self) -> Store<Namespace> {
         self.namespaces.store()
+    }
+
+    /// Whether the namespace watch has listed once (the store is whole).
+    pub fn namespaces_listed(&self) -> Listed {
+        self.ns_listed.clone()
     }
 
     pub fn readiness(&self) -> Readiness {
@@ -252,6 +261,7 @@ impl NadController {
             .reconcile_on(cm_trigger)
             .reconcile_all_on(leader_gained)
             .reconcile_all_on(placement_trigger)
+            .reconcile_all_on(admission_changes(ctx.admission_live.clone()))
             .reconcile_all_on(changes(relisted))
             .reconcile_all_on(resync_ticks(settings.resync))
             .graceful_shutdown_on(async move { stop.cancelled().await })
@@ -378,6 +388,14 @@ fn resync_ticks(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
 
 /// Emits each time the value in `rx` changes.
 fn changes(rx: watch::Receiver<()>) -> impl Stream<Item = ()> + Send + 'static {
+    stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+}
+
+/// Emits each time the live admission path changes (the namespaces' labels follow it).
+fn admission_changes(rx: watch::Receiver<Option<Live>>) -> impl Stream<Item = ()> + Send + 'static {
     stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))

@@ -53,6 +53,13 @@ pub enum Error {
         source: kube::Error,
     },
 
+    #[error("labelling namespace {namespace} for the MutatingAdmissionPolicy's binding")]
+    LabelNamespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+
     #[error("reconcile did not finish within {0:?} (apiserver slow or watches not synced)")]
     Timeout(std::time::Duration),
 
@@ -71,6 +78,7 @@ impl Error {
             Self::ApplyNad { .. } => "apply_nad",
             Self::DeleteNad { .. } => "delete_nad",
             Self::ListPods { .. } => "list_pods",
+            Self::LabelNamespace { .. } => "label_namespace",
             Self::Timeout(_) => "timeout",
             Self::UnnamedNamespace => "unnamed_namespace",
         }

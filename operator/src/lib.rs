@@ -2,6 +2,7 @@
 //! `linkerd-multus-webhook`) and the admin server, in one process sharing one shutdown token.
 
 pub mod admin;
+pub mod admission;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -173,16 +174,27 @@ async fn build_controller_tasks(
     };
     log_attach_mode(&config.settings.nad);
     let repair_client = client.clone();
+    let admission_client = client.clone();
+    let (live_tx, live_rx) = tokio::sync::watch::channel(None);
     let controller = NadController::new(
         client,
         config.settings,
         config.namespace_selector.as_deref(),
         leadership.subscribe(),
+        live_rx,
         config.identity.clone(),
         &mut registry,
     );
     let namespaces = controller.namespace_store();
     let placement = controller.placement();
+    let keeper = admission::Keeper::new(
+        admission_client,
+        config.admission,
+        placement.clone(),
+        leadership.subscribe(),
+        (namespaces.clone(), controller.namespaces_listed()),
+        live_tx,
+    );
     let repairer = match config.repair {
         Some(settings) => Some(
             Repairer::new(
@@ -203,7 +215,12 @@ async fn build_controller_tasks(
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;
     let admin_addr = admin.local_addr().unwrap_or(config.admin_addr);
 
-    let (t1, t2, t3) = (shutdown.clone(), shutdown.clone(), shutdown.clone());
+    let (t1, t2, t3, t5) = (
+        shutdown.clone(),
+        shutdown.clone(),
+        shutdown.clone(),
+        shutdown.clone(),
+    );
     let mut tasks: Vec<Task> = vec![
         (
             "leader-election",
@@ -224,6 +241,14 @@ async fn build_controller_tasks(
         (
             "admin-server",
             async move { admin.run(t3).await.map_err(RunError::from) }.boxed(),
+        ),
+        (
+            "admission",
+            async move {
+                keeper.run(t5).await;
+                Ok(())
+            }
+            .boxed(),
         ),
     ];
     if let Some(repairer) = repairer {

@@ -42,6 +42,8 @@ async fn binary_runs_and_stops_on_sigterm() {
             &h.nad_name,
         ])
         .args(["--namespace", &home.name, "--namespace-selector", &selector])
+        // A policy is cluster-wide: only operator/tests/admission_mode.rs runs one.
+        .args(["--admission", "webhook"])
         .args(["--admin-addr", &admin, "--webhook-addr", &webhook])
         .args([
             "--webhook-cert-secret",

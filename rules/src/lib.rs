@@ -17,6 +17,7 @@
 //! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
 //! - [`decision`]: the webhook's whole pod patch.
 //! - [`admission_policy`]: that decision as a MutatingAdmissionPolicy, and what only the webhook can do.
+//! - [`admission_mode`]: `--admission`: the webhook, the policy, or (`auto`) the policy where it is served.
 //! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
 //! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
@@ -24,6 +25,7 @@
 //! - [`installers`]: linkerd-cni's installer pods (aux-chain mode): which pods, which nodes have a
 //!   Ready one.
 
+pub mod admission_mode;
 pub mod admission_policy;
 pub mod attach;
 pub mod attachment;

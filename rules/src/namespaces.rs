@@ -179,7 +179,8 @@ impl Default for OurNad {
     }
 }
 
-fn is_terminating(ns: &Namespace) -> bool {
+/// Whether `ns` is being deleted.
+pub fn is_terminating(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some()
         || ns
             .status

@@ -54,6 +54,9 @@ pub const ADMISSION_NAMESPACE_LABEL_VALUE: &str = "enabled";
 /// Name of the MutatingAdmissionPolicy (and its binding) that makes the webhook's decision in the
 /// apiserver, where the server serves that API.
 pub const ADMISSION_POLICY_NAME: &str = "attach.multus.linkerd.io";
+/// Name of the webhook entry in the chart's MutatingWebhookConfiguration, which the operator narrows
+/// with a matchCondition when the policy is live.
+pub const WEBHOOK_NAME: &str = "attach.multus.linkerd.io";
 /// On an owned NAD that is (or was) the one shared NAD (`--nad-namespace`): pods of any namespace may
 /// reference it, so it is deleted only once no pod anywhere does.
 pub const SHARED_NAD_ANNOTATION: &str = "linkerd.io/multus-shared-nad";

@@ -27,6 +27,9 @@ pub struct WebhookArgs {
     /// Self-managed mode: the MutatingWebhookConfiguration whose caBundle the operator keeps in sync with
     /// its CA. Only its entries that call the webhook (through --webhook-service-name in the operator's
     /// namespace, or a URL whose host the certificate names) are patched; nothing if it does not exist.
+    /// In any certificate mode, while the admission policy is live (--admission), its entry
+    /// `attach.multus.linkerd.io` gets a matchCondition that leaves it only the pods the policy cannot
+    /// decide (removed again when the webhook is live).
     #[arg(long, global = true, env = "WEBHOOK_CONFIG_NAME")]
     pub webhook_config_name: Option<String>,
 

@@ -72,12 +72,19 @@ pub fn watch(
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Keeps what the webhook's decision and the controller read (annotations, deletion timestamp,
-/// phase) and what a store keys on (name, uid, version): managedFields and labels made up most of
-/// the ~3.5 KB each namespace cost at 10,000 (heaptrack).
+/// phase, the admission policy binding's label) and what a store keys on (name, uid, version):
+/// managedFields and labels made up most of the ~3.5 KB each namespace cost at 10,000 (heaptrack).
 pub fn slim(ns: &mut Namespace) {
     let meta = &mut ns.metadata;
     meta.managed_fields = None;
-    meta.labels = None;
+    meta.labels = meta
+        .labels
+        .take()
+        .map(|mut labels| {
+            labels.retain(|k, _| k == vocab::ADMISSION_NAMESPACE_LABEL);
+            labels
+        })
+        .filter(|labels| !labels.is_empty());
     meta.owner_references = None;
     meta.finalizers = None;
     if let Some(annotations) = meta.annotations.as_mut() {
@@ -113,7 +120,16 @@ mod tests {
                 name: Some("apps".into()),
                 uid: Some("u-1".into()),
                 annotations: Some(annotations.clone()),
-                labels: Some([("team".to_string(), "a".to_string())].into()),
+                labels: Some(
+                    [
+                        ("team".to_string(), "a".to_string()),
+                        (
+                            vocab::ADMISSION_NAMESPACE_LABEL.to_string(),
+                            "enabled".to_string(),
+                        ),
+                    ]
+                    .into(),
+                ),
                 managed_fields: Some(vec![ManagedFieldsEntry::default()]),
                 deletion_timestamp: Some(Time(Default::default())),
                 ..Default::default()
@@ -130,7 +146,11 @@ mod tests {
         assert_eq!(ns.metadata.annotations, Some(want));
         assert_eq!(ns.metadata.name.as_deref(), Some("apps"));
         assert_eq!(ns.metadata.uid.as_deref(), Some("u-1"));
-        assert_eq!(ns.metadata.labels, None);
+        let admission = [(
+            vocab::ADMISSION_NAMESPACE_LABEL.to_string(),
+            "enabled".to_string(),
+        )];
+        assert_eq!(ns.metadata.labels, Some(admission.into()));
         assert_eq!(ns.metadata.managed_fields, None);
         assert!(ns.metadata.deletion_timestamp.is_some());
         assert_eq!(

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::nad_cache::NadView;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
 use crate::placement::{PlacementWatch, WatchHealth};
+use rules::admission_mode::Live;
 use rules::multus_node::{self, Placement};
 
 /// What every reconcile was told by the flags.
@@ -107,6 +108,9 @@ pub struct Context {
     pub node_multus_listed: Listed,
     pub node_multus_health: WatchHealth,
     pub(super) placement_reported: PlacementReported,
+    /// The live admission path (`admission::Keeper`; None until known): whether enabled namespaces
+    /// carry the policy binding's label.
+    pub admission_live: watch::Receiver<Option<Live>>,
 }
 
 impl Context {
@@ -138,6 +142,7 @@ impl Context {
             node_multus_listed: already_listed(),
             node_multus_health: WatchHealth::default(),
             placement_reported: PlacementReported::default(),
+            admission_live: watch::channel(None).1,
         }
     }
 
@@ -146,6 +151,12 @@ impl Context {
         self.placement = watch.placement.clone();
         self.node_multus_listed = watch.listed.clone();
         self.node_multus_health = watch.health.clone();
+        self
+    }
+
+    /// Namespace labels follow the live admission path `live`.
+    pub fn with_admission(mut self, live: watch::Receiver<Option<Live>>) -> Self {
+        self.admission_live = live;
         self
     }
 

@@ -5,6 +5,7 @@
 //! logs, metrics), `health` (input health, for the `input_healthy` gauge), `retry` (backoff after a
 //! failure) and `recent` (the operator's own writes, remembered until the NAD watch shows them).
 
+mod admission_label;
 mod apply;
 mod context;
 mod fetch;
@@ -69,6 +70,10 @@ async fn reconcile_namespace(ns: &Namespace, ctx: &Context) -> Result<Action, Er
     let want = ctx.settings.nad.want_placed(ns, shared.as_deref());
     if want == Want::LeaveAlone {
         return Ok(Action::await_change());
+    }
+    // The policy binding's label first: it does not depend on the CNI ConfigMap.
+    if ctx.is_leader() {
+        admission_label::sync(ctx, ns, name).await?;
     }
     // Before its first list the ConfigMap store is empty, which would read as "ConfigMap deleted".
     ctx.configmap_listed.wait().await;

@@ -138,6 +138,11 @@ impl Harness {
         if !extra.contains(&"--namespace") {
             argv.extend(["--namespace", &self.cni_ns.name]);
         }
+        // The webhook path unless the test asks: a policy and its binding are cluster-wide, and
+        // parallel tests' operators would each rewrite one.
+        if !extra.iter().any(|a| a.starts_with("--admission")) {
+            argv.push("--admission=webhook");
+        }
         argv.extend(extra);
         match Config::from_cli(Cli::try_parse_from(argv).expect("test flags parse")) {
             Config::Run(run) => run.controller,

@@ -27,7 +27,9 @@ use serde_json::{json, Value};
 use crate::decision::DecisionConfig;
 
 pub use cel::quote;
-pub use webhook_only::{only_the_webhook_can, WebhookOnly};
+pub use webhook_only::{
+    only_the_webhook_can, webhook_match_condition, WebhookOnly, WEBHOOK_CONDITION_NAME,
+};
 
 /// The API group of the admission policies.
 const GROUP: &str = "admissionregistration.k8s.io";

@@ -270,3 +270,25 @@ fn variables_are_defined_before_use() {
         }
     }
 }
+
+/// The webhook's condition in policy mode is the complement of the policy's: the JSON-list pods with
+/// NADs, nothing in aux-chain mode. Would break if the webhook took the policy's pods (with it down,
+/// they would wait) or skipped the policy's skipped pods (attached by nobody).
+#[test]
+fn the_webhook_takes_the_complement() {
+    let nad = DecisionConfig::default();
+    let mut aux = nad.clone();
+    aux.nad.attach = Attach::AuxChain;
+    assert_eq!(
+        webhook_match_condition(&nad),
+        json!({
+            "name": WEBHOOK_CONDITION_NAME,
+            "expression": "!((!object.metadata.?annotations[?\"k8s.v1.cni.cncf.io/networks\"]\
+                           .orValue('').trim().startsWith('[')))",
+        })
+    );
+    assert_eq!(
+        webhook_match_condition(&aux),
+        json!({ "name": WEBHOOK_CONDITION_NAME, "expression": "false" })
+    );
+}

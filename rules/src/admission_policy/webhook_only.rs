@@ -85,3 +85,23 @@ pub(super) fn match_conditions(cfg: &DecisionConfig) -> Vec<Value> {
         .map(|case| json!({ "name": case.condition_name(), "expression": case.policy_takes() }))
         .collect()
 }
+
+/// The name of the webhook's matchCondition in policy mode.
+pub const WEBHOOK_CONDITION_NAME: &str = "only-what-the-policy-cannot-do";
+
+/// The webhook's matchCondition in policy mode, the complement of the policy's: true for the pods of
+/// [`only_the_webhook_can`] under `cfg` (`false` when no case concerns `cfg`), so the webhook sees
+/// exactly the pods the policy skips.
+pub fn webhook_match_condition(cfg: &DecisionConfig) -> Value {
+    let takes: Vec<String> = WebhookOnly::ALL
+        .into_iter()
+        .filter(|case| case.concerns(cfg))
+        .map(|case| format!("({})", case.policy_takes()))
+        .collect();
+    let expression = if takes.is_empty() {
+        "false".to_string()
+    } else {
+        format!("!({})", takes.join(" && "))
+    };
+    json!({ "name": WEBHOOK_CONDITION_NAME, "expression": expression })
+}

@@ -1,0 +1,247 @@
+//! `--admission` on the real apiserver, the operator's side of it: in policy mode the operator keeps
+//! the MutatingAdmissionPolicy and binding, labels the enabled namespaces and narrows the webhook, so a
+//! pod created there while the operator is stopped (and its webhook unreachable) is still attached; in
+//! webhook mode (and `auto` where the API is not served) none of it exists and the webhook takes every
+//! pod, as before.
+//!
+//! The "webhook" is a MutatingWebhookConfiguration of the test's own (entry `attach.multus.linkerd.io`,
+//! the chart's) calling an address where nothing listens, `failurePolicy: Fail`: every pod it takes is
+//! refused, which is what an operator that is down does. One test function: a policy and binding are
+//! cluster-wide, and two at once would both mutate the labelled namespaces.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DynamicObject, PostParams};
+use kube::{Api, Client};
+use linkerd_multus_e2e::{not_run, unique_name, DeleteOnDrop, TestNamespace};
+use linkerd_multus_operator::admission::current;
+use linkerd_multus_operator::admission::objects::{self, Kind};
+use rules::admission_policy::PolicyApi;
+use serde_json::{json, Value};
+use support::*;
+
+const CASE: &str = "policy mode admits an enabled namespace's pods with the operator stopped";
+const RANGE: &str = "1000650000/10000";
+const OFFSET: u32 = 2102;
+
+/// The test's webhook configuration: the chart's entry name, an address nobody serves, this run's
+/// namespaces only.
+async fn unreachable_webhook(h: &Harness) -> DeleteOnDrop<DynamicObject> {
+    let name = unique_name("adm-mwc");
+    let api: Api<DynamicObject> = Api::all_with(
+        h.client.clone(),
+        &kube::api::ApiResource::erase::<
+            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+        >(&()),
+    );
+    let mwc: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": { "name": name },
+        "webhooks": [{
+            "name": vocab::WEBHOOK_NAME,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 2,
+            "clientConfig": { "url": "https://127.0.0.1:1/annotate-multus-v1-pod" },
+            "rules": [{ "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                        "resources": ["pods"] }],
+            "namespaceSelector": { "matchLabels": { RUN_LABEL: h.run_id } },
+        }],
+    }))
+    .expect("a configuration");
+    api.create(&PostParams::default(), &mwc)
+        .await
+        .expect("create the webhook configuration");
+    DeleteOnDrop::new(api, name)
+}
+
+/// An enabled namespace of this run, with OpenShift's uid range.
+async fn enabled_namespace(h: &Harness) -> TestNamespace {
+    let annotations = BTreeMap::from([
+        (
+            vocab::MULTUS_ANNOTATION.to_string(),
+            vocab::MULTUS_ENABLED.to_string(),
+        ),
+        (
+            vocab::OPENSHIFT_UID_RANGE_ANNOTATION.to_string(),
+            RANGE.to_string(),
+        ),
+    ]);
+    let ns = TestNamespace::create_with(&h.client, "adm-app", annotations).await;
+    h.label(&ns.name).await;
+    ns
+}
+
+async fn create_pod(kube: &Client, ns: &str, networks: Option<&str>) -> Result<Pod, String> {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": unique_name("adm-pod") },
+        "spec": { "containers": [{ "name": "app", "image": "x" }] },
+    });
+    if let Some(networks) = networks {
+        pod["metadata"]["annotations"] = json!({ vocab::NETWORKS_ANNOTATION: networks });
+    }
+    let pod: Pod = serde_json::from_value(pod).expect("a pod");
+    Api::<Pod>::namespaced(kube.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn labelled(kube: &Client, ns: &str) -> bool {
+    let ns = Api::<Namespace>::all(kube.clone())
+        .get(ns)
+        .await
+        .expect("namespace");
+    rules::admission_mode::labelled(&ns.metadata)
+}
+
+async fn webhook_condition(kube: &Client, config: &str) -> Option<Value> {
+    let live = objects::get_webhook_config(kube, config)
+        .await
+        .expect("read the configuration")?;
+    current::webhook_condition(&live, vocab::WEBHOOK_NAME).cloned()
+}
+
+async fn exists(kube: &Client, api: PolicyApi, kind: Kind, name: &str) -> bool {
+    objects::get(kube, api, kind, name)
+        .await
+        .expect("read")
+        .is_some()
+}
+
+/// Policy mode: with the operator stopped and the webhook unreachable, a pod of an enabled namespace
+/// is created attached (the NAD in its networks annotation, the proxy uid from the range), and only a
+/// pod the policy cannot decide (a JSON-list networks annotation) is refused. Back in webhook mode the
+/// operator takes it all away (condition first, then binding and policy, then the label), and the
+/// same pod is refused again, as with the webhook alone. Where the server serves no
+/// MutatingAdmissionPolicy, `auto` keeps the webhook whole, labels nothing and creates no policy,
+/// and the policy case is reported not run. Would fail without the policy (the pod is refused or
+/// unattached), without the narrowing (refused), or with a narrowing that took the policy's pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver, MutatingAdmissionPolicy served where it can be): run by e2e/test-all"]
+async fn policy_mode_admits_with_the_operator_stopped() {
+    let h = Harness::new("adm").await;
+    let kube = h.client.clone();
+    let served = objects::served(&kube).await.expect("discovery");
+    let mwc = unreachable_webhook(&h).await;
+    let app = enabled_namespace(&h).await;
+    let policy_name = unique_name("adm-policy");
+    let flags = |mode: &'static str| {
+        [
+            format!("--admission={mode}"),
+            format!("--admission-policy-name={policy_name}"),
+            format!("--webhook-config-name={}", mwc.name()),
+            format!("--proxy-uid-offset={OFFSET}"),
+        ]
+    };
+    let start = |mode: &'static str| {
+        let flags = flags(mode);
+        let h = &h;
+        async move {
+            let argv: Vec<&str> = flags.iter().map(String::as_str).collect();
+            h.start_operator(&argv).await
+        }
+    };
+
+    let Some(api) = served else {
+        // `auto` picks the webhook: nothing labelled, no policy, the webhook whole.
+        let op = start("auto").await;
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        assert!(
+            !labelled(&kube, &app.name).await,
+            "labelled without a policy"
+        );
+        assert_eq!(webhook_condition(&kube, mwc.name()).await, None);
+        op.stop().await;
+        let refused = create_pod(&kube, &app.name, None).await;
+        assert!(refused.is_err(), "the webhook took no pod: {refused:?}");
+        not_run(
+            CASE,
+            "the apiserver serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1, or \
+             v1beta1 with the MutatingAdmissionPolicy gate): auto kept the webhook",
+        );
+        return;
+    };
+
+    // Whatever happens below, the policy and binding do not outlive the test.
+    let _guards = [Kind::Policy, Kind::Binding]
+        .map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
+
+    // Policy mode, then the operator stopped.
+    let op = start("policy").await;
+    eventually(
+        "the policy, the binding, the label and the narrowing",
+        || async {
+            let ready = exists(&kube, api, Kind::Policy, &policy_name).await
+                && exists(&kube, api, Kind::Binding, &policy_name).await
+                && labelled(&kube, &app.name).await
+                && webhook_condition(&kube, mwc.name()).await.is_some();
+            ready.then_some(())
+        },
+    )
+    .await;
+    op.stop().await;
+
+    // The apiserver's policy informer may take a moment: the first pod is retried until attached.
+    let nad = h.nad_name.clone();
+    let pod = eventually(
+        "a pod created with the operator stopped is attached",
+        || async {
+            let pod = create_pod(&kube, &app.name, Some("other@eth1"))
+                .await
+                .ok()?;
+            let networks = pod
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(vocab::NETWORKS_ANNOTATION)?;
+            networks.contains(&nad).then_some(pod)
+        },
+    )
+    .await;
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get(vocab::NETWORKS_ANNOTATION)
+            .map(String::as_str),
+        Some(format!("other@eth1,{nad}").as_str())
+    );
+    assert_eq!(
+        annotations
+            .get(vocab::PROXY_UID_ANNOTATION)
+            .map(String::as_str),
+        Some((1_000_650_000 + OFFSET).to_string().as_str()),
+        "{annotations:?}"
+    );
+    let json_list = create_pod(&kube, &app.name, Some(r#"[{"name":"other"}]"#)).await;
+    assert!(
+        json_list.is_err(),
+        "a JSON-list pod must still go to the (unreachable) webhook: {json_list:?}"
+    );
+
+    // Back to webhook mode: everything of the policy path is taken away, the webhook takes all.
+    let op = start("webhook").await;
+    eventually(
+        "the narrowing, the policy, the binding and the label are gone",
+        || async {
+            let gone = webhook_condition(&kube, mwc.name()).await.is_none()
+                && !exists(&kube, api, Kind::Binding, &policy_name).await
+                && !exists(&kube, api, Kind::Policy, &policy_name).await
+                && !labelled(&kube, &app.name).await;
+            gone.then_some(())
+        },
+    )
+    .await;
+    op.stop().await;
+    let refused = eventually("the webhook takes the pod again", || async {
+        create_pod(&kube, &app.name, None).await.err()
+    })
+    .await;
+    assert!(refused.contains(vocab::WEBHOOK_NAME), "{refused}");
+}
