@@ -138,7 +138,7 @@ pub struct RunArgs {
     /// only the pods the policy cannot decide (a JSON-list networks annotation), so while the operator
     /// is down only those wait. `auto`: the policy where the server serves MutatingAdmissionPolicy
     /// (v1, or v1beta1 with its feature gate), found by discovery; the webhook elsewhere.
-    #[arg(long, global = true, env = AdmissionMode::ENV, default_value_t = AdmissionMode::default(),
+    #[arg(long, global = true, env = "ADMISSION", default_value_t = AdmissionMode::default(),
           value_parser = AdmissionMode::parse)]
     pub admission: AdmissionMode,
 
@@ -219,6 +219,20 @@ mod tests {
         assert_eq!(
             a.max_concurrent_reconciles,
             vocab::DEFAULT_MAX_CONCURRENT_RECONCILES
+        );
+    }
+
+    /// The chart sets `--admission` through the env the mode's type names.
+    #[test]
+    fn admission_reads_the_modes_env() {
+        let cmd = Cli::command();
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("admission"))
+            .expect("--admission");
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some(AdmissionMode::ENV)
         );
     }
 

@@ -70,13 +70,14 @@ impl Config {
             Some(Command::Check(args)) => Self::Check(Box::new(CheckConfig {
                 settings: CheckSettings {
                     source: config_source(&run),
-                    decision,
+                    decision: decision.clone(),
                     adopt_unowned: run.adopt_unowned_nads,
                     node_multus_group: run.node_multus_api_group.clone(),
                     repair_state: repair
                         .repair_unattached_pods
                         .then(|| StateLocation::new(&run.operator_namespace(), &run.lease_name)),
                 },
+                admission: admission(&run, &decision, &webhook),
                 output: args.output,
                 probe_timeout: args.probe_timeout,
             })),

@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::{not_run, unique_name, DeleteOnDrop, TestNamespace};
-use linkerd_multus_operator::admission::current;
 use linkerd_multus_operator::admission::objects::{self, Kind};
+use linkerd_multus_operator::admission::{current, AdmissionSettings};
+use linkerd_multus_operator::check::{admission, Verdict};
 use rules::admission_policy::PolicyApi;
 use serde_json::{json, Value};
 use support::*;
@@ -225,6 +226,21 @@ async fn policy_mode_admits_with_the_operator_stopped() {
         "a JSON-list pod must still go to the (unreachable) webhook: {json_list:?}"
     );
 
+    // `check`'s line: all in place and current; then the binding deleted by hand is named.
+    let policy_settings = admission_settings(&h, &flags("policy"));
+    let line = check_line(&kube, &policy_settings).await;
+    assert!(line.ok, "{line:?}");
+    Kind::Binding
+        .api(&kube, api)
+        .delete(&policy_name, &Default::default())
+        .await
+        .expect("delete the binding by hand");
+    let line = check_line(&kube, &policy_settings).await;
+    assert!(
+        !line.ok && line.message.contains("MutatingAdmissionPolicyBinding"),
+        "{line:?}"
+    );
+
     // Back to webhook mode: everything of the policy path is taken away, the webhook takes all.
     let op = start("webhook").await;
     eventually(
@@ -244,4 +260,23 @@ async fn policy_mode_admits_with_the_operator_stopped() {
     })
     .await;
     assert!(refused.contains(vocab::WEBHOOK_NAME), "{refused}");
+    let line = check_line(&kube, &admission_settings(&h, &flags("webhook"))).await;
+    assert!(line.ok, "{line:?}");
+}
+
+/// The admission settings the test's operator runs with.
+fn admission_settings(h: &Harness, flags: &[String]) -> AdmissionSettings {
+    let argv: Vec<&str> = flags.iter().map(String::as_str).collect();
+    h.args(&argv).admission
+}
+
+/// `check`'s admission line, as the operator's flags make it (no NodeMultus: the flags' placement).
+async fn check_line(kube: &Client, s: &AdmissionSettings) -> Verdict {
+    let namespaces = Api::<Namespace>::all(kube.clone())
+        .list(&Default::default())
+        .await
+        .expect("list namespaces")
+        .items;
+    let seen = admission::observe(kube, s).await;
+    admission::verdict(&seen, s, &s.decision, &namespaces)
 }

@@ -5,6 +5,7 @@
 //! It runs with the operator's own flags (see `cli.rs`), so `kubectl exec deploy/<operator> --
 //! linkerd-multus-operator check` checks exactly what that operator is configured for.
 
+pub mod admission;
 mod aux_chain;
 mod evaluate;
 mod probe;
@@ -39,6 +40,8 @@ use crate::events::event_time;
 #[derive(Clone, Debug)]
 pub struct CheckConfig {
     pub settings: CheckSettings,
+    /// `--admission` and what it keeps (the admission line).
+    pub admission: crate::admission::AdmissionSettings,
     pub output: OutputFormat,
     /// How long to wait for each webhook endpoint's TLS handshake.
     pub probe_timeout: Duration,
@@ -67,10 +70,38 @@ pub async fn check(
     Ok(evaluate(&observed, settings))
 }
 
+/// [`check`], plus the admission line (`admission.rs`), placed after the webhook's lines.
+pub async fn check_with_admission(
+    client: &Client,
+    settings: &CheckSettings,
+    admission: &crate::admission::AdmissionSettings,
+    probe_timeout: Duration,
+) -> Result<Vec<Verdict>, CheckError> {
+    let observed = observe(client, settings, probe_timeout).await?;
+    let mut verdicts = evaluate(&observed, settings);
+    let nodes = observed.node_multus.as_deref().unwrap_or_default();
+    let placement = rules::multus_node::placement(settings.decision.nad.shared(), nodes);
+    let cfg = placement.decision(&admission.decision);
+    let seen = admission::observe(client, admission).await;
+    let line = admission::verdict(&seen, admission, &cfg, &observed.namespaces);
+    let at = verdicts
+        .iter()
+        .position(|v| v.check == "webhook-order")
+        .map_or(verdicts.len(), |i| i + 1);
+    verdicts.insert(at, line);
+    Ok(verdicts)
+}
+
 /// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
 pub async fn run(config: &CheckConfig) -> Result<bool, CheckError> {
     let client = Client::try_default().await.map_err(CheckError::Client)?;
-    let verdicts = check(&client, &config.settings, config.probe_timeout).await?;
+    let verdicts = check_with_admission(
+        &client,
+        &config.settings,
+        &config.admission,
+        config.probe_timeout,
+    )
+    .await?;
     let out = match config.output {
         OutputFormat::Human => render_human(&verdicts),
         OutputFormat::Json => render_json(&verdicts),
