@@ -208,6 +208,10 @@ const NOT_SET: &[(&str, &str)] = &[
         "hidden test knob of the operator (a private NAD CRD copy)",
     ),
     (
+        "--admission-policy-name",
+        "hidden test knob of the operator (one MutatingAdmissionPolicy per test on a shared apiserver)",
+    ),
+    (
         "--node-multus-api-group",
         "hidden test knob of the operator and the installer (a private NodeMultus CRD copy)",
     ),

@@ -542,6 +542,22 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("list", admission, mwcs, None, None),
         // What each node's Multus allows, published by the installers.
         Access("watch", "linkerd-multus.io", "nodemultuses", None, None),
+        // admission auto (default): the binding's namespace label, the policy and binding by name.
+        Access("patch", "", "namespaces", Some("default"), None),
+        Access(
+            "create",
+            admission,
+            "mutatingadmissionpolicies",
+            Some(vocab::ADMISSION_POLICY_NAME),
+            None,
+        ),
+        Access(
+            "delete",
+            admission,
+            "mutatingadmissionpolicybindings",
+            Some(vocab::ADMISSION_POLICY_NAME),
+            None,
+        ),
     ];
     for access in &allowed {
         assert!(
@@ -557,7 +573,6 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
         Access("patch", "", "pods", Some("p"), Some("default")),
         Access("create", "", "namespaces", None, None),
         Access("delete", "", "namespaces", Some("default"), None),
-        Access("patch", "", "namespaces", Some("default"), None),
         Access("get", "", "secrets", Some("other"), Some(ns)),
         Access("list", "", "secrets", None, Some(ns)),
         Access("get", "", "secrets", Some(&secret), Some("default")),
@@ -572,6 +587,20 @@ fn assert_least_privilege(ns: &str, cni_ns: &str, fullname: &str) {
             Some(cni_ns),
         ),
         Access("patch", admission, mwcs, Some("other"), None),
+        Access(
+            "patch",
+            admission,
+            "mutatingadmissionpolicies",
+            Some("other"),
+            None,
+        ),
+        Access(
+            "delete",
+            admission,
+            "mutatingadmissionpolicybindings",
+            Some("other"),
+            None,
+        ),
         // The name of earlier versions (the fullname) is not the operator's any more.
         Access("patch", admission, mwcs, Some(fullname), None),
         Access("patch", coord, "leases", Some("other"), Some(ns)),

@@ -59,6 +59,8 @@ async fn installs_before_linkerd_cni_and_picks_its_configmap_up() {
         "127.0.0.1:0",
         "--namespace-selector",
         &selector,
+        // A policy is cluster-wide: only operator/tests/admission_mode.rs runs one.
+        "--admission=webhook",
     ];
     let Config::Run(run) =
         Config::from_cli(linkerd_multus_operator::cli::Cli::try_parse_from(argv).expect("flags"))

@@ -136,6 +136,9 @@ fn the_readme_cluster_lines_leave_and_delete_what_they_say() {
             "kubectl delete -k config/default",
             // Named in prose (no hooks run): the line above.
             "kubectl delete -k",
+            // Needs a server that serves MutatingAdmissionPolicy, which this test's v1.20.2 testbed
+            // does not; the operator's own removal of them is operator/tests/admission_mode.rs.
+            "kubectl delete mutatingadmissionpolicybinding,mutatingadmissionpolicy attach.multus.linkerd.io",
             // The wrapper of the node's lines (each `<line>` run by the installer's test); it needs
             // a real node, so no test here runs the wrapper itself.
             "kubectl debug node/<node> -it --profile=sysadmin \

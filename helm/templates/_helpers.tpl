@@ -84,6 +84,12 @@ webhooks that change the pod later. Not truncated to 63: this kind's names may b
 cut could give two releases one name. Earlier versions named it after the fullname; upgrades carry its
 caBundle over ("linkerd-multus.caBundleCarried").
 */}}
+{{/* The MutatingAdmissionPolicy and its binding the operator keeps (admission auto or policy):
+vocab::ADMISSION_POLICY_NAME, the operator's default; one per cluster. */}}
+{{- define "linkerd-multus.admissionPolicyName" -}}
+attach.multus.linkerd.io
+{{- end -}}
+
 {{- define "linkerd-multus.webhookConfigName" -}}
 {{- printf "zz-%s" (include "linkerd-multus.fullname" .) -}}
 {{- end -}}
