@@ -100,9 +100,28 @@ pub(crate) fn read_service_account(
 /// The installer's own client config: the in-cluster address, the CA and the rotating token of
 /// `--service-account-dir`.
 pub async fn installer_config(settings: &Settings) -> Result<kube::Config, InstallError> {
-    let text = installer_kubeconfig(settings)?;
+    config_of(&installer_kubeconfig(settings)?).await
+}
+
+/// A client config with `token` in place of the installer's own (the in-cluster address and CA):
+/// the plugin's token, to ask what the installer's own token no longer may.
+pub async fn config_with_token(
+    settings: &Settings,
+    token: &str,
+) -> Result<kube::Config, InstallError> {
+    let ca = read_service_account(settings, "ca.crt")?;
+    let (host, port) = settings.service_address()?;
+    config_of(&kubeconfig::render(
+        &kubeconfig::server_url(host, port),
+        token,
+        &ca,
+    ))
+    .await
+}
+
+async fn config_of(text: &str) -> Result<kube::Config, InstallError> {
     let boxed = |e: kube::config::KubeconfigError| InstallError::ApiClient(Box::new(e));
-    let parsed = kube::config::Kubeconfig::from_yaml(&text).map_err(boxed)?;
+    let parsed = kube::config::Kubeconfig::from_yaml(text).map_err(boxed)?;
     kube::Config::from_custom_kubeconfig(parsed, &Default::default())
         .await
         .map_err(boxed)
@@ -218,6 +237,11 @@ impl Keeper {
             },
         };
         (token, failure)
+    }
+
+    /// The plugin's token held now, if any.
+    pub fn held_token(&self) -> Option<&str> {
+        self.held.as_ref().map(|h| h.token.as_str())
     }
 
     async fn client(

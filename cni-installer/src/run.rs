@@ -185,7 +185,13 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
     status_file.clear();
     // The mode says whether a rollout's SIGTERM removes it too; else only an uninstall does.
     let uninstall = installer.removes_on_rollout()
-        || match termination::decide(&termination::observe(installer.settings()).await) {
+        || match termination::decide(
+            &termination::observe(
+                installer.settings(),
+                keeper.as_ref().and_then(|k| k.held_token()),
+            )
+            .await,
+        ) {
             Verdict::Uninstall(reason) => {
                 tracing::info!(
                     "uninstall: {reason}; removing what {} installed on this node",

@@ -12,10 +12,15 @@
 //! Uninstall: the DaemonSet is gone, being deleted, or another one of the same name (deleted and
 //! created anew); or the apiserver refuses the installer's own credential (401/403): `helm uninstall`
 //! deletes the DaemonSet, its RBAC and its ServiceAccount at once, so by SIGTERM time the credential
-//! is often refused already, and nothing but an uninstall deletes them. Keep: the DaemonSet is in
-//! place (rollout, drain, restart), or the apiserver cannot be asked (the plugin's fail-open covers a
-//! leftover in `aux-chain` mode). PURE: [`decide`] and the readers of API objects and errors; the
-//! shell [`observe`] makes the two reads.
+//! is often refused already. Keep: the DaemonSet is in place (rollout, drain, restart), or the
+//! apiserver cannot be asked (the plugin's fail-open covers a leftover in `aux-chain` mode).
+//!
+//! One refusal is not an uninstall: the pod's own token is bound to the pod, so `kubectl delete pod
+//! --force` makes the apiserver refuse it (401) while everything else stays (seen on the node: the
+//! force-deleted installer removed the chain file). On a 401 the same question is asked again with
+//! the plugin's token, which is bound to no pod (TokenRequest mode): its pod gone means a force
+//! delete; the plugin's account or RBAC refused too means an uninstall. PURE: [`decide`] and the
+//! readers of API objects and errors; the shell [`observe`] makes the reads.
 
 use std::time::Duration;
 
@@ -59,6 +64,9 @@ pub enum Seen {
         owner_uid: String,
         found: Option<DaemonSetState>,
     },
+    /// The installer's own token was refused with 401 (`own`, a [`Seen::Refused`]), and the question
+    /// was asked again with the plugin's token, bound to no pod (`plugin`).
+    AskedAgain { own: Box<Seen>, plugin: Box<Seen> },
 }
 
 /// The DaemonSet as read now.
@@ -130,7 +138,22 @@ pub fn decide(seen: &Seen) -> Verdict {
         Seen::DaemonSet { name, .. } => Verdict::Keep(format!(
             "its DaemonSet {name} is in place: a rollout, a node drain or a restart"
         )),
+        Seen::AskedAgain { own, plugin } => match plugin.as_ref() {
+            Seen::PodGone { pod } => Verdict::Keep(format!(
+                "the apiserver refuses this installer's own token (401) because its pod {pod} is \
+                 gone (read with the plugin's token): a pod's token dies with the pod, so the pod \
+                 was deleted with --force, which is no uninstall"
+            )),
+            // The second read could not be made: the refusal stands.
+            Seen::NoCredential(_) | Seen::Unreachable { .. } | Seen::Failed { .. } => decide(own),
+            answered => decide(answered),
+        },
     }
+}
+
+/// Whether this is the refusal a force-deleted pod's bound token meets, worth asking again.
+fn refused_token(seen: &Seen) -> bool {
+    matches!(seen, Seen::Refused { code: 401, .. })
 }
 
 /// The DaemonSet controlling `pod` (its controller ownerReference), as (name, uid).
@@ -180,12 +203,36 @@ pub fn from_error(what: &str, e: &kube::Error) -> Option<Seen> {
     })
 }
 
-/// Asks the apiserver, within [`BOUND`].
-pub async fn observe(settings: &Settings) -> Seen {
+/// Asks the apiserver, within [`BOUND`] in all: with the installer's own credential, and on a 401
+/// again with `plugin_token` (the plugin's token, bound to no pod) when there is one.
+pub async fn observe(settings: &Settings, plugin_token: Option<&str>) -> Seen {
     let Some(own) = &settings.own_pod else {
         return Seen::NoOwnPod;
     };
-    match tokio::time::timeout(BOUND, lookup(settings, &own.namespace, &own.name)).await {
+    let ask = async {
+        let seen = lookup(
+            credential::installer_config(settings).await,
+            &own.namespace,
+            &own.name,
+        )
+        .await;
+        match plugin_token {
+            Some(token) if refused_token(&seen) => {
+                let plugin = lookup(
+                    credential::config_with_token(settings, token).await,
+                    &own.namespace,
+                    &own.name,
+                )
+                .await;
+                Seen::AskedAgain {
+                    own: Box::new(seen),
+                    plugin: Box::new(plugin),
+                }
+            }
+            _ => seen,
+        }
+    };
+    match tokio::time::timeout(BOUND, ask).await {
         Ok(seen) => seen,
         Err(_) => Seen::Unreachable {
             what: format!("pod {}/{} and its DaemonSet", own.namespace, own.name),
@@ -194,8 +241,12 @@ pub async fn observe(settings: &Settings) -> Seen {
     }
 }
 
-async fn lookup(settings: &Settings, namespace: &str, name: &str) -> Seen {
-    let client = match credential::installer_config(settings).await {
+async fn lookup(
+    config: Result<kube::Config, crate::error::InstallError>,
+    namespace: &str,
+    name: &str,
+) -> Seen {
+    let client = match config {
         Ok(mut config) => {
             config.connect_timeout = Some(CONNECT_TIMEOUT);
             config.read_timeout = Some(READ_TIMEOUT);

@@ -12,6 +12,22 @@ fn ds(name: &str, uid: &str, deleting: bool) -> Seen {
     }
 }
 
+fn refused(code: u16) -> Seen {
+    Seen::Refused {
+        what: "pod linkerd-cni/cni-x".into(),
+        code,
+        message: "no".into(),
+    }
+}
+
+/// The own token refused (401), then `plugin` seen with the plugin's token.
+fn again(plugin: Seen) -> Seen {
+    Seen::AskedAgain {
+        own: Box::new(refused(401)),
+        plugin: Box::new(plugin),
+    }
+}
+
 /// Every case SIGTERM can meet, with the words its logged reason must hold.
 #[test]
 fn decide_table() {
@@ -111,6 +127,39 @@ fn decide_table() {
             },
             keep,
             "not owned by a DaemonSet",
+        ),
+        (
+            "401, and the plugin's token finds the pod gone: force-deleted (its bound token died)",
+            again(Seen::PodGone {
+                pod: "linkerd-cni/cni-x".into(),
+            }),
+            keep,
+            "its pod linkerd-cni/cni-x is gone (read with the plugin's token)",
+        ),
+        (
+            "401, and the plugin's token is refused too: uninstalled",
+            again(refused(403)),
+            uninstall,
+            "(403: no)",
+        ),
+        (
+            "401, and the plugin's token finds the DaemonSet gone: uninstalled",
+            again(Seen::DaemonSet {
+                name: "linkerd-cni/cni".into(),
+                owner_uid: "uid-1".into(),
+                found: None,
+            }),
+            uninstall,
+            "its DaemonSet linkerd-cni/cni is deleted",
+        ),
+        (
+            "401, and the second read fails: the refusal stands",
+            again(Seen::Unreachable {
+                what: "pod linkerd-cni/cni-x".into(),
+                error: "reset".into(),
+            }),
+            uninstall,
+            "(401: no)",
         ),
     ];
     for (case, seen, want_uninstall, words) in cases {
