@@ -52,6 +52,8 @@ impl Replica {
                 .args(["--webhook-addr", webhook.as_str()])
                 .args(["--webhook-cert-secret", "linkerd-multus-drill-cert"])
                 .args(["--webhook-config-name", WEBHOOK_CONFIG])
+                // The drills measure the webhook path (operator down: pods wait), whatever the server.
+                .args(["--admission", "webhook"])
                 .args(extra)
                 .spawn()
                 .expect("starting linkerd-multus-operator");

@@ -208,6 +208,10 @@ const NOT_SET: &[(&str, &str)] = &[
         "hidden test knob of the operator (a private NAD CRD copy)",
     ),
     (
+        "--admission-label-value",
+        "hidden test knob of the operator (each test's binding selects its own namespaces)",
+    ),
+    (
         "--admission-policy-name",
         "hidden test knob of the operator (one MutatingAdmissionPolicy per test on a shared apiserver)",
     ),

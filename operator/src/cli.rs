@@ -147,6 +147,11 @@ pub struct RunArgs {
           default_value = vocab::ADMISSION_POLICY_NAME)]
     pub admission_policy_name: String,
 
+    /// Value of the namespace label the policy's binding selects. Tests run several on one apiserver.
+    #[arg(long, global = true, env = "ADMISSION_LABEL_VALUE", hide = true,
+          default_value = vocab::ADMISSION_NAMESPACE_LABEL_VALUE)]
+    pub admission_label_value: String,
+
     /// Take over NADs named --nad-name that carry no app.kubernetes.io/managed-by label and whose
     /// config's `type` is linkerd-cni (what linkerd-multus-attach-operator left), in namespaces that
     /// want the NAD: each gets the operator's label and config, and a Normal Event. Never a NAD of

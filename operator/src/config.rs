@@ -120,6 +120,7 @@ pub fn admission(
     AdmissionSettings {
         mode: run.admission,
         policy_name: run.admission_policy_name.clone(),
+        label_value: run.admission_label_value.clone(),
         webhook_config: webhook.webhook_config_name.clone(),
         decision: decision.clone(),
         recheck: run.resync,

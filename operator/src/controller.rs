@@ -84,7 +84,7 @@ impl NadController {
         settings: ReconcileSettings,
         namespace_selector: Option<&str>,
         is_leader: watch::Receiver<bool>,
-        admission_live: watch::Receiver<Option<Live>>,
+        (admission_live, label_value): (watch::Receiver<Option<Live>>, String),
         identity: String,
         registry: &mut Registry,
     ) -> Self {
@@ -130,7 +130,7 @@ impl NadController {
                 is_leader,
             )
             .with_placement(&placement)
-            .with_admission(admission_live),
+            .with_admission(admission_live, label_value),
         );
         registry.register_collector(Box::new(InputGauge::new(
             ctx.clone(),

@@ -181,7 +181,7 @@ async fn build_controller_tasks(
         config.settings,
         config.namespace_selector.as_deref(),
         leadership.subscribe(),
-        live_rx,
+        (live_rx, config.admission.label_value.clone()),
         config.identity.clone(),
         &mut registry,
     );

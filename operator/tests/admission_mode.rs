@@ -94,12 +94,15 @@ async fn create_pod(kube: &Client, ns: &str, networks: Option<&str>) -> Result<P
         .map_err(|e| e.to_string())
 }
 
+/// Whether `ns` carries the admission label (any value: this test's binding selects its run id).
 async fn labelled(kube: &Client, ns: &str) -> bool {
     let ns = Api::<Namespace>::all(kube.clone())
         .get(ns)
         .await
         .expect("namespace");
-    rules::admission_mode::labelled(&ns.metadata)
+    ns.metadata
+        .labels
+        .is_some_and(|l| l.contains_key(vocab::ADMISSION_NAMESPACE_LABEL))
 }
 
 async fn webhook_condition(kube: &Client, config: &str) -> Option<Value> {
@@ -137,6 +140,7 @@ async fn policy_mode_admits_with_the_operator_stopped() {
         [
             format!("--admission={mode}"),
             format!("--admission-policy-name={policy_name}"),
+            format!("--admission-label-value={}", h.run_id),
             format!("--webhook-config-name={}", mwc.name()),
             format!("--proxy-uid-offset={OFFSET}"),
         ]

@@ -107,12 +107,13 @@ pub fn wants_label(meta: &ObjectMeta, linkerd_namespace: &str, live: &Live) -> b
     live.is_policy() && crate::namespaces::enabled(meta, linkerd_namespace)
 }
 
-/// Whether `meta` carries the label with its value.
-pub fn labelled(meta: &ObjectMeta) -> bool {
+/// Whether `meta` carries the label with `value` (the binding's; [`vocab::ADMISSION_NAMESPACE_LABEL_VALUE`]
+/// but in tests).
+pub fn labelled(meta: &ObjectMeta, value: &str) -> bool {
     meta.labels
         .as_ref()
         .and_then(|l| l.get(vocab::ADMISSION_NAMESPACE_LABEL))
-        .is_some_and(|v| v == vocab::ADMISSION_NAMESPACE_LABEL_VALUE)
+        .is_some_and(|v| v == value)
 }
 
 /// The flag's value (clap shows the default through it).
@@ -180,7 +181,7 @@ mod tests {
             &webhook
         ));
         let mut m = meta("a", None);
-        assert!(!labelled(&m));
+        assert!(!labelled(&m, "enabled"));
         m.labels = Some(
             [(
                 vocab::ADMISSION_NAMESPACE_LABEL.to_string(),
@@ -188,6 +189,7 @@ mod tests {
             )]
             .into(),
         );
-        assert!(labelled(&m));
+        assert!(labelled(&m, "enabled"));
+        assert!(!labelled(&m, "other"));
     }
 }

@@ -55,6 +55,9 @@ pub fn start_operator_with(bed: &Cluster, webhook_port: u16, flags: &[&str]) -> 
     .args(["--webhook-addr", &format!("127.0.0.1:{webhook_port}")])
     .args(["--webhook-cert-secret", "linkerd-multus-webhook-cert"])
     .args(["--webhook-config-name", WEBHOOK_CONFIG])
+    // The scenarios exercise the webhook; on a server with MutatingAdmissionPolicy `auto` would
+    // take the policy path (operator/tests/admission_mode.rs tests that one).
+    .args(["--admission", "webhook"])
     .args(flags)
     .spawn()
     .expect("starting linkerd-multus-operator");

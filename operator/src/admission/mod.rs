@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::Store;
 use kube::Client;
 use rules::admission_mode::{self, AdmissionMode, Live};
-use rules::admission_policy::{render_named, webhook_match_condition};
+use rules::admission_policy::{render_selecting, webhook_match_condition};
 use rules::decision::DecisionConfig;
 use rules::multus_node::Placement;
 use tokio::sync::watch;
@@ -40,6 +40,9 @@ pub struct AdmissionSettings {
     pub mode: AdmissionMode,
     /// The policy's and binding's name (`--admission-policy-name`, hidden: tests).
     pub policy_name: String,
+    /// The value of the namespace label the binding selects (`--admission-label-value`, hidden:
+    /// tests sharing an apiserver each select their own namespaces).
+    pub label_value: String,
     /// The webhook configuration narrowed while the policy is live (`--webhook-config-name`); None:
     /// the webhook keeps every pod it is configured for.
     pub webhook_config: Option<String>,
@@ -139,7 +142,7 @@ impl Keeper {
             });
         match live {
             Live::Policy(api) => {
-                let rendered = render_named(&cfg, api, name);
+                let rendered = render_selecting(&cfg, api, name, &self.settings.label_value);
                 for kind in [Kind::Policy, Kind::Binding] {
                     objects::apply(&self.client, api, kind, kind.of(&rendered)).await?;
                 }
@@ -178,7 +181,7 @@ impl Keeper {
             .filter(|ns| !rules::namespaces::is_terminating(ns))
             .filter(|ns| {
                 admission_mode::wants_label(&ns.metadata, linkerd, live)
-                    && !admission_mode::labelled(&ns.metadata)
+                    && !admission_mode::labelled(&ns.metadata, &self.settings.label_value)
             })
             .filter_map(|ns| ns.metadata.name.clone())
             .collect();

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use rules::admission_mode::{self, Live};
-use rules::admission_policy::{render_named, webhook_match_condition, PolicyApi};
+use rules::admission_policy::{render_selecting, webhook_match_condition, PolicyApi};
 use rules::decision::DecisionConfig;
 use serde_json::Value;
 
@@ -104,7 +104,7 @@ pub fn verdict(
             }
         }
         Live::Policy(api) => {
-            let desired = render_named(cfg, *api, &s.policy_name);
+            let desired = render_selecting(cfg, *api, &s.policy_name, &s.label_value);
             for (kind, object) in [(Kind::Policy, &seen.policy), (Kind::Binding, &seen.binding)] {
                 let name = &s.policy_name;
                 match object {
@@ -129,7 +129,7 @@ pub fn verdict(
                 .filter(|ns| !rules::namespaces::is_terminating(ns))
                 .filter(|ns| {
                     admission_mode::wants_label(&ns.metadata, linkerd, &live)
-                        && !admission_mode::labelled(&ns.metadata)
+                        && !admission_mode::labelled(&ns.metadata, &s.label_value)
                 })
                 .filter_map(|ns| ns.metadata.name.clone())
                 .collect();
@@ -190,6 +190,7 @@ mod tests {
         AdmissionSettings {
             mode,
             policy_name: vocab::ADMISSION_POLICY_NAME.into(),
+            label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.into(),
             webhook_config: Some("zz".into()),
             decision: DecisionConfig::default(),
             recheck: Duration::from_secs(300),
@@ -226,7 +227,11 @@ mod tests {
     /// Everything in place as the operator renders it now.
     fn policy_live() -> AdmissionSeen {
         let cfg = DecisionConfig::default();
-        let r = render_named(&cfg, PolicyApi::V1Beta1, vocab::ADMISSION_POLICY_NAME);
+        let r = rules::admission_policy::render_named(
+            &cfg,
+            PolicyApi::V1Beta1,
+            vocab::ADMISSION_POLICY_NAME,
+        );
         AdmissionSeen {
             served: Ok(Some(PolicyApi::V1Beta1)),
             policy: Ok(Some(r.policy)),

@@ -18,13 +18,13 @@ pub async fn sync(ctx: &Context, ns: &Namespace, name: &str) -> Result<(), Error
         return Ok(());
     };
     let wanted = wants_label(&ns.metadata, &ctx.settings.nad.linkerd_namespace, &live);
-    if wanted == labelled(&ns.metadata) {
+    let value = &ctx.admission_label_value;
+    if wanted == labelled(&ns.metadata, value) {
         return Ok(());
     }
     let mut body = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } });
     if wanted {
-        body["metadata"]["labels"] =
-            json!({ vocab::ADMISSION_NAMESPACE_LABEL: vocab::ADMISSION_NAMESPACE_LABEL_VALUE });
+        body["metadata"]["labels"] = json!({ vocab::ADMISSION_NAMESPACE_LABEL: value });
     }
     // Applying without the label gives it up: the apiserver removes it if no one else set it.
     let params = PatchParams::apply(vocab::FIELD_MANAGER).force();

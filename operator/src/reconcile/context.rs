@@ -111,6 +111,8 @@ pub struct Context {
     /// The live admission path (`admission::Keeper`; None until known): whether enabled namespaces
     /// carry the policy binding's label.
     pub admission_live: watch::Receiver<Option<Live>>,
+    /// The value of that label the binding selects.
+    pub admission_label_value: String,
 }
 
 impl Context {
@@ -143,6 +145,7 @@ impl Context {
             node_multus_health: WatchHealth::default(),
             placement_reported: PlacementReported::default(),
             admission_live: watch::channel(None).1,
+            admission_label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.to_string(),
         }
     }
 
@@ -154,9 +157,14 @@ impl Context {
         self
     }
 
-    /// Namespace labels follow the live admission path `live`.
-    pub fn with_admission(mut self, live: watch::Receiver<Option<Live>>) -> Self {
+    /// Namespace labels (of `label_value`) follow the live admission path `live`.
+    pub fn with_admission(
+        mut self,
+        live: watch::Receiver<Option<Live>>,
+        label_value: String,
+    ) -> Self {
         self.admission_live = live;
+        self.admission_label_value = label_value;
         self
     }
 

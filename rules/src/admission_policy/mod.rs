@@ -76,6 +76,17 @@ pub fn render(cfg: &DecisionConfig, api: PolicyApi) -> Rendered {
 
 /// [`render`] under another name (policy and binding share it).
 pub fn render_named(cfg: &DecisionConfig, api: PolicyApi, name: &str) -> Rendered {
+    render_selecting(cfg, api, name, vocab::ADMISSION_NAMESPACE_LABEL_VALUE)
+}
+
+/// [`render_named`] with a binding that selects the namespaces whose
+/// [`vocab::ADMISSION_NAMESPACE_LABEL`] is `label_value` (tests sharing an apiserver each use their own).
+pub fn render_selecting(
+    cfg: &DecisionConfig,
+    api: PolicyApi,
+    name: &str,
+    label_value: &str,
+) -> Rendered {
     let labels = json!({ vocab::MANAGED_BY_LABEL: vocab::MANAGED_BY_VALUE });
     let variables: Vec<Value> = cel::variables(cfg)
         .into_iter()
@@ -122,7 +133,7 @@ pub fn render_named(cfg: &DecisionConfig, api: PolicyApi, name: &str) -> Rendere
             "matchResources": {
                 "namespaceSelector": {
                     "matchLabels": {
-                        vocab::ADMISSION_NAMESPACE_LABEL: vocab::ADMISSION_NAMESPACE_LABEL_VALUE,
+                        vocab::ADMISSION_NAMESPACE_LABEL: label_value,
                     },
                 },
             },
