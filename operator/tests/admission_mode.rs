@@ -191,6 +191,22 @@ async fn policy_mode_admits_with_the_operator_stopped() {
         },
     )
     .await;
+    // A binding deleted by hand is back at once (the keeper watches it; its recheck is 5 min).
+    Kind::Binding
+        .api(&kube, api)
+        .delete(&policy_name, &Default::default())
+        .await
+        .expect("delete the binding by hand");
+    linkerd_multus_e2e::eventually_within(
+        "the binding deleted by hand is back",
+        std::time::Duration::from_secs(10),
+        || async {
+            exists(&kube, api, Kind::Binding, &policy_name)
+                .await
+                .then_some(())
+        },
+    )
+    .await;
     op.stop().await;
 
     // The apiserver's policy informer may take a moment: the first pod is retried until attached.

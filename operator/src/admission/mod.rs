@@ -15,11 +15,12 @@ pub mod objects;
 
 use std::time::Duration;
 
+use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::Store;
 use kube::Client;
 use rules::admission_mode::{self, AdmissionMode, Live};
-use rules::admission_policy::{render_selecting, webhook_match_condition};
+use rules::admission_policy::{render_selecting, webhook_match_condition, PolicyApi};
 use rules::decision::DecisionConfig;
 use rules::multus_node::Placement;
 use tokio::sync::watch;
@@ -92,8 +93,10 @@ impl Keeper {
     }
 
     /// Runs until `shutdown`: a pass at start, whenever the placement or the leadership changes,
-    /// every recheck period, and soon again after a failure.
+    /// every recheck period, soon again after a failure, and at once when the policy or binding
+    /// changes while the policy is live (a hand delete is undone).
     pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut watching: Option<(PolicyApi, BoxStream<'static, ()>)> = None;
         loop {
             let wait = match self.pass().await {
                 Ok(Pass::Done) => self.settings.recheck,
@@ -103,11 +106,28 @@ impl Keeper {
                     RETRY
                 }
             };
+            let api = match *self.live.borrow() {
+                Some(Live::Policy(api)) => Some(api),
+                _ => None,
+            };
+            if watching.as_ref().map(|(w, _)| *w) != api {
+                watching = api.map(|api| {
+                    let name = &self.settings.policy_name;
+                    (api, objects::changes(&self.client, api, name))
+                });
+            }
+            let changed = async {
+                match watching.as_mut() {
+                    Some((_, changes)) => changes.next().await,
+                    None => futures::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
                 Ok(()) = self.placement.changed() => {}
                 Ok(()) = self.is_leader.changed() => {}
+                Some(()) = changed => {}
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The I/O of the admission path: what the server serves (discovery), the policy and binding
 //! (server-side apply, delete), and the webhook configuration's matchCondition of policy mode.
 
+use futures::stream::{BoxStream, StreamExt};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use rules::admission_policy::{PolicyApi, Rendered, WEBHOOK_CONDITION_NAME};
 use serde_json::{json, Value};
@@ -91,6 +93,30 @@ impl Kind {
             Self::Binding => &rendered.binding,
         }
     }
+}
+
+/// A tick whenever the policy or the binding named `name` is written or deleted (by anyone: a hand
+/// delete is undone at once, not at the next recheck). Watched by name, so `list`/`watch` can be
+/// limited to it. Errors are logged and retried with backoff.
+pub fn changes(client: &Client, version: PolicyApi, name: &str) -> BoxStream<'static, ()> {
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let watch = |kind: Kind| {
+        watcher(kind.api(client, version), by_name.clone())
+            .default_backoff()
+            .filter_map(move |event| {
+                let tick = match event {
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Some(()),
+                    Ok(_) => None,
+                    Err(error) => {
+                        tracing::warn!(kind = kind.as_str(), %error,
+                            "cannot watch the admission policy; it is re-checked every --resync");
+                        None
+                    }
+                };
+                futures::future::ready(tick)
+            })
+    };
+    futures::stream::select(watch(Kind::Policy), watch(Kind::Binding)).boxed()
 }
 
 /// The object named `name` as served, or None.
