@@ -7,7 +7,8 @@
       (NOT_RUN_FILE: the tier's $LINKERD_MULTUS_NOT_RUN_FILE, where linkerd_multus_e2e::not_run
       recorded its cases; ONLY: the test targets the log covers, empty for all).
   tier.py run TIER SUMMARY [--skip-target NAME]... [--only-target NAME]... -- [ARGS...]
-      build the workspace's test executables (`cargo test --no-run`), run each of the named targets
+      build the workspace's test executables (`cargo test --no-run`; with --only-target those alone,
+      as `--test NAME`: integration test targets), run each of the named targets
       (all when none is named) but the skipped ones, as cargo would (from its package's directory,
       ARGS passed to each), and append the counts to SUMMARY. Tiers run side by side, and against
       other servers, this way: cargo test cannot leave out one test target of a package.
@@ -48,9 +49,12 @@ def record(summary, tier, passed, failed, skipped=(), only=()):
     return 1 if failed or not passed else 0
 
 
-def executables():
+def executables(only=()):
+    # Only the named targets are built when there are some: the node tiers start before the rest of
+    # the workspace's tests are built.
+    targets = [arg for name in only for arg in ("--test", name)]
     out = subprocess.run(
-        ["cargo", "test", "--workspace", "--no-run", "--message-format=json", "--quiet"],
+        ["cargo", "test", "--workspace", "--no-run", *targets, "--message-format=json", "--quiet"],
         check=True, stdout=subprocess.PIPE, text=True,
     ).stdout
     for line in out.splitlines():
@@ -61,7 +65,7 @@ def executables():
 
 def run(tier, summary, skip, only, args):
     passed = failed = 0
-    for name, exe, pkg_dir in executables():
+    for name, exe, pkg_dir in executables(only):
         if name in skip or (only and name not in only):
             continue
         started = time.monotonic()

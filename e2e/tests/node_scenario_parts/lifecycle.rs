@@ -28,6 +28,10 @@ const AFTER_UNINSTALL: Duration = Duration::from_secs(60);
 /// could all be created before the old installer was even stopped).
 const PODS_PER_ROLLOUT: usize = 6;
 const CREATE_EVERY: Duration = Duration::from_millis(700);
+/// How long a force-deleted installer's replacement is kept from starting.
+const HELD_BACK_FOR: Duration = Duration::from_secs(15);
+/// An image the node does not have (pods use `imagePullPolicy: Never`): the held-back replacement.
+const HELD_BACK_IMAGE: &str = "localhost/linkerd-multus/held-back:none";
 /// A bound on the pods of one step, should an action hang (it then fails on its own).
 const MAX_PODS_PER_ROLLOUT: usize = 120;
 /// How long the plugin is cut off from the apiserver (the minute).
@@ -126,35 +130,7 @@ impl Lifecycle<'_> {
         });
         wait_daemonset_ready(self.node, CNI_NS, CNI_DAEMONSET);
         self.while_creating_pods(&targets, "the installer pod force-deleted", || {
-            let pod = installer_pods(self.node)
-                .pop()
-                .expect("an installer pod to delete");
-            self.node.kubectl_ok(&[
-                "-n",
-                CNI_NS,
-                "delete",
-                "pod",
-                &pod,
-                "--force",
-                "--grace-period=0",
-            ]);
-            // Pods are created on until the replacement has installed the node again (the
-            // DaemonSet's status may not have seen the deletion yet: the pod's name tells).
-            wait_for_explained(
-                "the force-deleted installer's replacement is Ready",
-                READY_WITHIN,
-                || {
-                    let list =
-                        self.node
-                            .get_json(&["-n", CNI_NS, "pods", "-l", INSTALLER_SELECTOR])?;
-                    list["items"]
-                        .as_array()?
-                        .iter()
-                        .any(|p| p["metadata"]["name"] != pod.as_str() && is_ready(p))
-                        .then_some(())
-                },
-                || self.node.describe(CNI_NS, "pods"),
-            );
+            force_delete_installer_holding_back_its_replacement(self.node)
         });
     }
 
@@ -581,6 +557,76 @@ impl Drop for ServiceCut {
     }
 }
 
+/// Force-deletes the installer pod and holds its replacement back for [`HELD_BACK_FOR`] (its image
+/// cannot start: the DaemonSet set to OnDelete with another image), then lets it come. Without the
+/// hold the replacement is created at once and installs within seconds, and the pods created
+/// meanwhile never met a node without an installer: the step passed with the installer removing its
+/// files on every SIGTERM (seen on the v1.20 node, both modes). With the hold it fails so, and it
+/// failed in aux mode while the force-deleted installer took its refused pod-bound token for an
+/// uninstall.
+fn force_delete_installer_holding_back_its_replacement(node: &Node) {
+    let ds = node
+        .get_json(&["-n", CNI_NS, "daemonset", CNI_DAEMONSET])
+        .expect("the installer's DaemonSet");
+    let container = &ds["spec"]["template"]["spec"]["containers"][0];
+    let (name, image) = (container["name"].clone(), container["image"].clone());
+    let strategy = ds["spec"]["updateStrategy"].clone();
+    let patch = |patch: Value| {
+        node.kubectl_ok(&[
+            "-n",
+            CNI_NS,
+            "patch",
+            "daemonset",
+            CNI_DAEMONSET,
+            "--type=strategic",
+            "-p",
+            &patch.to_string(),
+        ]);
+    };
+    patch(json!({"spec": {
+        "updateStrategy": {"type": "OnDelete", "rollingUpdate": null},
+        "template": {"spec": {"containers": [{"name": name, "image": HELD_BACK_IMAGE}]}},
+    }}));
+    let old = installer_pods(node)
+        .pop()
+        .expect("an installer pod to delete");
+    node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "delete",
+        "pod",
+        &old,
+        "--force",
+        "--grace-period=0",
+    ]);
+    std::thread::sleep(HELD_BACK_FOR);
+    patch(json!({"spec": {
+        "updateStrategy": strategy,
+        "template": {"spec": {"containers": [{"name": name, "image": image}]}},
+    }}));
+    // The held-back pod is replaced by the rollout back; deleting it saves the wait.
+    for pod in installer_pods(node) {
+        node.kubectl(&["-n", CNI_NS, "delete", "pod", &pod, "--wait=false"]);
+    }
+    wait_for_explained(
+        "the installer is back and Ready after the held-back replacement",
+        READY_WITHIN,
+        || {
+            let d = node.get_json(&["-n", CNI_NS, "daemonset", CNI_DAEMONSET])?;
+            let list = node.get_json(&["-n", CNI_NS, "pods", "-l", INSTALLER_SELECTOR])?;
+            let ready = list["items"].as_array()?.iter().any(|p| {
+                p["metadata"]["deletionTimestamp"].is_null()
+                    && p["spec"]["containers"][0]["image"] == image
+                    && is_ready(p)
+            });
+            (ready
+                && count(&d, "/status/numberReady") == count(&d, "/status/desiredNumberScheduled"))
+            .then_some(())
+        },
+        || node.describe(CNI_NS, "pods"),
+    );
+}
+
 /// A pod of the drill: plain (the test image's app only) or meshed (labelled for the admission
 /// stand-ins, which inject the proxy and the validator and admit it as OpenShift would).
 fn drill_pod(node: &Node, ns: &str, name: &str, kind: Kind) -> Value {
@@ -694,13 +740,17 @@ pub fn ready_since(pod: &Value, since: Timestamp) -> bool {
     is_ready(pod)
         && statuses.is_some_and(|cs| {
             !cs.is_empty()
-                && cs.iter().all(|c| {
-                    c["state"]["running"]["startedAt"]
-                        .as_str()
-                        .and_then(|t| t.parse::<Timestamp>().ok())
-                        .is_some_and(|at| at.as_second() >= since.as_second())
-                })
+                && cs
+                    .iter()
+                    .all(|c| started_since(&c["state"]["running"], Some(since)) == Some(true))
         })
+}
+
+/// Whether a container state (`running` or `terminated`) started at or after `since`: `None` when
+/// the state holds no readable start; with no `since`, any start counts.
+fn started_since(state: &Value, since: Option<Timestamp>) -> Option<bool> {
+    let at = state["startedAt"].as_str()?.parse::<Timestamp>().ok()?;
+    Some(since.is_none_or(|since| at.as_second() >= since.as_second()))
 }
 
 fn name_of(pod: &Value) -> String {
@@ -726,24 +776,18 @@ pub fn validator_exit(pod: &Value) -> Option<i64> {
 /// none started at or after `since`. Containers killed by the reboot ran before it, redirected.
 fn assert_never_ran(pod: &Value, since: Option<Timestamp>, what: &str) {
     assert!(!is_ready(pod), "{what} is not Ready: {}", pod["status"]);
-    let started_since = |state: &Value| {
-        ["running", "terminated"].iter().any(|s| {
-            let started = state[s]["startedAt"].as_str();
-            !state[s].is_null()
-                && match (since, started.and_then(|t| t.parse::<Timestamp>().ok())) {
-                    (None, _) | (_, None) => true,
-                    (Some(since), Some(at)) => at.as_second() >= since.as_second(),
-                }
-        })
+    // A state without a readable start counts as having run: the assertion errs on failing.
+    let ran_since = |state: &Value| {
+        ["running", "terminated"]
+            .iter()
+            .any(|s| !state[s].is_null() && started_since(&state[s], since) != Some(false))
     };
     let ran: Vec<&Value> = pod["status"]["containerStatuses"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|c| {
-            !c["state"]["running"].is_null()
-                || started_since(&c["state"])
-                || started_since(&c["lastState"])
+            !c["state"]["running"].is_null() || ran_since(&c["state"]) || ran_since(&c["lastState"])
         })
         .collect();
     assert!(
