@@ -35,6 +35,18 @@ async fn policy_path(kube: &Client, api: PolicyApi, config: &str, app: &str) -> 
         .expect("read the webhook configuration")
         .expect("the release's webhook configuration");
     let narrowed = current::webhook_condition(&live, vocab::WEBHOOK_NAME).is_some();
+    // The chart's own condition (rendered for a 1.30+ server) stays beside ours: server-side apply
+    // merges the list by name.
+    let entry = live["webhooks"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == vocab::WEBHOOK_NAME))
+        .expect("the chart's entry");
+    let charts = entry["matchConditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["name"] == "not-an-openshift-namespace");
+    assert!(charts, "the chart's matchCondition is gone: {entry}");
     [
         policy.expect("read the policy").is_some(),
         binding.expect("read the binding").is_some(),
@@ -43,7 +55,8 @@ async fn policy_path(kube: &Client, api: PolicyApi, config: &str, app: &str) -> 
     ]
 }
 
-/// Would fail if the chart's ClusterRole lacked any permission the path uses (the namespace patch,
+/// The chart's own matchCondition survives the narrowing and the widening. Would fail if the chart's
+/// ClusterRole lacked any permission the path uses (the namespace patch,
 /// the policy's or binding's create-by-apply, patch or delete by name, the configuration's get or
 /// patch): the operator's writes would be refused and the objects never appear (or never go).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
