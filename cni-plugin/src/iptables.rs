@@ -42,24 +42,16 @@ impl From<rules::backend_choice::Backend> for IptablesMode {
     }
 }
 
-/// What this node shows for `auto`: the flavours whose binaries are in `dirs`, and the legacy
-/// x_tables listed in `ip_tables_names` (read in the node's network namespace). A file that cannot
-/// be read lists no table: the module is not loaded, so no legacy rule exists.
-pub fn probe_node(
-    dirs: &[PathBuf],
-    ip_tables_names: &Path,
-) -> rules::backend_choice::NodeNetfilter {
-    let find = |name: &str| dirs.iter().any(|d| d.join(name).is_file());
-    rules::backend_choice::NodeNetfilter {
-        binaries: rules::backend_choice::BINARIES
-            .iter()
-            .filter(|(_, restore, save)| find(restore) && find(save))
-            .map(|(b, _, _)| *b)
-            .collect(),
-        legacy_tables: std::fs::read_to_string(ip_tables_names)
-            .map(|t| rules::backend_choice::parse_ip_tables_names(&t))
-            .unwrap_or_default(),
-    }
+/// What the node under `root` shows for `auto` ([`rules::backend_choice::NodeNetfilter::from_node`]):
+/// the binaries in its [`rules::backend_choice::SBIN_DIRS`] (not `$PATH`, which the installer
+/// cannot see), and the legacy x_tables listed in `ip_tables_names` (read in the node's network
+/// namespace). The installer reads its node the same way under `--node-root`.
+pub fn probe_node(root: &Path, ip_tables_names: &Path) -> rules::backend_choice::NodeNetfilter {
+    let dirs = rules::backend_choice::dirs_under(root);
+    rules::backend_choice::NodeNetfilter::from_node(
+        |name| dirs.iter().any(|d| d.join(name).is_file()),
+        std::fs::read_to_string(ip_tables_names).ok().as_deref(),
+    )
 }
 
 impl IptablesMode {
@@ -298,9 +290,19 @@ mod tests {
         use rules::backend_choice::{choose, Backend};
         let tables = tempfile::tempdir().unwrap();
         let names = tables.path().join("ip_tables_names");
-        let empty = dir_with(&[]);
         let missing_file = tables.path().join("absent");
-        let node = probe_node(&[empty.path().into()], &missing_file);
+        // A node's root with `binaries` in its `dir`.
+        let node_with = |dir: &str, binaries: &[&str]| {
+            let root = tempfile::tempdir().unwrap();
+            let d = root.path().join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            for b in binaries {
+                std::fs::write(d.join(b), "").unwrap();
+            }
+            root
+        };
+        let empty = node_with("usr/sbin", &[]);
+        let node = probe_node(empty.path(), &missing_file);
         assert!(
             node.binaries.is_empty() && node.legacy_tables.is_empty(),
             "{node:?}"
@@ -311,27 +313,35 @@ mod tests {
             IptablesMode::Nftables
         );
 
-        let debian = dir_with(&[
+        let debian = [
             "iptables-legacy-restore",
             "iptables-legacy-save",
             "iptables-nft-restore",
             "iptables-nft-save",
             "iptables-restore",
-        ]);
+        ];
         std::fs::write(&names, "nat\nfilter\n").unwrap();
-        let node = probe_node(&[debian.path().into()], &names);
-        assert_eq!(
-            node.binaries,
-            [Backend::Legacy, Backend::Nft],
-            "plain lacks its save"
-        );
-        assert_eq!(node.legacy_tables, ["nat", "filter"]);
-        assert_eq!(
-            IptablesMode::from(choose(&node).backend),
-            IptablesMode::Legacy
-        );
+        for dir in rules::backend_choice::SBIN_DIRS {
+            let root = node_with(dir.trim_start_matches('/'), &debian);
+            let node = probe_node(root.path(), &names);
+            assert_eq!(
+                node.binaries,
+                [Backend::Legacy, Backend::Nft],
+                "in {dir}: plain lacks its save"
+            );
+            assert_eq!(node.legacy_tables, ["nat", "filter"]);
+            assert_eq!(
+                IptablesMode::from(choose(&node).backend),
+                IptablesMode::Legacy
+            );
+        }
+        // Outside those directories (in /usr/local/sbin, say) the node shows none: the installer,
+        // which sees only what the chart mounts, must predict the same.
+        let elsewhere = node_with("usr/local/sbin", &debian);
+        assert!(probe_node(elsewhere.path(), &names).binaries.is_empty());
         std::fs::write(&names, "").unwrap();
-        let node = probe_node(&[empty.path().into(), debian.path().into()], &names);
+        let root = node_with("sbin", &debian);
+        let node = probe_node(root.path(), &names);
         assert_eq!(IptablesMode::from(choose(&node).backend), IptablesMode::Nft);
     }
 

@@ -345,3 +345,50 @@ fn aux_chain_settings_parse_in_both_binaries() {
         assert!(parsed.contains(want), "{want} not parsed: {parsed}");
     }
 }
+
+/// `iptables-mode: auto`: the installer sees, under `--node-root`, every directory the plugin looks
+/// in for the node's iptables binaries (`rules::backend_choice::SBIN_DIRS`, read only), so the
+/// backend it publishes in NodeMultus is the one the plugin picks; a fixed mode mounts none. (The
+/// chart mounted only the two sbin directories: a node with its binaries in /usr/bin alone was
+/// published as `nftables` while the plugin took `nft`.)
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn the_installer_sees_every_directory_the_plugin_probes() {
+    let render = |extra: &[&str]| {
+        let mut args = vec!["--set", "cni.enabled=true"];
+        for e in extra {
+            args.extend(["--set", e]);
+        }
+        let docs = parse_docs(&helm_template("ld-controller", "linkerd-multus", &args));
+        find(&docs, "DaemonSet", None).clone()
+    };
+    let ds = render(&[]);
+    let pod = &ds["spec"]["template"]["spec"];
+    let root = container_args(std::slice::from_ref(&ds), "DaemonSet")
+        .iter()
+        .find_map(|a| a.strip_prefix("--node-root=").map(str::to_string))
+        .expect("--node-root in auto mode");
+    for dir in rules::backend_choice::SBIN_DIRS {
+        let at = format!("{root}{dir}");
+        let mount = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["mountPath"] == at.as_str())
+            .unwrap_or_else(|| panic!("{dir} is not mounted at {at}: {}", pod["containers"][0]));
+        assert_eq!(mount["readOnly"], true, "{mount}");
+        let volume = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == mount["name"])
+            .expect("the mount's volume");
+        assert_eq!(volume["hostPath"]["path"], dir, "{volume}");
+    }
+    let fixed = render(&["cni.iptablesMode=nft"]);
+    let args = container_args(std::slice::from_ref(&fixed), "DaemonSet");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--node-root")),
+        "{args:?}"
+    );
+}

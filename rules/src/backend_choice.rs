@@ -13,8 +13,18 @@
 /// The `iptables-mode` value that asks for this choice; also what a config without the key gets.
 pub const AUTO: &str = "auto";
 
-/// Binary directories probed, as the plugin's fallback search path has them (under the node's root).
+/// The node's binary directories `auto` looks in: the plugin under `/`, the installer under
+/// `--node-root` (the chart mounts each there), so the backend the installer publishes is the one
+/// the plugin picks. Also the plugin's fallback search path after `$PATH`.
 pub const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// [`SBIN_DIRS`] under `root`.
+pub fn dirs_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    SBIN_DIRS
+        .iter()
+        .map(|d| root.join(d.trim_start_matches('/')))
+        .collect()
+}
 
 /// The IPv4 restore and save binaries of each iptables flavour.
 pub const BINARIES: [(Backend, &str, &str); 3] = [
@@ -58,6 +68,24 @@ pub struct NodeNetfilter {
     pub binaries: Vec<Backend>,
     /// The legacy x_tables registered in the node's network namespace.
     pub legacy_tables: Vec<String>,
+}
+
+impl NodeNetfilter {
+    /// What a node shows: the flavours whose restore and save binaries `has` finds, and the tables
+    /// listed in the text of [`IP_TABLES_NAMES`] (`None` when it cannot be read: the module is not
+    /// loaded, so no legacy rule exists). The one reading of a node for the plugin and the installer.
+    pub fn from_node(has: impl Fn(&str) -> bool, ip_tables_names: Option<&str>) -> Self {
+        NodeNetfilter {
+            binaries: BINARIES
+                .iter()
+                .filter(|(_, restore, save)| has(restore) && has(save))
+                .map(|(b, _, _)| *b)
+                .collect(),
+            legacy_tables: ip_tables_names
+                .map(parse_ip_tables_names)
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// The backend for a node, and why (for the log, NodeMultus and `check`).

@@ -21,7 +21,7 @@ use mode::Mode;
 use rules::cni_template;
 use rules::multus_node::Observation;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use vocab::{LINKERD_KUBECONFIG_NAME, PLUGIN_TYPE};
 
 /// Log level used for `__LOG_LEVEL__` when `--cni-log-level` is not given.
@@ -270,21 +270,11 @@ impl Installer {
                 reason: None,
             };
         }
-        let dirs: Vec<PathBuf> = choice::SBIN_DIRS
-            .iter()
-            .map(|d| self.settings.node_root.join(d.trim_start_matches('/')))
-            .collect();
-        let find = |name: &str| dirs.iter().any(|d| d.join(name).is_file());
-        let node = NodeNetfilter {
-            binaries: choice::BINARIES
-                .iter()
-                .filter(|(_, restore, save)| find(restore) && find(save))
-                .map(|(b, _, _)| *b)
-                .collect(),
-            legacy_tables: fs::read_to_string(choice::IP_TABLES_NAMES)
-                .map(|t| choice::parse_ip_tables_names(&t))
-                .unwrap_or_default(),
-        };
+        let dirs = choice::dirs_under(&self.settings.node_root);
+        let node = NodeNetfilter::from_node(
+            |name| dirs.iter().any(|d| d.join(name).is_file()),
+            fs::read_to_string(choice::IP_TABLES_NAMES).ok().as_deref(),
+        );
         let chosen = choice::choose(&node);
         NodeIptables {
             configured,

@@ -167,7 +167,7 @@ fn del_extras(
 /// What the node shows of its netfilter, read from the plugin's own (the node's) netns.
 fn node_netfilter() -> rules::backend_choice::NodeNetfilter {
     crate::iptables::probe_node(
-        &crate::iptables::search_path(),
+        Path::new("/"),
         Path::new(rules::backend_choice::IP_TABLES_NAMES),
     )
 }
