@@ -213,7 +213,7 @@ fn operator_parses_the_chart_settings_and_defaults_agree() {
         expected.run.leader_elect = true;
         expected.run.namespace = Some("from-POD_NAMESPACE".into());
         expected.run.pod_name = Some("from-POD_NAME".into());
-        // admission auto (the default): the configuration narrowed while the policy is live.
+        // Every admission mode: the configuration narrowed while the policy is live, widened after.
         expected.webhook.webhook_config_name = Some("zz-ld-controller-linkerd-multus".into());
         if mode == "selfManaged" {
             expected.webhook.webhook_cert_secret =

@@ -32,7 +32,9 @@ use objects::{Kind, WebhookEntry};
 
 use crate::listed::Listed;
 
-/// After a failed or unfinished pass (labels still missing), look again this soon.
+/// After an unfinished pass (labels still missing), or a first failure, look again this soon; each
+/// further failure in a row doubles it, up to the recheck period (a refusal that lasts, such as
+/// missing RBAC, is not retried every 2 s).
 const RETRY: Duration = Duration::from_secs(2);
 
 /// The admission path's settings, from the flags.
@@ -97,13 +99,23 @@ impl Keeper {
     /// changes while the policy is live (a hand delete is undone).
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut watching: Option<(PolicyApi, BoxStream<'static, ()>)> = None;
+        let mut failures = 0u32;
         loop {
             let wait = match self.pass().await {
-                Ok(Pass::Done) => self.settings.recheck,
-                Ok(Pass::AwaitLabels) => RETRY,
+                Ok(pass) => {
+                    failures = 0;
+                    match pass {
+                        Pass::Done => self.settings.recheck,
+                        Pass::AwaitLabels => RETRY,
+                    }
+                }
                 Err(error) => {
-                    tracing::warn!(error = %Chain(&error), "admission path: retrying");
-                    RETRY
+                    let wait = RETRY
+                        .saturating_mul(1 << failures.min(16))
+                        .min(self.settings.recheck);
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(error = %Chain(&error), retry_in = ?wait, "admission path: retrying");
+                    wait
                 }
             };
             let api = match *self.live.borrow() {
