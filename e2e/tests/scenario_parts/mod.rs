@@ -180,6 +180,8 @@ impl Cluster {
             .env("KUBECONFIG", self.testbed.kubeconfig())
             .args(["check", "-o", "json", "--cni-kubeconfig"])
             .arg(self.plugin_kubeconfig())
+            // As the scenario's operator runs (`start_operator_with`).
+            .args(["--admission", "webhook"])
             .args(flags)
             .output()
             .expect("running check");
