@@ -13,9 +13,6 @@ use rules::multus_node::{self, Isolation, Observation};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Where `crdgen` writes the NodeMultus CRD, relative to the crate's directory.
-pub const CRD_FILE: &str = "node-multus.yaml";
-
 /// The NodeMultus kind's `ApiResource`, in `group` (`None`: its own). Tests move it to a group of
 /// their own, so what they publish is seen by no other test.
 pub fn api_resource(group: Option<&str>) -> ApiResource {

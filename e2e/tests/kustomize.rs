@@ -203,37 +203,6 @@ fn sort_by_name(list: &mut Value) {
     }
 }
 
-/// The CRD copies shipped with kustomize and the chart are the generated ones in `crds/`.
-#[test]
-fn crd_copies_match_the_generated_crd() {
-    let root = workspace_root();
-    for (generated, copies) in [
-        (
-            "crds/network-attachment-definition.yaml",
-            [
-                "config/crd/network-attachment-definition.yaml",
-                "helm/crds-optional/network-attachment-definition.yaml",
-            ],
-        ),
-        (
-            "crds/node-multus.yaml",
-            ["config/crd/node-multus.yaml", "helm/files/node-multus.yaml"],
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(generated)).unwrap_or_else(|e| {
-            panic!("{generated} (cargo run -p linkerd-multus-crds --bin crdgen): {e}")
-        });
-        for copy in copies {
-            let copied =
-                std::fs::read_to_string(root.join(copy)).unwrap_or_else(|e| panic!("{copy}: {e}"));
-            assert!(
-                copied == text,
-                "{copy} differs from {generated}; copy it again"
-            );
-        }
-    }
-}
-
 /// Moves everything from the fixed namespaces of `config/` into the test's own, so the dry run needs
 /// no shared namespace and cannot collide with another test.
 fn remap_namespaces(doc: &mut Value, map: &[(&str, &str)]) {
