@@ -248,14 +248,14 @@ async fn policy_mode_admits_with_the_operator_stopped() {
 
     // `check`'s line: all in place and current; then the binding deleted by hand is named.
     let policy_settings = admission_settings(&h, &flags("policy"));
-    let line = check_line(&kube, &policy_settings).await;
+    let line = check_line(&h, &policy_settings).await;
     assert!(line.ok, "{line:?}");
     Kind::Binding
         .api(&kube, api)
         .delete(&policy_name, &Default::default())
         .await
         .expect("delete the binding by hand");
-    let line = check_line(&kube, &policy_settings).await;
+    let line = check_line(&h, &policy_settings).await;
     assert!(
         !line.ok && line.message.contains("MutatingAdmissionPolicyBinding"),
         "{line:?}"
@@ -280,7 +280,7 @@ async fn policy_mode_admits_with_the_operator_stopped() {
     })
     .await;
     assert!(refused.contains(vocab::WEBHOOK_NAME), "{refused}");
-    let line = check_line(&kube, &admission_settings(&h, &flags("webhook"))).await;
+    let line = check_line(&h, &admission_settings(&h, &flags("webhook"))).await;
     assert!(line.ok, "{line:?}");
 }
 
@@ -290,13 +290,118 @@ fn admission_settings(h: &Harness, flags: &[String]) -> AdmissionSettings {
     h.args(&argv).admission
 }
 
-/// `check`'s admission line, as the operator's flags make it (no NodeMultus: the flags' placement).
-async fn check_line(kube: &Client, s: &AdmissionSettings) -> Verdict {
+/// `check`'s admission line, as the operator's flags make it (no NodeMultus: the flags' placement),
+/// over this run's namespaces (what its operator's selector sees: other tests' enabled namespaces
+/// carry their own label values).
+async fn check_line(h: &Harness, s: &AdmissionSettings) -> Verdict {
+    let kube = &h.client;
+    let selector = format!("{RUN_LABEL}={}", h.run_id);
     let namespaces = Api::<Namespace>::all(kube.clone())
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default().labels(&selector))
         .await
         .expect("list namespaces")
         .items;
     let seen = admission::observe(kube, s).await;
     admission::verdict(&seen, s, &s.decision, &namespaces)
+}
+
+/// Publishes `node`'s NodeMultus (in the test's `group`) as an installer does: namespace isolation
+/// on, `default` global, so its Multus refuses a shared NAD anywhere else.
+async fn publish_isolating(kube: &Client, group: &str, node: &str) {
+    let object = json!({
+        "apiVersion": format!("{group}/v1alpha1"), "kind": "NodeMultus", "metadata": {"name": node},
+        "spec": {"nodeName": node, "observedAt": "2025-01-01T00:00:00Z", "netDir": "/etc/cni/net.d",
+                 "multus": "thin", "readable": true, "namespaceIsolation": true},
+    });
+    linkerd_multus_e2e::node_multus::api(kube, group)
+        .patch(
+            node,
+            &kube::api::PatchParams::apply("admission-mode-test").force(),
+            &kube::api::Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("publish NodeMultus {node}: {e}"));
+}
+
+/// The networks annotation a dry-run create of a plain pod in `ns` comes out with.
+async fn admitted_networks(kube: &Client, ns: &str) -> Option<String> {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": unique_name("adm-dry") },
+        "spec": { "containers": [{ "name": "app", "image": "x" }] },
+    }))
+    .expect("a pod");
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let admitted = Api::<Pod>::namespaced(kube.clone(), ns)
+        .create(&params, &pod)
+        .await
+        .ok()?;
+    admitted
+        .metadata
+        .annotations?
+        .get(vocab::NETWORKS_ANNOTATION)
+        .cloned()
+}
+
+/// The policy follows the NAD's placement, as the webhook does: with `--nad-namespace` pods are
+/// attached to the shared NAD (`<ns>/<name>`) until a node's Multus refuses that namespace (an
+/// isolating NodeMultus of an existing node), then each namespace's own (`<name>`), without a restart.
+/// Would fail if the keeper rendered the flags alone, or did not re-apply on a placement change (its
+/// recheck here is 5 min).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver, MutatingAdmissionPolicy served where it can be): run by e2e/test-all"]
+async fn the_policy_follows_the_nads_placement() {
+    let h = Harness::new("adm-place").await;
+    let kube = h.client.clone();
+    let Some(api) = objects::served(&kube).await.expect("discovery") else {
+        not_run(
+            "the admission policy follows the NAD's placement",
+            "the apiserver serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1, or \
+             v1beta1 with the MutatingAdmissionPolicy gate)",
+        );
+        return;
+    };
+    let group = linkerd_multus_e2e::node_multus::test_group("adm-place");
+    let _crd = linkerd_multus_e2e::node_multus::install_crd_in(&kube, &group).await;
+    let home = h.namespace("adm-home", None).await;
+    let app = enabled_namespace(&h).await;
+    let policy_name = unique_name("adm-policy");
+    let _guards = [Kind::Policy, Kind::Binding]
+        .map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
+    let flags = [
+        "--admission=policy".to_string(),
+        format!("--admission-policy-name={policy_name}"),
+        format!("--admission-label-value={}", h.run_id),
+        format!("--nad-namespace={}", home.name),
+        format!("--node-multus-api-group={group}"),
+    ];
+    let argv: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let op = h.start_operator(&argv).await;
+
+    let shared = format!("{}/{}", home.name, h.nad_name);
+    eventually("pods are attached to the shared NAD", || async {
+        (admitted_networks(&kube, &app.name).await? == shared).then_some(())
+    })
+    .await;
+    // A node whose Multus refuses the shared NAD's namespace: each namespace's own NAD.
+    let node = unique_name("adm-node");
+    publish_isolating(&kube, &group, &node).await;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(kube.clone());
+    let created: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": node}})).expect("a Node");
+    nodes
+        .create(&PostParams::default(), &created)
+        .await
+        .expect("create the Node");
+    let _node = DeleteOnDrop::new(nodes, node);
+    linkerd_multus_e2e::eventually_within(
+        "pods are attached to their namespace's own NAD once a node refuses the shared one",
+        std::time::Duration::from_secs(30),
+        || async { (admitted_networks(&kube, &app.name).await? == h.nad_name).then_some(()) },
+    )
+    .await;
+    op.stop().await;
 }

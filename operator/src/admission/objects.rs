@@ -105,7 +105,12 @@ pub fn changes(client: &Client, version: PolicyApi, name: &str) -> BoxStream<'st
             .default_backoff()
             .filter_map(move |event| {
                 let tick = match event {
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Some(()),
+                    // InitDone too: a change between the pass and the watch's (re)list is seen.
+                    Ok(
+                        watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone,
+                    ) => Some(()),
                     Ok(_) => None,
                     Err(error) => {
                         tracing::warn!(kind = kind.as_str(), %error,
