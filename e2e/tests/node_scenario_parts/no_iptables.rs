@@ -1,9 +1,9 @@
 //! Drill of the node scenario: a node without iptables binaries (RHEL 10 ships none, and newer
 //! OpenShift releases run on it). The node's `/usr/sbin` (`/sbin` links to it) loses every
 //! `iptables*`, `ip6tables*`, `xtables*`, `arptables*` and `ebtables*` entry in the node's mount
-//! namespace, so the runtime's view (the plugin's, which probes its PATH and /usr/sbin, /sbin, /usr/bin,
-//! /bin) and the installer's (its read-only mounts of the node's /usr/sbin and /sbin, taken when its
-//! pod starts) both lack them. With the chart's default `iptables-mode: auto`, and no setting at all,
+//! namespace (the node's /usr/bin holds none but iptables-xml), so the runtime's view (the plugin's,
+//! which probes /usr/sbin, /sbin, /usr/bin and /bin) and the installer's (its read-only mounts of the
+//! same four, taken when its pod starts) both lack them. With the chart's default `iptables-mode: auto`, and no setting at all,
 //! a meshed pod created then is redirected through the plugin's own nf_tables table; the installer
 //! publishes `nftables` in the node's NodeMultus and `check` names it. Had `auto` picked a flavour whose
 //! binaries are missing, the pod's ADD would fail and it would never run. The binaries come back at the
