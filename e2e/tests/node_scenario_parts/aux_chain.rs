@@ -570,21 +570,6 @@ fn validated_pods(node: &Node, ns: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// `kubectl patch --type kind` of the installer's DaemonSet.
-fn patch_installer(node: &Node, kind: &str, patch: &Value) {
-    node.kubectl_ok(&[
-        "-n",
-        CNI_NS,
-        "patch",
-        "daemonset",
-        CNI_DAEMONSET,
-        "--type",
-        kind,
-        "-p",
-        &patch.to_string(),
-    ]);
-}
-
 /// `check` passes in aux-chain mode, and fails naming the node once its Multus loses the chain.
 fn check_fails_without_the_chain(node: &Node, multus: &MultusConf) {
     let out = operator_check(node, &[]);

@@ -571,18 +571,7 @@ fn force_delete_installer_holding_back_its_replacement(node: &Node) {
     let container = &ds["spec"]["template"]["spec"]["containers"][0];
     let (name, image) = (container["name"].clone(), container["image"].clone());
     let strategy = ds["spec"]["updateStrategy"].clone();
-    let patch = |patch: Value| {
-        node.kubectl_ok(&[
-            "-n",
-            CNI_NS,
-            "patch",
-            "daemonset",
-            CNI_DAEMONSET,
-            "--type=strategic",
-            "-p",
-            &patch.to_string(),
-        ]);
-    };
+    let patch = |patch: Value| patch_installer(node, "strategic", &patch);
     patch(json!({"spec": {
         "updateStrategy": {"type": "OnDelete", "rollingUpdate": null},
         "template": {"spec": {"containers": [{"name": name, "image": HELD_BACK_IMAGE}]}},

@@ -198,6 +198,21 @@ impl OpenShiftAdmission {
 }
 
 /// An int field of a JSON object, 0 when absent (the apiserver omits zero counts).
+/// `kubectl patch --type kind` of the installer's DaemonSet.
+pub fn patch_installer(node: &Node, kind: &str, patch: &Value) {
+    node.kubectl_ok(&[
+        "-n",
+        CNI_NS,
+        "patch",
+        "daemonset",
+        CNI_DAEMONSET,
+        "--type",
+        kind,
+        "-p",
+        &patch.to_string(),
+    ]);
+}
+
 pub fn count(v: &Value, pointer: &str) -> i64 {
     v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
