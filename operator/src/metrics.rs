@@ -104,12 +104,14 @@ impl Metrics {
 }
 
 /// `pod_repairs_total{outcome}`: what the pod repairer did (`--repair-unattached-pods`); and the
-/// watchdog's halts as the leader holds them: `repair_halted_owners` and `repair_all_halted`.
+/// watchdog's halts as the leader holds them: `repair_halted_owners` and `repair_all_halted`; and
+/// `repair_pods_listed`, the pods its store held at the last complete list.
 #[derive(Clone, Debug, Default)]
 pub struct RepairMetrics {
     outcomes: Family<Labels, Counter>,
     halted_owners: Gauge,
     all_halted: Gauge,
+    pods_listed: Gauge,
 }
 
 impl RepairMetrics {
@@ -136,7 +138,20 @@ impl RepairMetrics {
             "1 while enough owners are halted that all pod repair stops, else 0 (the leader's)",
             m.all_halted.clone(),
         );
+        registry.register(
+            "repair_pods_listed",
+            "Pods in the repairer's store when its pod watch last completed a list (-1 until the first \
+             list is complete: until then repair has not seen every pod)",
+            m.pods_listed.clone(),
+        );
+        m.pods_listed.set(-1);
         m
+    }
+
+    /// The pod watch completed a list (its first, or a re-list) with `pods` in the store.
+    pub fn set_listed(&self, pods: usize) {
+        self.pods_listed
+            .set(i64::try_from(pods).unwrap_or(i64::MAX));
     }
 
     pub fn count(&self, outcome: &'static str) {
@@ -188,6 +203,7 @@ mod tests {
         let repair = RepairMetrics::register(&mut registry);
         repair.count("blocked");
         repair.set_halted(3, true);
+        repair.set_listed(7);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         for line in [
@@ -200,6 +216,7 @@ mod tests {
             "linkerd_multus_pod_repairs_total{outcome=\"blocked\"} 1",
             "linkerd_multus_repair_halted_owners 3",
             "linkerd_multus_repair_all_halted 1",
+            "linkerd_multus_repair_pods_listed 7",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

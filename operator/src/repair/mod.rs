@@ -119,6 +119,8 @@ enum Scan {
     /// A pod deleted: forgotten if it was an installer.
     Gone(Box<Pod>),
     All,
+    /// The pod watch completed a list: every pod of the cluster is in the store.
+    Listed,
     Nads(NadEvent),
 }
 
@@ -179,7 +181,8 @@ impl Repairer {
                     Some(Scan::One(Arc::new(pod)))
                 }
                 Ok(watcher::Event::Delete(pod)) => Some(Scan::Gone(Box::new(pod))),
-                Ok(_) => None,
+                Ok(watcher::Event::InitDone) => Some(Scan::Listed),
+                Ok(watcher::Event::Init) => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "watching pods for repair failed; retrying");
                     None
@@ -284,6 +287,13 @@ impl Repairer {
                 // judging the namespace's pods at each NAD event would cost a pass over all pods per
                 // namespace enabled.
                 Some(Scan::Nads(event)) => st.nads.apply(event),
+                // Each pod was judged as the list delivered it; this only marks the list complete
+                // (the bench's leader-start row and an admin's "has repair seen every pod").
+                Some(Scan::Listed) => {
+                    let pods = store.state().len();
+                    self.metrics.set_listed(pods);
+                    tracing::info!(pods, "pod repair: every pod listed");
+                }
                 Some(Scan::All) => {
                     let pods = store.state();
                     if aux_chain {
