@@ -37,7 +37,14 @@ pub fn main(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     let installer = std::env::current_exe().ok();
+    let print_iptables_backend = args.print_iptables_backend;
     let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
+    if print_iptables_backend {
+        // What a pass publishes for a plugin config without `iptables-mode` (auto).
+        let published = Installer::new(settings).iptables_backend(&serde_json::json!({}));
+        println!("{}", serde_json::json!(published));
+        return ExitCode::SUCCESS;
+    }
     if settings.uninstall {
         return uninstall_main(settings);
     }

@@ -47,9 +47,9 @@ impl From<rules::backend_choice::Backend> for IptablesMode {
 /// cannot see), and the legacy x_tables listed in `ip_tables_names` (read in the node's network
 /// namespace). The installer reads its node the same way under `--node-root`.
 pub fn probe_node(root: &Path, ip_tables_names: &Path) -> rules::backend_choice::NodeNetfilter {
-    let dirs = rules::backend_choice::dirs_under(root);
-    rules::backend_choice::NodeNetfilter::from_node(
-        |name| dirs.iter().any(|d| d.join(name).is_file()),
+    rules::backend_choice::NodeNetfilter::under(
+        root,
+        Path::is_file,
         std::fs::read_to_string(ip_tables_names).ok().as_deref(),
     )
 }

@@ -88,6 +88,23 @@ impl NodeNetfilter {
     }
 }
 
+impl NodeNetfilter {
+    /// What the node whose root is `root` shows: its [`SBIN_DIRS`] under `root`, each binary looked
+    /// for with `is_file`, and the text of [`IP_TABLES_NAMES`]. The plugin reads its node under `/`,
+    /// the installer under `--node-root`; both through this, so they look in the same places.
+    pub fn under(
+        root: &std::path::Path,
+        is_file: impl Fn(&std::path::Path) -> bool,
+        ip_tables_names: Option<&str>,
+    ) -> Self {
+        let dirs = dirs_under(root);
+        Self::from_node(
+            |name| dirs.iter().any(|d| is_file(&d.join(name))),
+            ip_tables_names,
+        )
+    }
+}
+
 /// The backend for a node, and why (for the log, NodeMultus and `check`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {

@@ -169,6 +169,12 @@ pub struct Args {
     #[arg(long, requires = "ready_file", conflicts_with = "once")]
     pub ready_check: bool,
 
+    /// Print the pods' rules backend this installer publishes for the node under --node-root (with
+    /// `iptables-mode: auto`, the node's choice) as NodeMultus' `spec.iptables` JSON, and exit. For
+    /// the test that holds it equal to the plugin's own choice on the same node.
+    #[arg(long, hide = true, conflicts_with_all = ["once", "ready_check", "uninstall"])]
+    pub print_iptables_backend: bool,
+
     /// This node's name (the DaemonSet sets it from spec.nodeName): the installer publishes what the
     /// node's Multus allows as the NodeMultus object of this name. Unset: nothing is published.
     #[arg(long, env = "NODE_NAME")]

@@ -255,7 +255,7 @@ impl Installer {
     /// decided as the plugin decides it ([`rules::backend_choice`]), from the node's binary
     /// directories under `--node-root` and the legacy tables of this (the node's: hostNetwork)
     /// network namespace.
-    fn iptables_backend(&self, entry: &serde_json::Value) -> NodeIptables {
+    pub(crate) fn iptables_backend(&self, entry: &serde_json::Value) -> NodeIptables {
         use rules::backend_choice::{self as choice, NodeNetfilter};
         let configured = entry
             .pointer("/linkerd/iptables-mode")
@@ -270,9 +270,9 @@ impl Installer {
                 reason: None,
             };
         }
-        let dirs = choice::dirs_under(&self.settings.node_root);
-        let node = NodeNetfilter::from_node(
-            |name| dirs.iter().any(|d| d.join(name).is_file()),
+        let node = NodeNetfilter::under(
+            &self.settings.node_root,
+            Path::is_file,
             fs::read_to_string(choice::IP_TABLES_NAMES).ok().as_deref(),
         );
         let chosen = choice::choose(&node);

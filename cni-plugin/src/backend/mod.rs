@@ -187,6 +187,16 @@ fn pod_has_legacy_nat(netns: &Path) -> bool {
     .unwrap_or(false)
 }
 
+/// What `iptables-mode: auto` becomes on this node: ADD's and DEL's own decision
+/// ([`resolve_mode`] over [`node_netfilter`]), for `linkerd-cni --iptables-backend`.
+pub fn auto_on_this_node() -> IptablesMode {
+    let auto = LinkerdConfig {
+        iptables_mode: IptablesMode::Auto,
+        ..LinkerdConfig::default()
+    };
+    resolve_mode(&auto, node_netfilter)
+}
+
 /// The config's mode, `auto` decided for `node`.
 fn resolve_mode(
     cfg: &LinkerdConfig,

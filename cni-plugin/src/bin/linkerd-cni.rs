@@ -13,6 +13,15 @@ fn main() -> ExitCode {
         print!("{}", linkerd_cni::commands::HELP);
         return ExitCode::SUCCESS;
     }
+    // Hidden: the backend `iptables-mode: auto` picks on this node, as ADD and DEL decide it (the
+    // test holding the installer's published backend equal to it runs both on one node).
+    if std::env::args()
+        .nth(1)
+        .is_some_and(|a| a == "--iptables-backend")
+    {
+        println!("{}", linkerd_cni::backend::auto_on_this_node().as_str());
+        return ExitCode::SUCCESS;
+    }
     let mut stdin = Vec::new();
     // An unreadable stdin is the same as an empty config: the library reports it as such.
     let _ = std::io::stdin().read_to_end(&mut stdin);
