@@ -305,7 +305,10 @@ rules:
     resources: [{group: "", resources: ["pods"]}]
   - level: None
 EOF_POLICY
-    start_apiserver 2379 "${bound[@]}" --audit-policy-file="$STATE/audit-policy.yaml" \
+    # MutatingAdmissionPolicy served where the binary has it (the node scenario's admission-policy case).
+    local policy=()
+    mapfile -t policy < <(policy_gate_flags)
+    start_apiserver 2379 "${bound[@]}" "${policy[@]}" --audit-policy-file="$STATE/audit-policy.yaml" \
         --audit-log-path="$STATE/audit.log" --audit-log-maxsize=100 \
         --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port="$API_PORT" \
         --authorization-mode=Node,RBAC --enable-aggregator-routing=true \
