@@ -230,7 +230,7 @@ type Generations = BTreeMap<String, i64>;
 /// Waits until `n` of the bench's namespaces have a NAD for which `ok(namespace, generation)`.
 /// Followed with a metadata watch, not by polling lists: a list of every NAD each 200 ms loaded the
 /// apiserver while the operator ran (and not while the floor did) and rounded up to the poll.
-async fn wait_nads(
+pub(crate) async fn wait_nads(
     client: &Client,
     nad: &str,
     n: usize,
@@ -485,7 +485,7 @@ impl Operator {
 
 /// User + system CPU seconds of process `pid` so far, from /proc (fields 14 and 15 of `stat`, in
 /// clock ticks of 1/100 s, the Linux default).
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The command name (field 2) may hold spaces; the fields after its closing ')' do not.
     let after = stat

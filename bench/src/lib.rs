@@ -7,7 +7,8 @@
 //! axum + rustls stack answering a constant review), [`webhook_serve`] (the real webhook, alone),
 //! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
 //! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client),
-//! [`shared`] (NAD writes and objects with one shared NAD against one per namespace).
+//! [`shared`] (NAD writes and objects with one shared NAD against one per namespace), [`scale`] (the
+//! operator on a simulated cluster grown to OpenShift's maximums).
 
 pub mod admission;
 pub mod args;
@@ -16,5 +17,6 @@ pub mod fixture;
 pub mod floor_webhook;
 pub mod optin;
 pub mod row;
+pub mod scale;
 pub mod shared;
 pub mod webhook_serve;

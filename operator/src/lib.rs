@@ -203,7 +203,7 @@ async fn build_controller_tasks(
                     .await
                     .map_err(RunError::Client)?,
                 settings,
-                namespaces.clone(),
+                (namespaces.clone(), controller.namespaces_listed()),
                 leadership.subscribe(),
                 config.identity,
                 &mut registry,

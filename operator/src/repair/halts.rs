@@ -27,9 +27,11 @@ impl Repairer {
     /// be read) reads back the owners whose latest `PodRepairHalted`/`PodRepairResumed`/
     /// `PodRepairReleased` Event of ours is a halt. If neither can be read, says so and starts empty.
     pub(super) async fn restore(&self, watchdog: &mut Watchdog<ObjectReference>) {
-        // Which namespaces are ours is known once the controller's namespace watch has listed.
-        let listed = tokio::time::timeout(NAMESPACES_LISTED, self.namespaces.wait_until_ready());
-        if !matches!(listed.await, Ok(Ok(()))) {
+        // Which namespaces are ours is known once the controller's namespace watch has listed. Not
+        // the store's own wait: beside the controller's, this waiter was never woken, and repair
+        // stood still until its next scan tick (10 s at every start, seen in the scale bench).
+        let listed = tokio::time::timeout(NAMESPACES_LISTED, self.namespaces_listed.wait());
+        if !matches!(listed.await, Ok(true)) {
             tracing::warn!("namespaces not listed yet: reading the repair halts back anyway");
         }
         let repaired_here = |ns: Option<&str>| {

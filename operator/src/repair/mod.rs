@@ -59,6 +59,7 @@ use self::slim::slim;
 use self::state::{Published, StateLocation};
 use self::watchdog::{Allow, Watchdog};
 use crate::events::Events;
+use crate::listed::Listed;
 use crate::metrics::RepairMetrics;
 
 /// Every watched pod is judged again this often: a pod's own changes are judged at once, a scan
@@ -106,6 +107,8 @@ pub struct Repairer {
     settings: RepairSettings,
     /// The controller's namespace store: the same view of which namespaces are enabled.
     namespaces: Store<Namespace>,
+    /// Whether that store is whole: never `namespaces.wait_until_ready()` (see `crate::listed`).
+    namespaces_listed: Listed,
     is_leader: watch::Receiver<bool>,
     events: Events,
     metrics: RepairMetrics,
@@ -143,7 +146,7 @@ impl Repairer {
         client: Client,
         evictions: Client,
         settings: RepairSettings,
-        namespaces: Store<Namespace>,
+        (namespaces, namespaces_listed): (Store<Namespace>, Listed),
         is_leader: watch::Receiver<bool>,
         identity: String,
         registry: &mut Registry,
@@ -154,6 +157,7 @@ impl Repairer {
             evictions,
             settings,
             namespaces,
+            namespaces_listed,
             is_leader,
             metrics: RepairMetrics::register(registry),
             placement: None,

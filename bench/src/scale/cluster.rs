@@ -1,0 +1,249 @@
+//! A cluster simulated at size on a real apiserver: Node objects with no kubelet, a NodeMultus per
+//! node as its installer would publish it, enabled namespaces, and pods created straight into the
+//! apiserver, bound to a node, their status written as a kubelet would (Running, Ready,
+//! `PodReadyToStartContainers`), attached and meshed as the webhook and the injector leave them.
+
+use anyhow::Context;
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+use crate::fanout::FLOOR_MANAGER;
+
+const NODE_PREFIX: &str = "bench-node-";
+/// The timestamp every simulated status carries: what the objects say, not when they were written.
+const SINCE: &str = "2026-01-01T00:00:00Z";
+
+/// How big the simulated cluster is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size {
+    pub nodes: usize,
+    pub namespaces: usize,
+    pub pods: usize,
+}
+
+impl Size {
+    /// The cluster for `pods` pods in OpenShift's proportions at its maximums (150,000 pods, 10,000
+    /// namespaces, 2,000 nodes: 15 pods per namespace, 75 per node), at least one of each.
+    pub fn for_pods(pods: usize) -> Self {
+        Self {
+            nodes: pods.div_ceil(75).clamp(1, 2000),
+            namespaces: pods.div_ceil(15).clamp(1, 10_000),
+            pods,
+        }
+    }
+}
+
+/// The node names `0..n`.
+pub fn node_name(i: usize) -> String {
+    format!("{NODE_PREFIX}{i}")
+}
+
+/// Creates nodes `range` (Ready) and their NodeMultus (thin Multus, readable, nftables backend).
+pub async fn add_nodes(
+    client: &Client,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let nodes = Api::<Node>::all(client.clone());
+    let resource = linkerd_multus_crds::node_multus::api_resource(None);
+    let multus = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    stream::iter(range.map(node_name))
+        .map(|name| {
+            let (nodes, multus, resource) = (nodes.clone(), multus.clone(), resource.clone());
+            async move {
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
+                }))?;
+                create_or_keep(nodes.create(&PostParams::default(), &node).await)
+                    .with_context(|| format!("creating node {name}"))?;
+                nodes
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(node_status()))
+                    .await
+                    .with_context(|| format!("writing node {name}'s status"))?;
+                multus
+                    .patch(
+                        &name,
+                        &PatchParams::apply(FLOOR_MANAGER).force(),
+                        &Patch::Apply(node_multus(&resource, &name)),
+                    )
+                    .await
+                    .with_context(|| format!("applying NodeMultus {name}"))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await
+}
+
+fn node_status() -> Value {
+    json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "lastHeartbeatTime": SINCE, "lastTransitionTime": SINCE,
+    }]}})
+}
+
+fn node_multus(resource: &ApiResource, node: &str) -> Value {
+    json!({
+        "apiVersion": resource.api_version, "kind": resource.kind,
+        "metadata": { "name": node },
+        "spec": {
+            "nodeName": node, "observedAt": SINCE, "netDir": "/etc/cni/net.d",
+            "multus": "thin", "readable": true, "configFile": "/etc/cni/net.d/00-multus.conf",
+            "iptables": { "configured": "auto", "backend": "nftables", "reason": "bench" },
+        },
+    })
+}
+
+/// Creates pods `range` round-robin over `namespaces` and `nodes`, each then given a kubelet's
+/// status: every pod meshed (proxy + validator) and attached, so repair has nothing to do.
+pub async fn add_pods(
+    client: &Client,
+    range: std::ops::Range<usize>,
+    namespaces: &[String],
+    nodes: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    stream::iter(range)
+        .map(|i| {
+            let namespace = namespaces[i % namespaces.len()].clone();
+            let api = Api::<Pod>::namespaced(client.clone(), &namespace);
+            async move {
+                let name = format!("pod-{i}");
+                let pod: Pod = serde_json::from_value(pod(&name, &node_name(i % nodes.max(1))))?;
+                create_or_keep(api.create(&PostParams::default(), &pod).await)
+                    .with_context(|| format!("creating pod {namespace}/{name}"))?;
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(pod_status()))
+                    .await
+                    .with_context(|| format!("writing pod {namespace}/{name}'s status"))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await
+}
+
+/// A Deployment's meshed pod as it is stored after admission: attached to linkerd-cni's NAD,
+/// injected (proxy and validator), bound to `node`.
+fn pod(name: &str, node: &str) -> Value {
+    json!({
+        "metadata": {
+            "name": name,
+            "labels": { "app": "bench", "linkerd.io/control-plane-ns": "linkerd",
+                        "pod-template-hash": "5d8f7c9b4" },
+            "annotations": {
+                (vocab::NETWORKS_ANNOTATION): vocab::NAD_NAME,
+                "linkerd.io/inject": "enabled",
+                "linkerd.io/proxy-version": "edge-25.1.1",
+            },
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-5d8f7c9b4",
+                "uid": "00000000-0000-4000-8000-000000000001", "controller": true,
+            }],
+        },
+        "spec": {
+            "nodeName": node,
+            "initContainers": [{ "name": "linkerd-network-validator",
+                                 "image": "cr.l5d.io/linkerd/proxy:edge-25.1.1" }],
+            "containers": [
+                { "name": "app", "image": "registry.example/bench/app:1",
+                  "ports": [{ "containerPort": 8080 }] },
+                { "name": "linkerd-proxy", "image": "cr.l5d.io/linkerd/proxy:edge-25.1.1",
+                  "ports": [{ "containerPort": 4143, "name": "linkerd-proxy" },
+                            { "containerPort": 4191, "name": "linkerd-admin" }] },
+            ],
+        },
+    })
+}
+
+fn pod_status() -> Value {
+    let condition = |t: &str| json!({ "type": t, "status": "True", "lastTransitionTime": SINCE });
+    let running = |name: &str| {
+        json!({
+            "name": name, "ready": true, "restartCount": 0, "started": true,
+            "image": "registry.example/bench/app:1", "imageID": "",
+            "state": { "running": { "startedAt": SINCE } },
+        })
+    };
+    let conditions: Vec<Value> = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+    .map(condition)
+    .into();
+    json!({ "status": {
+        "phase": "Running",
+        "podIP": "10.128.0.10",
+        "conditions": conditions,
+        "initContainerStatuses": [{
+            "name": "linkerd-network-validator", "ready": true, "restartCount": 0,
+            "image": "cr.l5d.io/linkerd/proxy:edge-25.1.1", "imageID": "",
+            "state": { "terminated": { "exitCode": 0, "reason": "Completed",
+                                        "startedAt": SINCE, "finishedAt": SINCE } },
+        }],
+        "containerStatuses": [running("app"), running("linkerd-proxy")],
+    }})
+}
+
+/// A create that finds the object already there (a size grown from the last) keeps it.
+fn create_or_keep<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_keep_openshifts_proportions_and_caps() {
+        assert_eq!(
+            Size::for_pods(150_000),
+            Size {
+                nodes: 2000,
+                namespaces: 10_000,
+                pods: 150_000
+            }
+        );
+        assert_eq!(
+            Size::for_pods(15_000),
+            Size {
+                nodes: 200,
+                namespaces: 1000,
+                pods: 15_000
+            }
+        );
+        assert_eq!(
+            Size::for_pods(1),
+            Size {
+                nodes: 1,
+                namespaces: 1,
+                pods: 1
+            }
+        );
+    }
+
+    #[test]
+    fn the_simulated_pod_and_status_are_valid_objects() {
+        let pod: Pod = serde_json::from_value(pod("p", "n")).expect("a Pod");
+        assert_eq!(pod.spec.expect("spec").node_name.as_deref(), Some("n"));
+        let status: Pod = serde_json::from_value(pod_status()).expect("a status");
+        let status = status.status.expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status
+            .conditions
+            .expect("conditions")
+            .iter()
+            .any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True"));
+    }
+}

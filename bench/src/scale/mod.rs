@@ -1,0 +1,319 @@
+//! The operator at OpenShift's cluster maximums, on a simulated cluster ([`cluster`]) grown through
+//! the sizes asked for (e.g. 15k, 50k, 150k pods; namespaces and nodes in proportion), each part
+//! against its floor in the same run:
+//!
+//! - operator RSS with repair off and on, per namespace (off, minus the operator on an empty cluster)
+//!   and per pod (on minus off);
+//! - a leader's start: process start → repair has listed every pod (`repair_pods_listed`), against
+//!   a bare client's paged LIST of the same pods;
+//! - repair's steady state: the apiserver's writes (target 0) and the operator's CPU per minute with
+//!   nothing to repair;
+//! - `check`: wall time and the requests the apiserver served for it, by verb and resource (a
+//!   request per namespace or per node shows as a count that grows with the size).
+//!
+//! The ConfigMap-edit fan-out over 10,000 NADs is the `fanout` part's.
+
+pub mod cluster;
+pub mod requests;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+use self::cluster::Size;
+use self::requests::Served;
+use crate::args::OperatorBenchArgs;
+use crate::fanout::{self, Operator, CNI_NAMESPACE, LABEL};
+use crate::row;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScaleArgs {
+    #[command(flatten)]
+    pub target: OperatorBenchArgs,
+    /// Pod counts to grow the cluster through, smallest first (namespaces: pods/15 up to 10,000;
+    /// nodes: pods/75 up to 2,000).
+    #[arg(long, value_delimiter = ',', default_value = "15000,50000,150000")]
+    pub pods: Vec<usize>,
+    /// Requests in flight while the bench builds the cluster.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// How long repair's steady state is watched at each size.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = vocab::duration::flag)]
+    pub steady: Duration,
+}
+
+/// How long the operator may take to list every pod or write every NAD.
+const PATIENCE: Duration = Duration::from_secs(1800);
+
+pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
+    let mut sizes = args.pods.clone();
+    sizes.sort_unstable();
+    let client = args.target.client().await;
+    fanout::ensure_crd(&client).await?;
+    ensure_node_multus_crd(&client).await?;
+    fanout::apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
+    fanout::put_config(&client, "info").await?;
+    let dir = std::env::temp_dir().join(format!("linkerd-multus-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+
+    let empty = {
+        let operator = start(&args, &dir, false)?;
+        operator.wait_ready().await;
+        settle().await;
+        operator.rss_mb()?
+    };
+    row::single(
+        "scale: operator RSS, empty cluster",
+        &format!("{empty:.1} MB"),
+        "baseline",
+    );
+
+    let mut built = Size {
+        nodes: 0,
+        namespaces: 0,
+        pods: 0,
+    };
+    let mut namespaces = Vec::new();
+    for pods in sizes {
+        let size = Size::for_pods(pods);
+        let started = Instant::now();
+        cluster::add_nodes(&client, built.nodes..size.nodes, args.concurrency).await?;
+        if size.namespaces > built.namespaces {
+            namespaces.extend(
+                fanout::create_enabled(
+                    &client,
+                    built.namespaces..size.namespaces,
+                    args.concurrency,
+                )
+                .await?,
+            );
+        }
+        cluster::add_pods(
+            &client,
+            built.pods..size.pods,
+            &namespaces,
+            size.nodes,
+            args.concurrency,
+        )
+        .await?;
+        built = size;
+        eprintln!(
+            "scale: {} nodes, {} namespaces, {} pods in place ({:.0} s)",
+            size.nodes,
+            size.namespaces,
+            size.pods,
+            started.elapsed().as_secs_f64()
+        );
+        measure(&args, &client, &dir, size, empty).await?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+async fn measure(
+    args: &ScaleArgs,
+    client: &Client,
+    dir: &Path,
+    size: Size,
+    empty: f64,
+) -> anyhow::Result<()> {
+    let at = format!(
+        "{}k pods, {}k namespaces, {} nodes",
+        size.pods / 1000,
+        size.namespaces as f64 / 1000.0,
+        size.nodes
+    );
+
+    // Repair off: the controller alone, once every NAD is written.
+    let off = {
+        let operator = start(args, dir, false)?;
+        operator.wait_ready().await;
+        fanout::wait_nads(client, vocab::NAD_NAME, size.namespaces, |_, _| true, None).await?;
+        settle().await;
+        operator.rss_mb()?
+    };
+
+    // Repair on: from the process start until it has listed every pod; the floor lists them bare.
+    let mut operator = start(args, dir, true)?;
+    let listed = wait_listed(&mut operator, size.pods).await?;
+    let floor_list = bare_list(client).await?;
+    row::compare(
+        &format!("scale {at}: leader start -> repair has listed every pod (floor: paged LIST, 500 per page)"),
+        listed,
+        floor_list,
+        "s",
+    );
+    settle().await;
+    let on = operator.rss_mb()?;
+    row::compare(
+        &format!("scale {at}: operator RSS, repair on vs off"),
+        on,
+        off,
+        "MB",
+    );
+    let kb = |mb: f64, n: usize| mb * 1024.0 / n.max(1) as f64;
+    row::single(
+        &format!("scale {at}: operator RSS per namespace (repair off, above the empty cluster)"),
+        &format!("{:.2} KB", kb(off - empty, size.namespaces)),
+        "goal <= 3 KB",
+    );
+    row::single(
+        &format!("scale {at}: operator RSS per pod (repair on above off)"),
+        &format!("{:.2} KB", kb(on - off, size.pods)),
+        "goal <= 1 KB; whole operator <= 256 MiB at 150k",
+    );
+
+    // Steady state: nothing to repair, nothing else running against this apiserver.
+    let before = Served::read(client).await?;
+    let cpu = fanout::cpu_seconds(operator.pid())?;
+    tokio::time::sleep(args.steady).await;
+    let cpu = fanout::cpu_seconds(operator.pid())? - cpu;
+    let served = before.since(&Served::read(client).await?);
+    let minutes = args.steady.as_secs_f64() / 60.0;
+    row::single(
+        &format!("scale {at}: repair steady state, apiserver writes per minute"),
+        &format!("{:.1}", served.writes() / minutes),
+        "target 0",
+    );
+    row::single(
+        &format!("scale {at}: repair steady state, operator CPU per minute"),
+        &format!("{:.2} s", cpu / minutes),
+        "-",
+    );
+    eprintln!("scale: steady state served: {}", served.describe());
+    operator.stop();
+
+    // check, alone against the apiserver.
+    let before = Served::read(client).await?;
+    let started = Instant::now();
+    let status = check(args).await?;
+    let took = started.elapsed().as_secs_f64();
+    let served = before.since(&Served::read(client).await?);
+    row::single(
+        &format!("scale {at}: check, wall time (exit {status})"),
+        &format!("{took:.2} s"),
+        "goal <= 10 s",
+    );
+    row::single(
+        &format!("scale {at}: check, requests served"),
+        &format!("{}", served.total()),
+        "goal: none per namespace or node",
+    );
+    eprintln!("scale: check served: {}", served.describe());
+    Ok(())
+}
+
+fn start(args: &ScaleArgs, dir: &Path, repair: bool) -> anyhow::Result<Operator> {
+    let mut flags = vec!["--admission", "webhook"];
+    if repair {
+        flags.push("--repair-unattached-pods");
+    }
+    Operator::start(&args.target, Duration::from_secs(300), dir, &flags)
+}
+
+/// The allocator's pages settle after a burst of work before RSS is read.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+/// Seconds from the operator's start until `repair_pods_listed` counts at least `pods`.
+async fn wait_listed(operator: &mut Operator, pods: usize) -> anyhow::Result<f64> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = operator.exited() {
+            bail!("the operator exited ({status}): {}", operator.log_tail(20));
+        }
+        let listed = operator
+            .metric("linkerd_multus_repair_pods_listed")
+            .await
+            .unwrap_or(-1.0);
+        if listed >= pods as f64 {
+            return Ok(operator.started().elapsed().as_secs_f64());
+        }
+        if Instant::now() > deadline {
+            bail!("repair listed {listed} of {pods} pods after {PATIENCE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A bare client's LIST of every pod, in the pages kube's watcher asks for.
+async fn bare_list(client: &Client) -> anyhow::Result<f64> {
+    let api = Api::<Pod>::all(client.clone());
+    let started = Instant::now();
+    let mut params = ListParams::default().limit(500);
+    let mut n = 0;
+    loop {
+        let page = api.list(&params).await?;
+        n += page.items.len();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    let took = started.elapsed().as_secs_f64();
+    eprintln!("scale: bare LIST of {n} pods in {took:.2} s");
+    Ok(took)
+}
+
+/// Runs `linkerd-multus-operator check` as the bench's operator is configured; its exit status.
+async fn check(args: &ScaleArgs) -> anyhow::Result<i32> {
+    let status = tokio::process::Command::new(&args.target.operator)
+        .arg("check")
+        .args([
+            "--cni-namespace",
+            CNI_NAMESPACE,
+            "--namespace",
+            CNI_NAMESPACE,
+        ])
+        .args([
+            "--linkerd-namespace",
+            "bench-linkerd",
+            "--admission",
+            "webhook",
+        ])
+        .args(["--namespace-selector", &format!("{LABEL}=1")])
+        .env("KUBECONFIG", &args.target.kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .context("running check")?;
+    Ok(status.code().unwrap_or(-1))
+}
+
+async fn ensure_node_multus_crd(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::PostParams;
+    use kube::CustomResourceExt;
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    match api
+        .create(
+            &PostParams::default(),
+            &linkerd_multus_crds::NodeMultus::crd(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+        Err(e) => return Err(e.into()),
+    }
+    let resource = linkerd_multus_crds::node_multus::api_resource(None);
+    let api = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource);
+    for _ in 0..100 {
+        if api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("the NodeMultus CRD is not served after 20 s")
+}
