@@ -238,20 +238,10 @@ impl LinkerdConfig {
                     })
             })
             .collect::<Result<_, _>>()?;
-        let iptables_mode = match string(l, "iptables-mode", &key("iptables-mode"))?.as_deref() {
-            None | Some("") => IptablesMode::default(),
-            Some("legacy") => IptablesMode::Legacy,
-            Some("nft") => IptablesMode::Nft,
-            Some("plain") => IptablesMode::Plain,
-            Some("nftables") => IptablesMode::Nftables,
-            Some(rules::backend_choice::AUTO) => IptablesMode::Auto,
-            Some(other) => {
-                return Err(bad(
-                    &key("iptables-mode"),
-                    format!("`{other}` is not one of legacy, nft, plain, nftables, auto"),
-                ))
-            }
-        };
+        let iptables_mode = IptablesMode::from_config(
+            string(l, "iptables-mode", &key("iptables-mode"))?.as_deref(),
+        )
+        .map_err(|why| bad(&key("iptables-mode"), why))?;
         let r = &d.rules;
         Ok(Self {
             rules: RuleSettings {

@@ -12,35 +12,9 @@ use std::process::{Command, Stdio};
 use crate::plan::iptables::{failed_creating_a_chain, NatTable, Rules};
 use crate::plan::Family;
 
-/// `linkerd.iptables-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IptablesMode {
-    /// `iptables-legacy-restore` (Linkerd's default before linkerd2#14326).
-    Legacy,
-    /// `iptables-nft-restore`.
-    Nft,
-    /// Whatever `iptables-restore` is on the node (its alternatives choice).
-    Plain,
-    /// No binary at all: the plugin programs nf_tables itself over netlink ([`crate::nftables`]).
-    Nftables,
-    /// Decided per node at each call ([`rules::backend_choice`], [`probe_node`]): `nftables` where the
-    /// node has no iptables binaries, else what the node's own rules use. The default: a fixed
-    /// mode fails every pod on a node without its binaries (RHEL 10 ships none).
-    #[default]
-    Auto,
-}
-
-impl From<rules::backend_choice::Backend> for IptablesMode {
-    fn from(b: rules::backend_choice::Backend) -> Self {
-        use rules::backend_choice::Backend;
-        match b {
-            Backend::Legacy => Self::Legacy,
-            Backend::Nft => Self::Nft,
-            Backend::Plain => Self::Plain,
-            Backend::Nftables => Self::Nftables,
-        }
-    }
-}
+/// `linkerd.iptables-mode`: owned by [`rules::backend_choice`] (names, parsing, default `auto`,
+/// decided per node at each call by [`crate::backend`] with [`probe_node`]).
+pub use rules::backend_choice::IptablesMode;
 
 /// What the node under `root` shows for `auto` ([`rules::backend_choice::NodeNetfilter::from_node`]):
 /// the binaries in its [`rules::backend_choice::SBIN_DIRS`] (not `$PATH`, which the installer
@@ -54,46 +28,34 @@ pub fn probe_node(root: &Path, ip_tables_names: &Path) -> rules::backend_choice:
     )
 }
 
-impl IptablesMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IptablesMode::Legacy => "legacy",
-            IptablesMode::Nft => "nft",
-            IptablesMode::Plain => "plain",
-            IptablesMode::Nftables => "nftables",
-            IptablesMode::Auto => "auto",
-        }
+/// Flavours to try, in order, when a binary is missing: nft → plain → legacy.
+fn fallbacks(mode: IptablesMode) -> &'static [IptablesMode] {
+    match mode {
+        IptablesMode::Nft => &[IptablesMode::Nft, IptablesMode::Plain, IptablesMode::Legacy],
+        IptablesMode::Plain => &[IptablesMode::Plain, IptablesMode::Legacy],
+        IptablesMode::Legacy => &[IptablesMode::Legacy, IptablesMode::Plain],
+        // Never falls back to binaries: the point of the mode is a node without them. Auto is
+        // decided before (`backend::select`).
+        IptablesMode::Nftables | IptablesMode::Auto => &[],
     }
+}
 
-    /// Flavours to try, in order, when a binary is missing: nft → plain → legacy.
-    fn fallbacks(self) -> &'static [IptablesMode] {
-        match self {
-            IptablesMode::Nft => &[IptablesMode::Nft, IptablesMode::Plain, IptablesMode::Legacy],
-            IptablesMode::Plain => &[IptablesMode::Plain, IptablesMode::Legacy],
-            IptablesMode::Legacy => &[IptablesMode::Legacy, IptablesMode::Plain],
-            // Never falls back to binaries: the point of the mode is a node without them. Auto is
-            // decided before (`backend::select`).
-            IptablesMode::Nftables | IptablesMode::Auto => &[],
-        }
-    }
-
-    /// The restore and save binary names of this flavour.
-    fn binaries(self, family: Family) -> (String, String) {
-        let base = match family {
-            Family::V4 => "iptables",
-            Family::V6 => "ip6tables",
-        };
-        let infix = match self {
-            IptablesMode::Legacy => "-legacy",
-            IptablesMode::Nft => "-nft",
-            // Nftables has no fallbacks, so it never gets here.
-            IptablesMode::Plain | IptablesMode::Nftables | IptablesMode::Auto => "",
-        };
-        (
-            format!("{base}{infix}-restore"),
-            format!("{base}{infix}-save"),
-        )
-    }
+/// The restore and save binary names of a flavour.
+fn binaries(mode: IptablesMode, family: Family) -> (String, String) {
+    let base = match family {
+        Family::V4 => "iptables",
+        Family::V6 => "ip6tables",
+    };
+    let infix = match mode {
+        IptablesMode::Legacy => "-legacy",
+        IptablesMode::Nft => "-nft",
+        // Nftables has no fallbacks, so it never gets here.
+        IptablesMode::Plain | IptablesMode::Nftables | IptablesMode::Auto => "",
+    };
+    (
+        format!("{base}{infix}-restore"),
+        format!("{base}{infix}-save"),
+    )
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,8 +116,8 @@ pub fn resolve(
 ) -> Result<Tools, IptablesError> {
     let find = |name: &str| dirs.iter().map(|d| d.join(name)).find(|p| p.is_file());
     let mut tried = Vec::new();
-    for flavour in mode.fallbacks() {
-        let (restore, save) = flavour.binaries(family);
+    for flavour in fallbacks(mode) {
+        let (restore, save) = binaries(*flavour, family);
         if let (Some(restore), Some(save)) = (find(&restore), find(&save)) {
             if *flavour != mode {
                 tracing::warn!(

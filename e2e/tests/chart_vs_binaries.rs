@@ -392,3 +392,95 @@ fn the_installer_sees_every_directory_the_plugin_probes() {
         "{args:?}"
     );
 }
+
+/// The chart's schema offers exactly the values the binaries' owners accept, and each default is the
+/// owner's default (read from the chart's files, no helm): `cni.iptablesMode` is
+/// `rules::backend_choice::IptablesMode`, `attach` `rules::attach::Attach` (helm spells `aux-chain`
+/// `auxChain`; the chart's `attachFlag` helper turns it back), `admission`
+/// `rules::admission_mode::AdmissionMode`, `cni.chainMode` the installer's `--chain-mode`.
+#[test]
+fn the_schemas_enums_are_the_owners_values() {
+    use clap::{Parser, ValueEnum};
+    use linkerd_cni_installer::{Args, ChainMode};
+    use rules::admission_mode::AdmissionMode;
+    use rules::attach::Attach;
+    let root = linkerd_multus_e2e::workspace_root();
+    let read = |p: &str| {
+        std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("reading {p}: {e}"))
+    };
+    let schema: Value = serde_json::from_str(&read("helm/values.schema.json")).expect("schema");
+    let values: Value = serde_yaml_ng::from_str(&read("helm/values.yaml")).expect("values.yaml");
+    // helm's camelCase value → the flag's kebab-case one.
+    let flag = |v: &str| {
+        v.chars().fold(String::new(), |mut s, c| {
+            if c.is_ascii_uppercase() {
+                s.push('-');
+            }
+            s.push(c.to_ascii_lowercase());
+            s
+        })
+    };
+    let chart = |path: &str| {
+        let at = path.replace('.', "/properties/");
+        let offered: Vec<String> = schema
+            .pointer(&format!("/properties/{at}/enum"))
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("no enum for {path} in values.schema.json"))
+            .iter()
+            .map(|v| flag(v.as_str().expect("a string value")))
+            .collect();
+        let default = values
+            .pointer(&format!("/{}", path.replace('.', "/")))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no default for {path} in values.yaml"));
+        (offered, flag(default))
+    };
+    let installer =
+        Args::try_parse_from(["linkerd-cni-install"]).expect("the installer's defaults");
+    let owners: [(&str, Vec<String>, String); 4] = [
+        (
+            "cni.iptablesMode",
+            rules::backend_choice::IptablesMode::ALL
+                .iter()
+                .map(|m| m.as_str().to_string())
+                .collect(),
+            rules::backend_choice::IptablesMode::default()
+                .as_str()
+                .into(),
+        ),
+        (
+            "attach",
+            Attach::VALUES.map(String::from).to_vec(),
+            Attach::default().as_str().into(),
+        ),
+        (
+            "admission",
+            AdmissionMode::VALUES.map(String::from).to_vec(),
+            AdmissionMode::default().as_str().into(),
+        ),
+        (
+            "cni.chainMode",
+            ChainMode::value_variants()
+                .iter()
+                .filter_map(|m| Some(m.to_possible_value()?.get_name().to_string()))
+                .collect(),
+            installer
+                .chain_mode
+                .to_possible_value()
+                .expect("a value")
+                .get_name()
+                .into(),
+        ),
+    ];
+    for (path, values, default) in owners {
+        let (offered, chart_default) = chart(path);
+        assert_eq!(
+            offered, values,
+            "{path}: the schema's enum vs the owner's values"
+        );
+        assert_eq!(
+            chart_default, default,
+            "{path}: values.yaml's default vs the owner's"
+        );
+    }
+}

@@ -11,7 +11,73 @@
 //!   `legacy` where its binaries are missing.
 
 /// The `iptables-mode` value that asks for this choice; also what a config without the key gets.
-pub const AUTO: &str = "auto";
+pub const AUTO: &str = IptablesMode::Auto.as_str();
+
+/// `iptables-mode` (the plugin config's `linkerd.iptables-mode`, the chart's `cni.iptablesMode`):
+/// a fixed backend, or `auto`. The one table of its names, its parsing and its default, for the
+/// plugin, the installer and the chart's schema (held equal by chart_vs_binaries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IptablesMode {
+    /// `iptables-legacy-restore` (Linkerd's default before linkerd2#14326).
+    Legacy,
+    /// `iptables-nft-restore`.
+    Nft,
+    /// Whatever `iptables-restore` is on the node (its alternatives choice).
+    Plain,
+    /// No binary at all: the plugin programs nf_tables itself over netlink.
+    Nftables,
+    /// Decided per node ([`choose`]): `nftables` where the node has no iptables binaries, else what
+    /// the node's own rules use. The default: a fixed mode fails every pod on a node without its
+    /// binaries (RHEL 10 ships none).
+    #[default]
+    Auto,
+}
+
+impl IptablesMode {
+    /// Every value, in the order the help names them.
+    pub const ALL: [Self; 5] = [
+        Self::Legacy,
+        Self::Nft,
+        Self::Plain,
+        Self::Nftables,
+        Self::Auto,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Nft => "nft",
+            Self::Plain => "plain",
+            Self::Nftables => "nftables",
+            Self::Auto => "auto",
+        }
+    }
+
+    /// A config's value: absent or empty is the default.
+    pub fn from_config(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("") => Ok(Self::default()),
+            Some(value) => Self::ALL
+                .into_iter()
+                .find(|mode| mode.as_str() == value)
+                .ok_or_else(|| {
+                    let names: Vec<_> = Self::ALL.iter().map(|m| m.as_str()).collect();
+                    format!("`{value}` is not one of {}", names.join(", "))
+                }),
+        }
+    }
+}
+
+impl From<Backend> for IptablesMode {
+    fn from(b: Backend) -> Self {
+        match b {
+            Backend::Legacy => Self::Legacy,
+            Backend::Nft => Self::Nft,
+            Backend::Plain => Self::Plain,
+            Backend::Nftables => Self::Nftables,
+        }
+    }
+}
 
 /// The node's binary directories `auto` looks in: the plugin under `/`, the installer under
 /// `--node-root` (the chart mounts each there), so the backend the installer publishes is the one
@@ -52,12 +118,7 @@ pub enum Backend {
 impl Backend {
     /// Its `iptables-mode` value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Legacy => "legacy",
-            Self::Nft => "nft",
-            Self::Plain => "plain",
-            Self::Nftables => "nftables",
-        }
+        IptablesMode::from(self).as_str()
     }
 }
 
@@ -207,6 +268,20 @@ mod tests {
             assert_eq!(got.backend, want, "{case}: {got:?}");
             assert!(got.reason.contains(words), "{case}: {}", got.reason);
         }
+    }
+
+    /// Every value round-trips; absent and empty are `auto`; another word is refused, naming them.
+    #[test]
+    fn iptables_mode_values() {
+        for mode in IptablesMode::ALL {
+            assert_eq!(IptablesMode::from_config(Some(mode.as_str())), Ok(mode));
+        }
+        assert_eq!(IptablesMode::from_config(None), Ok(IptablesMode::Auto));
+        assert_eq!(IptablesMode::from_config(Some("")), Ok(IptablesMode::Auto));
+        assert_eq!(
+            IptablesMode::from_config(Some("iptables")),
+            Err("`iptables` is not one of legacy, nft, plain, nftables, auto".into())
+        );
     }
 
     #[test]

@@ -256,19 +256,24 @@ impl Installer {
     /// directories under `--node-root` and the legacy tables of this (the node's: hostNetwork)
     /// network namespace.
     pub(crate) fn iptables_backend(&self, entry: &serde_json::Value) -> NodeIptables {
-        use rules::backend_choice::{self as choice, NodeNetfilter};
-        let configured = entry
+        use rules::backend_choice::{self as choice, IptablesMode, NodeNetfilter};
+        let value = entry
             .pointer("/linkerd/iptables-mode")
-            .and_then(|m| m.as_str())
-            .filter(|m| !m.is_empty())
-            .unwrap_or(choice::AUTO)
-            .to_string();
-        if configured != choice::AUTO {
-            return NodeIptables {
-                backend: configured.clone(),
-                configured,
-                reason: None,
-            };
+            .and_then(|m| m.as_str());
+        match IptablesMode::from_config(value) {
+            Ok(IptablesMode::Auto) => {}
+            // A fixed mode is the backend; one the plugin refuses is published as written.
+            fixed => {
+                let name = fixed.map_or_else(
+                    |_| value.unwrap_or_default().to_string(),
+                    |m| m.as_str().to_string(),
+                );
+                return NodeIptables {
+                    configured: name.clone(),
+                    backend: name,
+                    reason: None,
+                };
+            }
         }
         let node = NodeNetfilter::under(
             &self.settings.node_root,
@@ -277,7 +282,7 @@ impl Installer {
         );
         let chosen = choice::choose(&node);
         NodeIptables {
-            configured,
+            configured: choice::AUTO.to_string(),
             backend: chosen.backend.as_str().to_string(),
             reason: Some(chosen.reason),
         }
