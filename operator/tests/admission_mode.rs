@@ -368,6 +368,8 @@ async fn the_policy_follows_the_nads_placement() {
     let _crd = linkerd_multus_e2e::node_multus::install_crd_in(&kube, &group).await;
     let home = h.namespace("adm-home", None).await;
     let app = enabled_namespace(&h).await;
+    // The policy's owner (no policy is kept without one); narrowed, it takes no pod of this test.
+    let mwc = unreachable_webhook(&h).await;
     let policy_name = unique_name("adm-policy");
     let _guards = [Kind::Policy, Kind::Binding]
         .map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
@@ -375,6 +377,7 @@ async fn the_policy_follows_the_nads_placement() {
         "--admission=policy".to_string(),
         format!("--admission-policy-name={policy_name}"),
         format!("--admission-label-value={}", h.run_id),
+        format!("--webhook-config-name={}", mwc.name()),
         format!("--nad-namespace={}", home.name),
         format!("--node-multus-api-group={group}"),
     ];

@@ -78,12 +78,22 @@ impl AdmissionMode {
     }
 
     /// The live path, given the version of the API the server serves (`served`, from discovery;
-    /// None: none). `policy` on a server without the API keeps the webhook whole and says why:
-    /// narrowing the webhook with no policy in place would leave pods unattached.
-    pub fn resolve(self, served: Option<PolicyApi>) -> Live {
+    /// None: none) and whether a webhook configuration is named to own the policy (`owner_named`,
+    /// `--webhook-config-name`). `policy` on a server without the API keeps the webhook whole and says
+    /// why: narrowing the webhook with no policy in place would leave pods unattached. Without an
+    /// owner the policy would outlive an uninstall, so the webhook stays live.
+    pub fn resolve(self, served: Option<PolicyApi>, owner_named: bool) -> Live {
         match (self, served) {
             (Self::Webhook, _) => Live::Webhook {
                 why: "admission: webhook".into(),
+            },
+            (Self::Auto | Self::Policy, Some(_)) if !owner_named => Live::Webhook {
+                why: format!(
+                    "admission: {}, but no --webhook-config-name: the policy is owned by that \
+                     configuration so that an uninstall removes it, and without one it would outlive \
+                     the product",
+                    self.as_str()
+                ),
             },
             (Self::Auto | Self::Policy, Some(api)) => Live::Policy(api),
             (Self::Auto, None) => Live::Webhook {
@@ -144,15 +154,22 @@ mod tests {
         use AdmissionMode::*;
         let v1 = Some(PolicyApi::V1);
         let beta = Some(PolicyApi::V1Beta1);
-        assert_eq!(Auto.resolve(v1), Live::Policy(PolicyApi::V1));
-        assert_eq!(Auto.resolve(beta), Live::Policy(PolicyApi::V1Beta1));
-        assert!(!Auto.resolve(None).is_policy());
-        assert!(!Webhook.resolve(v1).is_policy());
-        assert_eq!(Policy.resolve(beta), Live::Policy(PolicyApi::V1Beta1));
-        let Live::Webhook { why } = Policy.resolve(None) else {
+        assert_eq!(Auto.resolve(v1, true), Live::Policy(PolicyApi::V1));
+        assert_eq!(Auto.resolve(beta, true), Live::Policy(PolicyApi::V1Beta1));
+        assert!(!Auto.resolve(None, true).is_policy());
+        assert!(!Webhook.resolve(v1, true).is_policy());
+        assert_eq!(Policy.resolve(beta, true), Live::Policy(PolicyApi::V1Beta1));
+        let Live::Webhook { why } = Policy.resolve(None, true) else {
             panic!("policy without the API")
         };
         assert!(why.contains("serves no MutatingAdmissionPolicy"), "{why}");
+        // No owner, no policy: it would outlive an uninstall.
+        for mode in [Auto, Policy] {
+            let Live::Webhook { why } = mode.resolve(v1, false) else {
+                panic!("{mode} without an owner")
+            };
+            assert!(why.contains("--webhook-config-name"), "{why}");
+        }
     }
 
     /// Enabled namespaces (annotated, or Linkerd's) are labelled while the policy is live, and no
@@ -166,7 +183,7 @@ mod tests {
             ..Default::default()
         };
         let policy = Live::Policy(PolicyApi::V1);
-        let webhook = AdmissionMode::Webhook.resolve(None);
+        let webhook = AdmissionMode::Webhook.resolve(None, true);
         assert!(wants_label(&meta("a", Some("enabled")), "linkerd", &policy));
         assert!(wants_label(&meta("linkerd", None), "linkerd", &policy));
         assert!(!wants_label(

@@ -2,7 +2,9 @@
 //! pods, and the objects that make it so. The keeper decides the live path from discovery
 //! ([`rules::admission_mode`]), then, as the leader:
 //! - policy: applies the policy and binding rendered from the decision's inputs as they are now
-//!   (the flags, with the NAD's placement from every node's Multus), then, once every enabled
+//!   (the flags, with the NAD's placement from every node's Multus), owned by the webhook
+//!   configuration (`--webhook-config-name`: an uninstall deletes it, and the garbage collector the
+//!   policy and binding with it; nothing is applied while it is missing), then, once every enabled
 //!   namespace carries the binding's label (the controller labels them), narrows the webhook to the
 //!   pods only it can decide (a matchCondition on its entry);
 //! - webhook: widens the webhook first (removes that condition), then deletes our policy and binding.
@@ -20,7 +22,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::Store;
 use kube::Client;
 use rules::admission_mode::{self, AdmissionMode, Live};
-use rules::admission_policy::{render_selecting, webhook_match_condition, PolicyApi};
+use rules::admission_policy::{render_selecting, webhook_match_condition, Owner, PolicyApi};
 use rules::decision::DecisionConfig;
 use rules::multus_node::Placement;
 use tokio::sync::watch;
@@ -72,6 +74,9 @@ enum Pass {
     Done,
     /// Some enabled namespace lacks the label yet: the webhook is not narrowed.
     AwaitLabels,
+    /// The webhook configuration that owns the policy is missing (not created yet, or an uninstall
+    /// deleted it): nothing is applied, so no policy outlives the product.
+    AwaitOwner,
 }
 
 impl Keeper {
@@ -106,7 +111,7 @@ impl Keeper {
                     failures = 0;
                     match pass {
                         Pass::Done => self.settings.recheck,
-                        Pass::AwaitLabels => RETRY,
+                        Pass::AwaitLabels | Pass::AwaitOwner => RETRY,
                     }
                 }
                 Err(error) => {
@@ -146,7 +151,10 @@ impl Keeper {
 
     async fn pass(&self) -> Result<Pass, AdmissionError> {
         let served = objects::served(&self.client).await?;
-        let live = self.settings.mode.resolve(served);
+        let live = self
+            .settings
+            .mode
+            .resolve(served, self.settings.webhook_config.is_some());
         self.live.send_if_modified(|old| {
             let changed = old.as_ref() != Some(&live);
             if changed {
@@ -174,17 +182,29 @@ impl Keeper {
             });
         match live {
             Live::Policy(api) => {
-                let rendered = render_selecting(&cfg, api, name, &self.settings.label_value);
+                // `resolve` takes the policy only with a configuration named.
+                let Some(entry) = &entry else {
+                    return Ok(Pass::Done);
+                };
+                let config = objects::get_webhook_config(&self.client, entry.config).await?;
+                let Some(owner) = config.as_ref().and_then(Owner::of) else {
+                    tracing::info!(
+                        config = entry.config,
+                        "the webhook configuration that owns the admission policy is missing \
+                         (not created yet, or uninstalled): the policy is not applied"
+                    );
+                    return Ok(Pass::AwaitOwner);
+                };
+                let rendered =
+                    render_selecting(&cfg, api, name, &self.settings.label_value).owned_by(&owner);
                 for kind in [Kind::Policy, Kind::Binding] {
                     objects::apply(&self.client, api, kind, kind.of(&rendered)).await?;
                 }
                 if !self.every_enabled_namespace_labelled(&live).await {
                     return Ok(Pass::AwaitLabels);
                 }
-                if let Some(entry) = &entry {
-                    let condition = webhook_match_condition(&cfg);
-                    objects::set_webhook_condition(&self.client, entry, Some(&condition)).await?;
-                }
+                let condition = webhook_match_condition(&cfg);
+                objects::set_webhook_condition(&self.client, entry, Some(&condition)).await?;
             }
             Live::Webhook { .. } => {
                 if let Some(entry) = &entry {

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use rules::admission_mode::{self, Live};
-use rules::admission_policy::{render_selecting, webhook_match_condition, PolicyApi};
+use rules::admission_policy::{render_selecting, webhook_match_condition, Owner, PolicyApi};
 use rules::decision::DecisionConfig;
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ pub fn verdict(
             )
         }
     };
-    let live = s.mode.resolve(served);
+    let live = s.mode.resolve(served, s.webhook_config.is_some());
     let mode = s.mode.as_str();
     let condition = match &seen.webhook_config {
         Ok(Some(config)) => Ok(current::webhook_condition(config, vocab::WEBHOOK_NAME).cloned()),
@@ -104,10 +104,30 @@ pub fn verdict(
             }
         }
         Live::Policy(api) => {
-            let desired = render_selecting(cfg, *api, &s.policy_name, &s.label_value);
+            let unowned = render_selecting(cfg, *api, &s.policy_name, &s.label_value);
+            // Owned by the configuration as served (a missing one is named below).
+            let owner = match &seen.webhook_config {
+                Ok(Some(config)) => Owner::of(config),
+                _ => None,
+            };
+            let desired = match &owner {
+                Some(owner) => unowned.clone().owned_by(owner),
+                None => unowned.clone(),
+            };
             for (kind, object) in [(Kind::Policy, &seen.policy), (Kind::Binding, &seen.binding)] {
                 let name = &s.policy_name;
                 match object {
+                    Ok(Some(live))
+                        if current::holds(live, kind.of(&unowned))
+                            && !current::holds(live, kind.of(&desired)) =>
+                    {
+                        problems.push(format!(
+                            "{} {name} is not owned by the webhook configuration {}: an uninstall \
+                             would leave it attaching pods to a NAD that is gone",
+                            kind.as_str(),
+                            owner.as_ref().map_or("", |o| o.name.as_str())
+                        ))
+                    }
                     Ok(Some(live)) if current::holds(live, kind.of(&desired)) => {
                         let generation = live["metadata"]["generation"].as_i64().unwrap_or(0);
                         items.push(format!(
@@ -221,17 +241,20 @@ mod tests {
 
     fn config(condition: Option<Value>) -> Value {
         let conditions: Vec<Value> = condition.into_iter().collect();
-        json!({"webhooks": [{"name": vocab::WEBHOOK_NAME, "matchConditions": conditions}]})
+        json!({"metadata": {"name": "zz", "uid": "u-zz"},
+               "webhooks": [{"name": vocab::WEBHOOK_NAME, "matchConditions": conditions}]})
     }
 
     /// Everything in place as the operator renders it now.
     fn policy_live() -> AdmissionSeen {
         let cfg = DecisionConfig::default();
+        let owner = Owner::of(&config(None)).expect("an owner");
         let r = rules::admission_policy::render_named(
             &cfg,
             PolicyApi::V1Beta1,
             vocab::ADMISSION_POLICY_NAME,
-        );
+        )
+        .owned_by(&owner);
         AdmissionSeen {
             served: Ok(Some(PolicyApi::V1Beta1)),
             policy: Ok(Some(r.policy)),
@@ -261,6 +284,15 @@ mod tests {
         stale.policy.as_mut().unwrap().as_mut().unwrap()["spec"]["variables"] = json!([]);
         let (pass, message) = ok(&stale, AdmissionMode::Policy, true);
         assert!(!pass && message.contains("stale"), "{message}");
+
+        let mut unowned = policy_live();
+        let policy = unowned.policy.as_mut().unwrap().as_mut().unwrap();
+        policy["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+        let (pass, message) = ok(&unowned, AdmissionMode::Auto, true);
+        assert!(!pass && message.contains("not owned"), "{message}");
 
         let mut missing = policy_live();
         missing.binding = Ok(None);

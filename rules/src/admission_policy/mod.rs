@@ -69,6 +69,49 @@ pub struct Rendered {
     pub binding: Value,
 }
 
+/// The object whose deletion takes the policy and binding with it: the release's
+/// MutatingWebhookConfiguration (`--webhook-config-name`). `helm uninstall` and `kubectl delete -k`
+/// delete it, so the garbage collector deletes what it owns; a restart or rolling upgrade of the
+/// operator keeps it. A policy left behind would keep attaching a NAD the uninstall removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub name: String,
+    pub uid: String,
+}
+
+impl Owner {
+    /// The ownerReference (cluster-scoped owner of cluster-scoped dependents). No
+    /// `blockOwnerDeletion`: setting it needs `update` on the owner's finalizers where
+    /// OwnerReferencesPermissionEnforcement runs (OpenShift), and nothing needs to wait.
+    pub fn reference(&self) -> Value {
+        json!({
+            "apiVersion": format!("{GROUP}/v1"),
+            "kind": "MutatingWebhookConfiguration",
+            "name": self.name,
+            "uid": self.uid,
+        })
+    }
+
+    /// The owner of a served configuration object (its name and uid), None without them.
+    pub fn of(config: &Value) -> Option<Self> {
+        let meta = &config["metadata"];
+        Some(Self {
+            name: meta["name"].as_str()?.to_string(),
+            uid: meta["uid"].as_str().filter(|u| !u.is_empty())?.to_string(),
+        })
+    }
+}
+
+impl Rendered {
+    /// Both objects owned by `owner` (the garbage collector deletes them with it).
+    pub fn owned_by(mut self, owner: &Owner) -> Self {
+        for object in [&mut self.policy, &mut self.binding] {
+            object["metadata"]["ownerReferences"] = json!([owner.reference()]);
+        }
+        self
+    }
+}
+
 /// The policy and binding named [`vocab::ADMISSION_POLICY_NAME`] deciding as the webhook with `cfg`.
 pub fn render(cfg: &DecisionConfig, api: PolicyApi) -> Rendered {
     render_named(cfg, api, vocab::ADMISSION_POLICY_NAME)

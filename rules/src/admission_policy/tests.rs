@@ -292,3 +292,25 @@ fn the_webhook_takes_the_complement() {
         json!({ "name": WEBHOOK_CONDITION_NAME, "expression": "false" })
     );
 }
+
+/// Both objects name the webhook configuration as their owner (the garbage collector deletes them
+/// with it), without blockOwnerDeletion; a configuration without a uid owns nothing. Would break if
+/// either object were left unowned (it would outlive an uninstall).
+#[test]
+fn both_objects_are_owned_by_the_webhook_configuration() {
+    let config = json!({"metadata": {"name": "zz-lm", "uid": "u-1"}});
+    let owner = Owner::of(&config).expect("an owner");
+    let rendered = render(&DecisionConfig::default(), PolicyApi::V1Beta1).owned_by(&owner);
+    for object in [&rendered.policy, &rendered.binding] {
+        assert_eq!(
+            object["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "MutatingWebhookConfiguration", "name": "zz-lm", "uid": "u-1"}])
+        );
+    }
+    assert_eq!(Owner::of(&json!({"metadata": {"name": "zz-lm"}})), None);
+    assert_eq!(
+        Owner::of(&json!({"metadata": {"name": "zz-lm", "uid": ""}})),
+        None
+    );
+}
