@@ -102,175 +102,257 @@ pub fn decide(
     cfg: &DecisionConfig,
 ) -> Decision {
     let empty = BTreeMap::new();
-    let pod = meta.annotations.as_ref().unwrap_or(&empty);
-    let ns = ns_annotations.unwrap_or(&empty);
-    let effective = |key: &str| pod.get(key).or_else(|| ns.get(key)).map(String::as_str);
-
-    // Ordered, so the patch is deterministic.
-    let mut set: BTreeMap<String, String> = BTreeMap::new();
-    let mut warnings = Vec::new();
-
-    // 1. The pod's own value wins; the namespace's is copied so the pod says what applied to it.
-    for key in [vocab::MULTUS_ANNOTATION, vocab::INJECT_ANNOTATION] {
-        if let (None, Some(value)) = (pod.get(key), ns.get(key)) {
-            set.insert(key.to_string(), value.clone());
+    let seen = Seen {
+        pod: meta.annotations.as_ref().unwrap_or(&empty),
+        ns: ns_annotations.unwrap_or(&empty),
+        ns_known: ns_annotations.is_some(),
+        namespace,
+        // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
+        control_plane: vocab::is_linkerd_control_plane(
+            namespace,
+            &cfg.nad.linkerd_namespace,
+            meta.labels.as_ref(),
+        ),
+    };
+    let mut draft = Draft::default();
+    copy_namespace_choices(&seen, &mut draft);
+    let attached = seen.selected()
+        && if cfg.nad.attach.uses_nads() {
+            attach_by_nad(&seen, cfg, &mut draft)
+        } else {
+            attach_by_aux_chain(&seen, cfg, &mut draft)
+        };
+    if attached && !seen.control_plane {
+        let aligned = align_to_uid_range(&seen, containers, cfg, &mut draft);
+        if containers.has_proxy() {
+            warn_about_the_proxy_uid(&seen, containers, aligned, &mut draft);
         }
     }
+    draft.finish(meta.annotations.is_some(), attached)
+}
 
-    // 2. Who is attached: err towards attaching, since a meshed pod without the plugin bypasses the mesh.
-    // Only the Linkerd namespace's control plane: a pod elsewhere with the label is not Linkerd's.
-    let control_plane = vocab::is_linkerd_control_plane(
-        namespace,
-        &cfg.nad.linkerd_namespace,
-        meta.labels.as_ref(),
-    );
-    let selected = control_plane
-        || (effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
-            && effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED));
+/// What the decision reads of the pod and its namespace.
+struct Seen<'a> {
+    pod: &'a BTreeMap<String, String>,
+    /// The namespace's annotations (empty when they could not be read: see `ns_known`).
+    ns: &'a BTreeMap<String, String>,
+    ns_known: bool,
+    namespace: &'a str,
+    control_plane: bool,
+}
 
-    let mut attached = false;
-    if selected && !cfg.nad.attach.uses_nads() {
-        // 3'. Multus' auxiliary chain runs linkerd-cni for every pod of the node: the networks
-        // annotation is neither added nor edited (an entry of ours would run linkerd-cni twice).
-        attached = true;
-        // There linkerd-cni redirects only the pods of enabled namespaces (each node's view of them,
-        // `namespace_view`): a pod opting in by its own annotation elsewhere is told so. Not when
-        // the namespace could not be read (its annotation unknown).
-        let namespace_enabled = namespace == cfg.nad.linkerd_namespace
-            || ns.get(vocab::MULTUS_ANNOTATION).map(String::as_str) == Some(vocab::MULTUS_ENABLED);
-        if !control_plane && ns_annotations.is_some() && !namespace_enabled {
-            warnings.push(format!(
-                "linkerd-multus: the pod opts in by its own {m} annotation, but namespace \
-                 {namespace} is not enabled: with --attach aux-chain linkerd-cni redirects only the \
-                 pods of enabled namespaces, so a meshed pod here gets no rules and its {v} stops \
-                 it; annotate the namespace {m}={e}",
-                m = vocab::MULTUS_ANNOTATION,
-                v = vocab::VALIDATOR_CONTAINER,
-                e = vocab::MULTUS_ENABLED,
-            ));
+impl Seen<'_> {
+    /// The pod's annotation, else its namespace's.
+    fn effective(&self, key: &str) -> Option<&str> {
+        self.pod
+            .get(key)
+            .or_else(|| self.ns.get(key))
+            .map(String::as_str)
+    }
+
+    /// Step 2: Who is attached: err towards attaching, since a meshed pod without the plugin bypasses
+    /// the mesh.
+    fn selected(&self) -> bool {
+        self.control_plane
+            || (self.effective(vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
+                && self.effective(vocab::INJECT_ANNOTATION) != Some(vocab::INJECT_DISABLED))
+    }
+}
+
+/// What the steps have decided so far: annotations to set (ordered, so the patch is deterministic),
+/// the containers' securityContext operations, warnings.
+#[derive(Default)]
+struct Draft {
+    set: BTreeMap<String, String>,
+    spec_ops: Vec<PatchOperation>,
+    warnings: Vec<String>,
+}
+
+impl Draft {
+    fn finish(self, has_annotations: bool, attached: bool) -> Decision {
+        let mut patch = annotation_patch(has_annotations, self.set);
+        patch.0.extend(self.spec_ops);
+        let outcome = match (attached, patch.0.is_empty()) {
+            (false, _) => Outcome::Skipped,
+            (true, true) => Outcome::Unchanged,
+            (true, false) => Outcome::Attached,
+        };
+        Decision {
+            patch,
+            warnings: self.warnings,
+            outcome,
         }
-    } else if selected {
-        // 3. The networks annotation, never rewritten when it cannot be read.
-        let current = pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
-        match networks::attach(current, &cfg.nad.name, cfg.nad.shared(), namespace) {
-            Ok(Attachment::Present) => attached = true,
-            Ok(Attachment::Set(value)) => {
-                attached = true;
-                set.insert(vocab::NETWORKS_ANNOTATION.to_string(), value);
-            }
-            Err(e) => warnings.push(format!(
+    }
+}
+
+/// Step 1: The pod's own value wins; the namespace's is copied so the pod says what applied to it.
+fn copy_namespace_choices(seen: &Seen, draft: &mut Draft) {
+    for key in [vocab::MULTUS_ANNOTATION, vocab::INJECT_ANNOTATION] {
+        if let (None, Some(value)) = (seen.pod.get(key), seen.ns.get(key)) {
+            draft.set.insert(key.to_string(), value.clone());
+        }
+    }
+}
+
+/// Step 3': Multus' auxiliary chain runs linkerd-cni for every pod of the node: the networks annotation
+/// is neither added nor edited (an entry of ours would run linkerd-cni twice). Always attached.
+fn attach_by_aux_chain(seen: &Seen, cfg: &DecisionConfig, draft: &mut Draft) -> bool {
+    // There linkerd-cni redirects only the pods of enabled namespaces (each node's view of them,
+    // `namespace_view`): a pod opting in by its own annotation elsewhere is told so. Not when
+    // the namespace could not be read (its annotation unknown).
+    let namespace = seen.namespace;
+    let namespace_enabled = namespace == cfg.nad.linkerd_namespace
+        || seen.ns.get(vocab::MULTUS_ANNOTATION).map(String::as_str) == Some(vocab::MULTUS_ENABLED);
+    if !seen.control_plane && seen.ns_known && !namespace_enabled {
+        draft.warnings.push(format!(
+            "linkerd-multus: the pod opts in by its own {m} annotation, but namespace \
+             {namespace} is not enabled: with --attach aux-chain linkerd-cni redirects only the \
+             pods of enabled namespaces, so a meshed pod here gets no rules and its {v} stops \
+             it; annotate the namespace {m}={e}",
+            m = vocab::MULTUS_ANNOTATION,
+            v = vocab::VALIDATOR_CONTAINER,
+            e = vocab::MULTUS_ENABLED,
+        ));
+    }
+    true
+}
+
+/// Step 3: The networks annotation, never rewritten when it cannot be read. Whether the pod is attached.
+fn attach_by_nad(seen: &Seen, cfg: &DecisionConfig, draft: &mut Draft) -> bool {
+    let current = seen.pod.get(vocab::NETWORKS_ANNOTATION).map(String::as_str);
+    match networks::attach(current, &cfg.nad.name, cfg.nad.shared(), seen.namespace) {
+        Ok(Attachment::Present) => true,
+        Ok(Attachment::Set(value)) => {
+            draft
+                .set
+                .insert(vocab::NETWORKS_ANNOTATION.to_string(), value);
+            true
+        }
+        Err(e) => {
+            draft.warnings.push(format!(
                 "linkerd-multus: pod not attached to {}: annotation {} is not a Multus network list ({e}); \
                  fix it or add {} to it yourself",
                 cfg.nad.reference(),
                 vocab::NETWORKS_ANNOTATION,
                 cfg.nad.reference()
-            )),
+            ));
+            false
         }
     }
+}
 
-    // 4. OpenShift: a proxy uid inside the namespace's range, unless someone already chose one; then
-    // the injected proxy and validator made to run inside it (the pod is seen again after Linkerd's
-    // injector, as the webhook is reinvoked, so the containers are there in either webhook order).
-    let mut spec_ops = Vec::new();
-    // The uid the proxy is made to run as, and the range's first uid (what the SCC gives the apps).
-    let (mut aligned_proxy, mut range_first) = (None, None);
-    if attached && !control_plane {
-        if let Some(range_text) = ns.get(&cfg.uids.range_annotation) {
-            let chosen = effective(vocab::PROXY_UID_ANNOTATION);
-            let range = UidRange::parse(range_text);
-            let proxy_uid = match (chosen, &range) {
-                (Some(user), Ok(range)) => {
-                    let parsed = vocab::parse_proxy_uid(user);
-                    let inside = parsed.ok().filter(|u| range.contains(*u));
-                    // A value that is no uid at all is told in step 5, with or without a range.
-                    if parsed.is_ok() && inside.is_none() && containers.has_proxy() {
-                        warnings.push(format!(
-                            "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \
-                             {range_text:?}: container {} left as it is, and a restricted SCC rejects \
-                             it; set {} to a uid of the range other than its first, or remove it",
-                            vocab::PROXY_UID_ANNOTATION,
-                            cfg.uids.range_annotation,
-                            vocab::PROXY_CONTAINER,
-                            vocab::PROXY_UID_ANNOTATION
-                        ));
-                    }
-                    inside
-                }
-                (Some(_), Err(_)) => None,
-                (None, _) => match range
-                    .clone()
-                    .and_then(|r| r.proxy_uid(cfg.uids.proxy_uid_offset))
-                {
-                    Ok(uid) => {
-                        set.insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
-                        Some(uid)
-                    }
-                    Err(e) => {
-                        warnings.push(format!(
-                            "linkerd-multus: {} not set: namespace annotation {}: {e}; set {} on the pod or \
-                             namespace to a uid inside the namespace's range other than its first, or fix \
-                             the range or the operator's --proxy-uid-offset",
-                            vocab::PROXY_UID_ANNOTATION,
-                            cfg.uids.range_annotation,
-                            vocab::PROXY_UID_ANNOTATION
-                        ));
-                        None
-                    }
-                },
-            };
-            if let Ok(range) = range {
-                let aligned = containers::align(containers, range, proxy_uid);
-                spec_ops = aligned.ops;
-                warnings.extend(aligned.warnings);
-                (aligned_proxy, range_first) = (proxy_uid, Some(range.first));
-            }
-        }
-    }
+/// What [`align_to_uid_range`] made the proxy run as: its uid, and the range's first uid (what the
+/// SCC gives the apps).
+#[derive(Clone, Copy, Default)]
+struct Aligned {
+    proxy: Option<vocab::Uid>,
+    range_first: Option<vocab::Uid>,
+}
 
-    // 5. The proxy uid as linkerd-cni will read it: a value that is no uid fails the pod's sandbox, and
-    // a uid an app container runs as lets that container's traffic bypass the mesh. Warned, not refused:
-    // refusing would be a new way for this webhook to stop a workload.
-    if attached && !control_plane && containers.has_proxy() {
-        let key = vocab::PROXY_UID_ANNOTATION;
-        let (on_pod, on_ns) = (pod.get(key), ns.get(key));
-        if let Some((value, place)) = on_pod
-            .map(|v| (v, "pod"))
-            .or(on_ns.map(|v| (v, "namespace")))
-        {
-            if let Err(e) = vocab::parse_proxy_uid(value) {
-                warnings.push(format!(
-                    "linkerd-multus: {key} {value:?} on the {place} is {e}. Until it is fixed, \
-                     linkerd-cni fails the pod's sandbox"
+/// Step 4: OpenShift: a proxy uid inside the namespace's range, unless someone already chose one; then
+/// the injected proxy and validator made to run inside it (the pod is seen again after Linkerd's
+/// injector, as the webhook is reinvoked, so the containers are there in either webhook order).
+fn align_to_uid_range(
+    seen: &Seen,
+    containers: &PodContainers,
+    cfg: &DecisionConfig,
+    draft: &mut Draft,
+) -> Aligned {
+    let Some(range_text) = seen.ns.get(&cfg.uids.range_annotation) else {
+        return Aligned::default();
+    };
+    let range = UidRange::parse(range_text);
+    let proxy_uid = match (seen.effective(vocab::PROXY_UID_ANNOTATION), &range) {
+        (Some(user), Ok(range)) => {
+            let parsed = vocab::parse_proxy_uid(user);
+            let inside = parsed.ok().filter(|u| range.contains(*u));
+            // A value that is no uid at all is told in step 5, with or without a range.
+            if parsed.is_ok() && inside.is_none() && containers.has_proxy() {
+                draft.warnings.push(format!(
+                    "linkerd-multus: {} {user:?} is not a uid inside namespace annotation {} \
+                     {range_text:?}: container {} left as it is, and a restricted SCC rejects \
+                     it; set {} to a uid of the range other than its first, or remove it",
+                    vocab::PROXY_UID_ANNOTATION,
+                    cfg.uids.range_annotation,
+                    vocab::PROXY_CONTAINER,
+                    vocab::PROXY_UID_ANNOTATION
                 ));
             }
+            inside
         }
-        let view = PodView::from_containers(containers);
-        let sources = Sources {
-            pod_annotation: set.get(key).or(on_pod).map(String::as_str),
-            proxy_run_as_user: aligned_proxy.or(view.proxy_uid()),
-            namespace_annotation: on_ns.map(String::as_str),
-            configured: None,
-        };
-        for collision in sources
-            .exempted_valid()
-            .map(|e| collision::collisions(&view, e, range_first))
-            .unwrap_or_default()
+        (Some(_), Err(_)) => None,
+        (None, _) => match range
+            .clone()
+            .and_then(|r| r.proxy_uid(cfg.uids.proxy_uid_offset))
         {
-            warnings.push(format!("linkerd-multus: {}", collision.explain()));
+            Ok(uid) => {
+                draft
+                    .set
+                    .insert(vocab::PROXY_UID_ANNOTATION.to_string(), uid.to_string());
+                Some(uid)
+            }
+            Err(e) => {
+                draft.warnings.push(format!(
+                    "linkerd-multus: {} not set: namespace annotation {}: {e}; set {} on the pod or \
+                     namespace to a uid inside the namespace's range other than its first, or fix \
+                     the range or the operator's --proxy-uid-offset",
+                    vocab::PROXY_UID_ANNOTATION,
+                    cfg.uids.range_annotation,
+                    vocab::PROXY_UID_ANNOTATION
+                ));
+                None
+            }
+        },
+    };
+    let Ok(range) = range else {
+        return Aligned::default();
+    };
+    let aligned = containers::align(containers, range, proxy_uid);
+    draft.spec_ops = aligned.ops;
+    draft.warnings.extend(aligned.warnings);
+    Aligned {
+        proxy: proxy_uid,
+        range_first: Some(range.first),
+    }
+}
+
+/// Step 5: The proxy uid as linkerd-cni will read it: a value that is no uid fails the pod's sandbox, and
+/// a uid an app container runs as lets that container's traffic bypass the mesh. Warned, not
+/// refused: refusing would be a new way for this webhook to stop a workload.
+fn warn_about_the_proxy_uid(
+    seen: &Seen,
+    containers: &PodContainers,
+    aligned: Aligned,
+    draft: &mut Draft,
+) {
+    let key = vocab::PROXY_UID_ANNOTATION;
+    let (on_pod, on_ns) = (seen.pod.get(key), seen.ns.get(key));
+    if let Some((value, place)) = on_pod
+        .map(|v| (v, "pod"))
+        .or(on_ns.map(|v| (v, "namespace")))
+    {
+        if let Err(e) = vocab::parse_proxy_uid(value) {
+            draft.warnings.push(format!(
+                "linkerd-multus: {key} {value:?} on the {place} is {e}. Until it is fixed, \
+                 linkerd-cni fails the pod's sandbox"
+            ));
         }
     }
-
-    let mut patch = annotation_patch(meta.annotations.is_some(), set);
-    patch.0.extend(spec_ops);
-    let outcome = match (attached, patch.0.is_empty()) {
-        (false, _) => Outcome::Skipped,
-        (true, true) => Outcome::Unchanged,
-        (true, false) => Outcome::Attached,
+    let view = PodView::from_containers(containers);
+    let sources = Sources {
+        pod_annotation: draft.set.get(key).or(on_pod).map(String::as_str),
+        proxy_run_as_user: aligned.proxy.or(view.proxy_uid()),
+        namespace_annotation: on_ns.map(String::as_str),
+        configured: None,
     };
-    Decision {
-        patch,
-        warnings,
-        outcome,
+    for collision in sources
+        .exempted_valid()
+        .map(|e| collision::collisions(&view, e, aligned.range_first))
+        .unwrap_or_default()
+    {
+        draft
+            .warnings
+            .push(format!("linkerd-multus: {}", collision.explain()));
     }
 }
 
