@@ -36,7 +36,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{stream, StreamExt};
+use futures::stream::{self, BoxStream};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
@@ -172,6 +173,35 @@ impl Repairer {
 
     /// Watches pods until `shutdown`; acts only while this replica leads.
     pub async fn run(self, shutdown: CancellationToken) {
+        let (store, scans) = self.scans();
+        let mut scans = std::pin::pin!(scans);
+        let mut st = self.initial_state();
+        let mut was_leading = false;
+        tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
+        loop {
+            let scan = tokio::select! {
+                () = shutdown.cancelled() => break,
+                scan = scans.next() => scan,
+            };
+            let leading = *self.is_leader.borrow();
+            self.follow_leadership(leading, was_leading, &mut st).await;
+            was_leading = leading;
+            self.follow_placement(&mut st);
+            let Some(scan) = scan else { break };
+            self.handle(scan, &store, leading, &mut st).await;
+        }
+        tracing::info!("pod repair stopped");
+    }
+
+    /// Aux-chain mode: the installer pods, from the pod watch (nad mode never reads them); nad mode:
+    /// the NADs (aux-chain mode names none).
+    fn aux_chain(&self) -> bool {
+        !self.settings.decision.nad.attach.uses_nads()
+    }
+
+    /// The pod watch's store, and every reason to look at pods: its events, a tick every
+    /// [`SCAN_INTERVAL`], and in nad mode the NADs' events.
+    fn scans(&self) -> (Store<Pod>, BoxStream<'static, Scan>) {
         let (store, writer) = reflector::store();
         let api = Api::<Pod>::all(self.client.clone());
         let pods = reflector::reflector(
@@ -197,10 +227,7 @@ impl Repairer {
             tokio::time::sleep(SCAN_INTERVAL).await;
             Some((Scan::All, ()))
         });
-        // Aux-chain mode: the installer pods, from this same watch (nad mode never reads them); nad
-        // mode: the NADs (aux-chain mode names none).
-        let aux_chain = !self.settings.decision.nad.attach.uses_nads();
-        let nad_events = if aux_chain {
+        let nad_events = if self.aux_chain() {
             stream::pending().boxed()
         } else {
             nads::watch(
@@ -211,8 +238,12 @@ impl Repairer {
             .map(Scan::Nads)
             .boxed()
         };
-        let mut scans = std::pin::pin!(stream::select(stream::select(pods, ticks), nad_events));
-        let mut st = State {
+        let scans = stream::select(stream::select(pods, ticks), nad_events).boxed();
+        (store, scans)
+    }
+
+    fn initial_state(&self) -> State {
+        State {
             limiter: Limiter::new(self.settings.max_per_minute, self.settings.cooldown),
             watchdog: self.new_watchdog(),
             installers: InstallerPods::default(),
@@ -220,102 +251,113 @@ impl Repairer {
             waiting: BTreeMap::new(),
             decision: Arc::new(self.settings.decision.clone()),
             published: None,
+        }
+    }
+
+    /// On becoming the leader, the halts published before hold before anything is evicted; on
+    /// losing it, this replica's gauges stop counting.
+    async fn follow_leadership(&self, leading: bool, was_leading: bool, st: &mut State) {
+        if leading && !was_leading {
+            // Before anything is evicted: the halts of the previous leader (or of this process
+            // before a restart) hold.
+            st.watchdog = self.new_watchdog();
+            self.restore(&mut st.watchdog).await;
+            st.published = None;
+            self.publish(&st.watchdog, &mut st.published).await;
+        } else if !leading && was_leading {
+            // The new leader's gauges count; this replica's watchdog is rebuilt if it leads again.
+            self.metrics.set_halted(0, false);
+            st.published = None;
+        }
+    }
+
+    /// The decision and the refused shared NAD as the placement says now (updated when they
+    /// change, not per pod).
+    fn follow_placement(&self, st: &mut State) {
+        let Some(placement) = &self.placement else {
+            return;
         };
+        let p = placement.borrow();
+        let placed = p.decision(&self.settings.decision);
+        if *placed != *st.decision {
+            st.decision = Arc::new(placed.into_owned());
+        }
+        let refused = p
+            .configured
+            .clone()
+            .filter(|_| p.refused())
+            .map(|ns| (ns, p.refused_by.clone()));
+        if st.nads.seen.refused != refused {
+            st.nads.seen.refused = refused;
+        }
+    }
+
+    /// One reason to look at pods.
+    async fn handle(&self, scan: Scan, store: &Store<Pod>, leading: bool, st: &mut State) {
+        match scan {
+            Scan::One(pod) => self.on_pod(&pod, store, st).await,
+            Scan::Gone(pod) => {
+                st.installers.forget(&pod);
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    st.waiting.remove(uid);
+                }
+            }
+            // A NAD that appears is acted on at the next scan (at most SCAN_INTERVAL later):
+            // judging the namespace's pods at each NAD event would cost a pass over all pods per
+            // namespace enabled.
+            Scan::Nads(event) => st.nads.apply(event),
+            // Each pod was judged as the list delivered it; this only marks the list complete
+            // (the bench's leader-start row and an admin's "has repair seen every pod").
+            Scan::Listed => {
+                let pods = store.state().len();
+                self.metrics.set_listed(pods);
+                tracing::info!(pods, "pod repair: every pod listed");
+            }
+            Scan::All => self.scan_all(store, leading, st).await,
+        }
+    }
+
+    /// A pod's event: the pod judged; in aux-chain mode, an installer that just became Ready has
+    /// its node's pods judged too.
+    async fn on_pod(&self, pod: &Pod, store: &Store<Pod>, st: &mut State) {
         let cni_namespace = self.settings.cni_namespace.as_str();
-        let mut was_leading = false;
-        tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
-        loop {
-            let scan = tokio::select! {
-                () = shutdown.cancelled() => break,
-                scan = scans.next() => scan,
-            };
-            let leading = *self.is_leader.borrow();
-            if leading && !was_leading {
-                // Before anything is evicted: the halts of the previous leader (or of this process
-                // before a restart) hold.
-                st.watchdog = self.new_watchdog();
-                self.restore(&mut st.watchdog).await;
-                st.published = None;
-                self.publish(&st.watchdog, &mut st.published).await;
-            } else if !leading && was_leading {
-                // The new leader's gauges count; this replica's watchdog is rebuilt if it leads again.
-                self.metrics.set_halted(0, false);
-                st.published = None;
-            }
-            was_leading = leading;
-            if let Some(placement) = &self.placement {
-                let p = placement.borrow();
-                let placed = p.decision(&self.settings.decision);
-                if *placed != *st.decision {
-                    st.decision = Arc::new(placed.into_owned());
+        let now_ready = self
+            .aux_chain()
+            .then(|| st.installers.observe(pod, cni_namespace))
+            .flatten();
+        self.consider(pod, st).await;
+        // An installer just became Ready: its node's pods that waited for it
+        // (Skip::ChainNotInstalled) are judged now, not at the next scan. Its Ready
+        // transition is an event of this watch already, so this costs one pass over the
+        // store per node that turns ready, and a replacement starts up to a scan sooner.
+        if let Some(node) = now_ready {
+            tracing::debug!(node, "linkerd-cni installer Ready: judging the node's pods");
+            for pod in store.state() {
+                if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node) {
+                    self.consider(&pod, st).await;
                 }
-                let refused = p
-                    .configured
-                    .clone()
-                    .filter(|_| p.refused())
-                    .map(|ns| (ns, p.refused_by.clone()));
-                if st.nads.seen.refused != refused {
-                    st.nads.seen.refused = refused;
-                }
-            }
-            match scan {
-                Some(Scan::One(pod)) => {
-                    let now_ready = aux_chain
-                        .then(|| st.installers.observe(&pod, cni_namespace))
-                        .flatten();
-                    self.consider(&pod, &mut st).await;
-                    // An installer just became Ready: its node's pods that waited for it
-                    // (Skip::ChainNotInstalled) are judged now, not at the next scan. Its Ready
-                    // transition is an event of this watch already, so this costs one pass over the
-                    // store per node that turns ready, and a replacement starts up to a scan sooner.
-                    if let Some(node) = now_ready {
-                        tracing::debug!(
-                            node,
-                            "linkerd-cni installer Ready: judging the node's pods"
-                        );
-                        for pod in store.state() {
-                            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node)
-                            {
-                                self.consider(&pod, &mut st).await;
-                            }
-                        }
-                    }
-                }
-                Some(Scan::Gone(pod)) => {
-                    st.installers.forget(&pod);
-                    if let Some(uid) = pod.metadata.uid.as_deref() {
-                        st.waiting.remove(uid);
-                    }
-                }
-                // A NAD that appears is acted on at the next scan (at most SCAN_INTERVAL later):
-                // judging the namespace's pods at each NAD event would cost a pass over all pods per
-                // namespace enabled.
-                Some(Scan::Nads(event)) => st.nads.apply(event),
-                // Each pod was judged as the list delivered it; this only marks the list complete
-                // (the bench's leader-start row and an admin's "has repair seen every pod").
-                Some(Scan::Listed) => {
-                    let pods = store.state().len();
-                    self.metrics.set_listed(pods);
-                    tracing::info!(pods, "pod repair: every pod listed");
-                }
-                Some(Scan::All) => {
-                    let pods = store.state();
-                    if aux_chain {
-                        // Also drops installers whose deletion a re-list did not report.
-                        st.installers = InstallerPods::of(pods.iter().map(|p| &**p), cni_namespace);
-                    }
-                    if leading {
-                        self.review(&pods, &mut st.watchdog).await;
-                        self.publish(&st.watchdog, &mut st.published).await;
-                    }
-                    for pod in pods {
-                        self.consider(&pod, &mut st).await;
-                    }
-                }
-                None => break,
             }
         }
-        tracing::info!("pod repair stopped");
+    }
+
+    /// Every [`SCAN_INTERVAL`]: the installers re-read (aux-chain), the halts reviewed and
+    /// published (leader), every pod judged.
+    async fn scan_all(&self, store: &Store<Pod>, leading: bool, st: &mut State) {
+        let pods = store.state();
+        if self.aux_chain() {
+            // Also drops installers whose deletion a re-list did not report.
+            st.installers = InstallerPods::of(
+                pods.iter().map(|p| &**p),
+                self.settings.cni_namespace.as_str(),
+            );
+        }
+        if leading {
+            self.review(&pods, &mut st.watchdog).await;
+            self.publish(&st.watchdog, &mut st.published).await;
+        }
+        for pod in pods {
+            self.consider(&pod, st).await;
+        }
     }
 
     fn new_watchdog(&self) -> Watchdog<ObjectReference> {

@@ -16,7 +16,7 @@ use rules::pod::PodView;
 use serde::Serialize;
 
 use super::aux_chain::{self, AuxChainSeen};
-use crate::nad_config::{build_config, ConfigSource};
+use crate::nad_config::{build_config, ConfigSource, NadConfigError};
 use crate::repair::state::{Published, StateLocation};
 
 mod multus;
@@ -194,24 +194,10 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
         ..s.clone()
     };
     let s = &placed;
-    let aux = !s.decision.nad.attach.uses_nads();
     let mut verdicts = vec![
         attach_verdict(s),
-        crd_verdict(&seen.crd, aux),
-        match &config {
-            Ok(_) => Verdict::pass(
-                "cni-configmap",
-                format!("ConfigMap {}/{} exists and parses", s.source.namespace, s.source.configmap),
-            ),
-            Err(e) => Verdict::fail(
-                "cni-configmap",
-                vocab::report::chain(e),
-                "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
-                 `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
-                 Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \
-                 linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
-            ),
-        },
+        crd_verdict(&seen.crd, !s.decision.nad.attach.uses_nads()),
+        configmap_verdict(&config, s),
         node_multus_verdict(
             &seen.node_multus,
             &seen.node_multus_ignored,
@@ -220,33 +206,14 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
         )
         .with_node_backends(&seen.node_backends),
     ];
-    if aux {
-        verdicts.push(match &seen.aux_chain {
-            Some(chain) => aux_chain::verdict(chain),
-            None => Verdict::fail(
-                "aux-chain",
-                "the nodes' auxiliary chain was not read",
-                "run check with the operator's own flags (--attach aux-chain)",
-            ),
-        });
-        verdicts.push(Verdict::pass(
-            "shared-nad",
-            format!("{NOT_USED}: no NAD is shared"),
-        ));
-        verdicts.push(left_nads_verdict(seen, s));
-        verdicts.push(Verdict::pass(
-            "foreign-nads",
-            format!(
-                "{NOT_USED}: NADs named {} of others are left alone",
-                s.decision.nad.name
-            ),
-        ));
-    } else {
+    if s.decision.nad.attach.uses_nads() {
         verdicts.extend([
             shared_nad_verdict(&seen.node_multus, &placement),
             nads_verdict(seen, s, config.ok().as_deref()),
             foreign_verdict(seen, s),
         ]);
+    } else {
+        verdicts.extend(aux_chain_verdicts(seen, s));
     }
     verdicts.extend([
         webhook_verdict(&seen.webhooks),
@@ -257,6 +224,51 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
         uids_verdict(seen, s),
     ]);
     verdicts
+}
+
+/// Whether linkerd-cni's ConfigMap exists and parses (the NADs' config comes from it).
+fn configmap_verdict(config: &Result<String, NadConfigError>, s: &CheckSettings) -> Verdict {
+    match config {
+        Ok(_) => Verdict::pass(
+            "cni-configmap",
+            format!(
+                "ConfigMap {}/{} exists and parses",
+                s.source.namespace, s.source.configmap
+            ),
+        ),
+        Err(e) => Verdict::fail(
+            "cni-configmap",
+            vocab::report::chain(e),
+            "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
+             `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
+             Ready (the webhook does not need it) and picks it up as soon as it parses; its metric \
+             linkerd_multus_input_healthy{input=\"configmap\"} is 0 meanwhile",
+        ),
+    }
+}
+
+/// In aux-chain mode the chain's line, then the NAD lines saying they are not used (and the NADs
+/// left from `nad` mode).
+fn aux_chain_verdicts(seen: &Observed, s: &CheckSettings) -> [Verdict; 4] {
+    [
+        match &seen.aux_chain {
+            Some(chain) => aux_chain::verdict(chain),
+            None => Verdict::fail(
+                "aux-chain",
+                "the nodes' auxiliary chain was not read",
+                "run check with the operator's own flags (--attach aux-chain)",
+            ),
+        },
+        Verdict::pass("shared-nad", format!("{NOT_USED}: no NAD is shared")),
+        left_nads_verdict(seen, s),
+        Verdict::pass(
+            "foreign-nads",
+            format!(
+                "{NOT_USED}: NADs named {} of others are left alone",
+                s.decision.nad.name
+            ),
+        ),
+    ]
 }
 
 /// What NAD lines say in aux-chain mode.
