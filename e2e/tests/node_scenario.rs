@@ -26,6 +26,7 @@ use support::{chart_dir, path_str, temp_file};
 #[test]
 #[ignore = "needs the node testbed (root): run by e2e/test-all"]
 fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
+    let _one_release = one_release_at_a_time();
     let node = Node::shared();
     let conf_before = step_node_cni_config(&node);
     let mut cleanup = Cleanup {
@@ -62,6 +63,34 @@ fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     .run(&mut cleanup);
     step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);
     drop(cleanup);
+}
+
+/// The chart's default admission on a server that serves MutatingAdmissionPolicy: pods of an enabled
+/// namespace are created with the operator at 0, other namespaces' pods are never evaluated, and in
+/// webhook mode the pod waits (`node_scenario_parts/admission_policy.rs`). Reported not run where the
+/// node's apiserver does not serve the API (the v1.20 node).
+#[test]
+#[ignore = "needs the node testbed (root): run by e2e/test-all"]
+fn admission_policy_with_the_operator_at_zero() {
+    let _one_release = one_release_at_a_time();
+    let node = Node::shared();
+    let Some(api) = admission_policy::served(&node) else {
+        linkerd_multus_e2e::not_run(
+            admission_policy::CASE,
+            "the node's apiserver serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1, \
+             or v1beta1 with the MutatingAdmissionPolicy gate)",
+        );
+        return;
+    };
+    admission_policy::run(&node, api);
+}
+
+/// The node's tests install the same release (and the policy is cluster-wide): one at a time.
+fn one_release_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static RELEASE_ON_THE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    RELEASE_ON_THE_NODE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The node's Multus config file in its net.d (the stand-in's, the thin plugin's or the thick daemon's).

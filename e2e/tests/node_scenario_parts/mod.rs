@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::support::{helm, path_str, temp_file};
 
+pub mod admission_policy;
 pub mod aux_chain;
 pub mod isolation;
 pub mod lifecycle;
@@ -368,8 +369,17 @@ pub fn event_pods(node: &Node, ns: &str, reason: &str) -> Vec<String> {
     .collect()
 }
 
-/// `helm install` of the release with [`values`] and `sets` (`--set` each), creating its namespace.
+/// `helm install` of the release with [`values`] and `sets` (`--set` each), creating its namespace,
+/// with `admission=webhook`: the scenario proves the webhook's path (its warnings, its Service), and a
+/// policy is cluster-wide ([`admission_policy`] runs the chart's default on its own).
 pub fn helm_install(node: &Node, sets: &[&str]) {
+    let mut sets = sets.to_vec();
+    sets.push("admission=webhook");
+    helm_install_chart_admission(node, &sets);
+}
+
+/// [`helm_install`] with the chart's own `admission` (auto unless `sets` say otherwise).
+pub fn helm_install_chart_admission(node: &Node, sets: &[&str]) {
     let values = temp_file("node-scenario-values", &values(node));
     let chart = crate::support::chart_dir();
     let preset = node
