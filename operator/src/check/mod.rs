@@ -27,14 +27,16 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams, ObjectMeta};
 use kube::{Api, Client, Resource, ResourceExt};
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
+use rules::multus_node::NodeIsolation;
 use rules::namespaces::{want, Want};
 use rules::pod::PodView;
 
 use crate::events::event_time;
+use crate::repair::state::Published;
 
 /// What `check` runs with (built from the flags in `config.rs`).
 #[derive(Clone, Debug)]
@@ -119,19 +121,7 @@ async fn observe(
     s: &CheckSettings,
     timeout: Duration,
 ) -> Result<Observed, CheckError> {
-    let crd_name = format!(
-        "{}.{}",
-        NetworkAttachmentDefinition::plural(&()),
-        NetworkAttachmentDefinition::group(&())
-    );
-    let crd = match Api::<CustomResourceDefinition>::all(client.clone())
-        .get_opt(&crd_name)
-        .await
-        .map_err(read("read CustomResourceDefinitions"))?
-    {
-        Some(crd) => Ok(is_established(&crd)),
-        None => Err(format!("no CustomResourceDefinition {crd_name}")),
-    };
+    let crd = nad_crd(client).await?;
     let configmap = Api::<ConfigMap>::namespaced(client.clone(), &s.source.namespace)
         .get_opt(&s.source.configmap)
         .await
@@ -142,21 +132,95 @@ async fn observe(
         .map_err(read("list namespaces"))?
         .items;
     // Without the CRD there are no NADs to list; the CRD check already says so.
-    let nads = if crd.is_ok() {
-        let by_name =
-            ListParams::default().fields(&format!("metadata.name={}", s.decision.nad.name));
-        Api::<NetworkAttachmentDefinition>::all(client.clone())
-            .list(&by_name)
-            .await
-            .map_err(read("list NetworkAttachmentDefinitions"))?
-            .items
-    } else {
-        Vec::new()
+    let nads = match crd {
+        Ok(_) => our_nads(client, s).await?,
+        Err(_) => Vec::new(),
     };
-    // One metadata list for the cluster, not one request per namespace: check runs on clusters with
-    // thousands of namespaces. Pods matter where the NAD is wanted, and where an owned NAD is kept
-    // after an opt-out (its users are listed).
-    let enabled: BTreeSet<&str> = namespaces
+    let enabled = enabled_namespaces(&namespaces, &nads, s);
+    let pods = pods_in(client, &enabled).await?;
+    let containers = containers_in(client, &enabled).await?;
+    let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(read("list MutatingWebhookConfigurations"))?
+        .items;
+    let webhooks = webhook_probes(client, &configs, timeout).await;
+    let nodes = NodesSeen::read(client, s).await;
+    let (aux_chain, validator_failed) = if s.decision.nad.attach.uses_nads() {
+        (None, BTreeSet::new())
+    } else {
+        let names = nodes.names.clone().map(|n| n.into_iter().collect());
+        (
+            Some(aux_chain_seen(client, s, &nodes.objects, names).await?),
+            validator_failures(client, &enabled).await?,
+        )
+    };
+    let serves_scc = serves_scc(client).await?;
+    let sandbox_failures = sandbox_failures(client, &enabled).await?;
+    let repair_halts = repair_halts(client, s).await;
+    let repair_waiting = repair_waiting(client, &enabled).await?;
+    Ok(Observed {
+        crd,
+        configmap,
+        namespaces,
+        nads,
+        webhooks,
+        webhook_configurations: configs.iter().map(WebhookConfiguration::of).collect(),
+        serves_scc,
+        pods,
+        containers,
+        node_multus: nodes.multus,
+        node_multus_ignored: nodes.ignored,
+        node_without_network: nodes.without_network,
+        node_backends: nodes.backends,
+        sandbox_failures,
+        repair_halts,
+        repair_waiting,
+        aux_chain,
+        validator_failed,
+    })
+}
+
+/// Whether the NAD CRD exists and is established (Err: it does not exist, said so).
+async fn nad_crd(client: &Client) -> Result<Result<bool, String>, CheckError> {
+    let crd_name = format!(
+        "{}.{}",
+        NetworkAttachmentDefinition::plural(&()),
+        NetworkAttachmentDefinition::group(&())
+    );
+    Ok(
+        match Api::<CustomResourceDefinition>::all(client.clone())
+            .get_opt(&crd_name)
+            .await
+            .map_err(read("read CustomResourceDefinitions"))?
+        {
+            Some(crd) => Ok(is_established(&crd)),
+            None => Err(format!("no CustomResourceDefinition {crd_name}")),
+        },
+    )
+}
+
+/// The NADs of our name, in every namespace.
+async fn our_nads(
+    client: &Client,
+    s: &CheckSettings,
+) -> Result<Vec<NetworkAttachmentDefinition>, CheckError> {
+    let by_name = ListParams::default().fields(&format!("metadata.name={}", s.decision.nad.name));
+    Ok(Api::<NetworkAttachmentDefinition>::all(client.clone())
+        .list(&by_name)
+        .await
+        .map_err(read("list NetworkAttachmentDefinitions"))?
+        .items)
+}
+
+/// Where pods matter: where the NAD is wanted, and where an owned NAD is kept after an opt-out (its
+/// users are listed).
+fn enabled_namespaces<'a>(
+    namespaces: &'a [Namespace],
+    nads: &'a [NetworkAttachmentDefinition],
+    s: &CheckSettings,
+) -> BTreeSet<&'a str> {
+    namespaces
         .iter()
         .filter(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad)
         .filter_map(|ns| ns.metadata.name.as_deref())
@@ -165,10 +229,15 @@ async fn observe(
                 .filter(|n| vocab::is_managed_by_us(n.metadata.labels.as_ref()))
                 .filter_map(|n| n.metadata.namespace.as_deref()),
         )
-        .collect();
+        .collect()
+}
+
+/// The pods of `enabled` namespaces that can run again, metadata only. One metadata list for the
+/// cluster, not one request per namespace: check runs on clusters with thousands of namespaces.
+async fn pods_in(client: &Client, enabled: &BTreeSet<&str>) -> Result<Vec<ObjectMeta>, CheckError> {
     // Finished pods never get another sandbox: they neither keep a NAD nor need an attachment.
     let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
-    let pods = Api::<Pod>::all(client.clone())
+    Ok(Api::<Pod>::all(client.clone())
         .list_metadata(&can_run)
         .await
         .map_err(read("list pods"))?
@@ -180,9 +249,15 @@ async fn observe(
                 .as_deref()
                 .is_some_and(|ns| enabled.contains(ns))
         })
-        .collect();
-    // Containers where the uid check applies: enabled namespaces (an app container running as the
-    // proxy uid bypasses the mesh anywhere; the proxy and validator are judged where there is a range).
+        .collect())
+}
+
+/// Containers where the uid check applies: enabled namespaces (an app container running as the
+/// proxy uid bypasses the mesh anywhere; the proxy and validator are judged where there is a range).
+async fn containers_in(
+    client: &Client,
+    enabled: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, PodView>, CheckError> {
     let mut containers = BTreeMap::new();
     each_pod(client, ListParams::default(), |pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
@@ -192,12 +267,17 @@ async fn observe(
         }
     })
     .await?;
-    let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(read("list MutatingWebhookConfigurations"))?;
+    Ok(containers)
+}
+
+/// A TLS handshake with each webhook of `configs` that serves our path.
+async fn webhook_probes(
+    client: &Client,
+    configs: &[MutatingWebhookConfiguration],
+    timeout: Duration,
+) -> Vec<WebhookProbe> {
     let mut webhooks = Vec::new();
-    for config in &configs.items {
+    for config in configs {
         let config_name = config.metadata.name.as_deref().unwrap_or_default();
         for hook in config.webhooks.iter().flatten() {
             if let Some(mut target) = probe::Target::of(&hook.client_config, vocab::WEBHOOK_PATH) {
@@ -216,96 +296,107 @@ async fn observe(
             }
         }
     }
-    let webhook_configurations = configs.items.iter().map(WebhookConfiguration::of).collect();
-    // Not served, or not readable: said by the node-multus line rather than stopping `check`.
-    let resource = linkerd_multus_crds::node_multus::api_resource(s.node_multus_group.as_deref());
-    let node_multus_objects = Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .list(&ListParams::default())
-        .await
-        .map(|list| list.items)
-        .map_err(|e| e.to_string());
-    // Only the objects of nodes that exist count, as for the operator (`placement::of_existing_nodes`).
-    let node_names: Result<BTreeSet<String>, String> = Api::<Node>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .map(|list| list.items.into_iter().map(|n| n.name_any()).collect())
-        .map_err(|e| e.to_string());
-    let counted = node_multus_objects.as_ref().map(|items| {
-        let published = items.iter().map(crate::placement::node_isolation).collect();
-        crate::placement::of_existing_nodes(published, node_names.as_ref().ok())
-    });
-    let node_multus_ignored = match (&node_names, &counted) {
-        (Err(why), _) => Err(why.clone()),
-        (Ok(_), Ok(counted)) => Ok(counted.ignored.clone()),
-        (Ok(_), Err(_)) => Ok(Vec::new()),
-    };
-    let node_multus = counted.map(|c| c.nodes).map_err(|e| e.clone());
-    let node_without_network = without_network(&node_multus_objects, &node_multus_ignored);
-    let node_backends = backends(&node_multus_objects, &node_multus_ignored);
-    let node_multus_objects = node_multus_objects.map(|items| {
-        let ignored = node_multus_ignored.as_deref().unwrap_or_default();
-        items
-            .into_iter()
-            .filter(|o| !ignored.contains(&o.name_any()))
-            .collect::<Vec<_>>()
-    });
-    let (aux_chain, validator_failed) = if s.decision.nad.attach.uses_nads() {
-        (None, BTreeSet::new())
-    } else {
-        let nodes = node_names.clone().map(|n| n.into_iter().collect());
-        (
-            Some(aux_chain_seen(client, s, &node_multus_objects, nodes).await?),
-            validator_failures(client, &enabled).await?,
-        )
-    };
-    // Discovery: every authenticated user may read it, so `check` needs no extra RBAC for this.
-    let serves_scc = client
+    webhooks
+}
+
+/// The nodes' NodeMultus objects as the operator counts them: only those of nodes that exist
+/// (`placement::of_existing_nodes`). Not served, or not readable: said by the node-multus line
+/// rather than stopping `check`.
+struct NodesSeen {
+    names: Result<BTreeSet<String>, String>,
+    /// The objects of nodes that exist.
+    objects: Result<Vec<DynamicObject>, String>,
+    multus: Result<Vec<NodeIsolation>, String>,
+    ignored: Result<Vec<String>, String>,
+    without_network: Vec<(String, String)>,
+    backends: Vec<(String, String)>,
+}
+
+impl NodesSeen {
+    async fn read(client: &Client, s: &CheckSettings) -> Self {
+        let resource =
+            linkerd_multus_crds::node_multus::api_resource(s.node_multus_group.as_deref());
+        let objects = Api::<DynamicObject>::all_with(client.clone(), &resource)
+            .list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(|e| e.to_string());
+        let names: Result<BTreeSet<String>, String> = Api::<Node>::all(client.clone())
+            .list_metadata(&ListParams::default())
+            .await
+            .map(|list| list.items.into_iter().map(|n| n.name_any()).collect())
+            .map_err(|e| e.to_string());
+        let counted = objects.as_ref().map(|items| {
+            let published = items.iter().map(crate::placement::node_isolation).collect();
+            crate::placement::of_existing_nodes(published, names.as_ref().ok())
+        });
+        let ignored = match (&names, &counted) {
+            (Err(why), _) => Err(why.clone()),
+            (Ok(_), Ok(counted)) => Ok(counted.ignored.clone()),
+            (Ok(_), Err(_)) => Ok(Vec::new()),
+        };
+        let multus = counted.map(|c| c.nodes).map_err(|e| e.clone());
+        let without_network = without_network(&objects, &ignored);
+        let backends = backends(&objects, &ignored);
+        let objects = objects.map(|items| {
+            let ignored = ignored.as_deref().unwrap_or_default();
+            items
+                .into_iter()
+                .filter(|o| !ignored.contains(&o.name_any()))
+                .collect::<Vec<_>>()
+        });
+        NodesSeen {
+            names,
+            objects,
+            multus,
+            ignored,
+            without_network,
+            backends,
+        }
+    }
+}
+
+/// Whether the server serves OpenShift's SCCs. Discovery: every authenticated user may read it, so
+/// `check` needs no extra RBAC for this.
+async fn serves_scc(client: &Client) -> Result<bool, CheckError> {
+    Ok(client
         .list_api_groups()
         .await
         .map_err(read("list API groups"))?
         .groups
         .iter()
-        .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP);
-    let sandbox_failures = sandbox_failures(client, &enabled).await?;
-    // The repairer's own state, not its Events (they expire, and vanish with their namespace).
-    let repair_halts = match &s.repair_state {
-        None => None,
-        Some(at) => Some(
-            crate::repair::state::read(client, at)
-                .await
-                .map_err(|e| vocab::report::chain(&e)),
-        ),
-    };
-    let mut repair_waiting = Vec::new();
-    for (ns, e) in events_in(client, crate::repair::REASON_WAITING, &enabled).await? {
+        .any(|g| g.name == vocab::OPENSHIFT_SCC_GROUP))
+}
+
+/// The repairer's own state, not its Events (they expire, and vanish with their namespace).
+async fn repair_halts(
+    client: &Client,
+    s: &CheckSettings,
+) -> Option<Result<Option<Published>, String>> {
+    let at = s.repair_state.as_ref()?;
+    Some(
+        crate::repair::state::read(client, at)
+            .await
+            .map_err(|e| vocab::report::chain(&e)),
+    )
+}
+
+/// The pods the repairer leaves running for their NAD, as its events say.
+async fn repair_waiting(
+    client: &Client,
+    enabled: &BTreeSet<&str>,
+) -> Result<Vec<RepairWaiting>, CheckError> {
+    let mut waiting = Vec::new();
+    for (ns, e) in events_in(client, crate::repair::REASON_WAITING, enabled).await? {
         let object = &e.involved_object;
-        repair_waiting.push(RepairWaiting {
+        waiting.push(RepairWaiting {
             pod: format!("{ns}/{}", object.name.as_deref().unwrap_or_default()),
             uid: object.uid.clone(),
             at: event_time(&e),
             message: e.message.clone().unwrap_or_default(),
         });
     }
-    Ok(Observed {
-        crd,
-        configmap,
-        namespaces,
-        nads,
-        webhooks,
-        webhook_configurations,
-        serves_scc,
-        pods,
-        containers,
-        node_multus,
-        node_multus_ignored,
-        node_without_network,
-        node_backends,
-        sandbox_failures,
-        repair_halts,
-        repair_waiting,
-        aux_chain,
-        validator_failed,
-    })
+    Ok(waiting)
 }
 
 /// The nodes (that exist) whose NodeMultus says their installer found no network config at all.
