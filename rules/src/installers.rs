@@ -38,6 +38,26 @@ fn name_of(meta: &ObjectMeta) -> String {
     )
 }
 
+/// What the installer rules read of a pod: a typed pod (`check`), or what the repairer's store
+/// keeps of one (a few fields, not a `Pod`: 150,000 of them must fit in little memory).
+pub trait PodFacts {
+    fn meta(&self) -> &ObjectMeta;
+    fn node(&self) -> Option<&str>;
+    fn ready(&self) -> bool;
+}
+
+impl PodFacts for Pod {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn node(&self) -> Option<&str> {
+        self.spec.as_ref().and_then(|s| s.node_name.as_deref())
+    }
+    fn ready(&self) -> bool {
+        is_ready(self)
+    }
+}
+
 /// An installer pod: `<namespace>/<name>`, the node it is bound to, and whether it is Ready.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstallerPod {
@@ -47,11 +67,11 @@ pub struct InstallerPod {
 }
 
 impl InstallerPod {
-    pub fn of(pod: &Pod) -> Self {
+    pub fn of(pod: &impl PodFacts) -> Self {
         Self {
-            name: name_of(&pod.metadata),
-            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-            ready: is_ready(pod),
+            name: name_of(pod.meta()),
+            node: pod.node().map(str::to_string),
+            ready: pod.ready(),
         }
     }
 }
@@ -63,17 +83,20 @@ pub struct InstallerPods(BTreeMap<String, InstallerPod>);
 
 impl InstallerPods {
     /// The installers among `pods` (of the chart's DaemonSet in `cni_namespace`).
-    pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>, cni_namespace: &str) -> Self {
+    pub fn of<'a, P: PodFacts + 'a>(
+        pods: impl IntoIterator<Item = &'a P>,
+        cni_namespace: &str,
+    ) -> Self {
         pods.into_iter()
-            .filter(|p| is_installer(&p.metadata, cni_namespace, |_| false))
-            .map(InstallerPod::of)
+            .filter(|p| is_installer(p.meta(), cni_namespace, |_| false))
+            .map(|p| InstallerPod::of(p))
             .collect()
     }
 
     /// Takes in `pod`'s new state if it is an installer (of `cni_namespace`'s DaemonSet); returns its
     /// node when that node had no Ready installer before and has one now.
-    pub fn observe(&mut self, pod: &Pod, cni_namespace: &str) -> Option<String> {
-        if !is_installer(&pod.metadata, cni_namespace, |_| false) {
+    pub fn observe(&mut self, pod: &impl PodFacts, cni_namespace: &str) -> Option<String> {
+        if !is_installer(pod.meta(), cni_namespace, |_| false) {
             return None;
         }
         let seen = InstallerPod::of(pod);
@@ -84,8 +107,8 @@ impl InstallerPods {
     }
 
     /// Forgets a deleted pod.
-    pub fn forget(&mut self, pod: &Pod) {
-        self.0.remove(&name_of(&pod.metadata));
+    pub fn forget(&mut self, pod: &impl PodFacts) {
+        self.0.remove(&name_of(pod.meta()));
     }
 
     /// True when an installer pod bound to `node` is Ready.

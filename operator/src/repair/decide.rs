@@ -10,8 +10,43 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rules::decision::DecisionConfig;
 
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
-use rules::installers::InstallerPods;
+use rules::installers::{InstallerPods, PodFacts};
 use rules::namespaces::{want, Want};
+
+use super::slim::SlimPod;
+
+/// What [`decide`] reads of a pod: the repairer's [`SlimPod`], or a typed `Pod` (`check`, tests).
+pub trait Judged: PodFacts {
+    fn phase(&self) -> Option<&str>;
+    /// Runs Linkerd's proxy (a container, or a native-sidecar init container).
+    fn meshed(&self) -> bool;
+    /// The validator's current or last run exited with code 95.
+    fn validator_failed(&self) -> bool;
+}
+
+impl Judged for Pod {
+    fn phase(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.phase.as_deref())
+    }
+    fn meshed(&self) -> bool {
+        is_meshed(self)
+    }
+    fn validator_failed(&self) -> bool {
+        validator_failed(self)
+    }
+}
+
+impl Judged for SlimPod {
+    fn phase(&self) -> Option<&str> {
+        self.phase.as_deref()
+    }
+    fn meshed(&self) -> bool {
+        self.meshed
+    }
+    fn validator_failed(&self) -> bool {
+        self.validator_failed
+    }
+}
 
 /// Why a pod is restarted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,17 +114,16 @@ pub enum Verdict {
 /// its node has a Ready installer (`installers`; unread in nad mode), whose readiness probe says the
 /// file is back: before that its replacement would start there without the file too.
 pub fn decide(
-    pod: &Pod,
+    pod: &impl Judged,
     namespace: Option<&Namespace>,
     cfg: &DecisionConfig,
     installers: &InstallerPods,
 ) -> Verdict {
-    let meta = &pod.metadata;
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if meta.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
+    let meta = pod.meta();
+    if meta.deletion_timestamp.is_some() || matches!(pod.phase(), Some("Succeeded" | "Failed")) {
         return Verdict::Skip(Skip::Gone);
     }
-    if !is_meshed(pod) {
+    if !pod.meshed() {
         return Verdict::Skip(Skip::NotMeshed);
     }
     let Some(ns) = namespace.filter(|ns| want(ns, &cfg.nad.linkerd_namespace) == Want::Nad) else {
@@ -104,7 +138,7 @@ pub fn decide(
             },
             None => Why::Unattached,
         }
-    } else if validator_failed(pod) {
+    } else if pod.validator_failed() {
         Why::ValidatorFailed
     } else {
         return Verdict::Skip(Skip::Healthy);
@@ -191,11 +225,15 @@ pub fn replacement_nad(pod_namespace: &str, cfg: &DecisionConfig) -> (String, St
 
 /// Nad mode: why `pod`'s replacement could not be attached, if it could not; `cfg` as placed. In
 /// aux-chain mode no pod names a NAD: always `None`.
-pub fn nad_unavailable(pod: &Pod, cfg: &DecisionConfig, nads: &NadsSeen) -> Option<NadUnavailable> {
+pub fn nad_unavailable(
+    pod: &impl PodFacts,
+    cfg: &DecisionConfig,
+    nads: &NadsSeen,
+) -> Option<NadUnavailable> {
     if !cfg.nad.attach.uses_nads() {
         return None;
     }
-    let pod_namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let pod_namespace = pod.meta().namespace.as_deref().unwrap_or_default();
     let (nad_namespace, _) = replacement_nad(pod_namespace, cfg);
     match nads.served {
         None => return Some(NadUnavailable::NotListed),
@@ -205,7 +243,7 @@ pub fn nad_unavailable(pod: &Pod, cfg: &DecisionConfig, nads: &NadsSeen) -> Opti
     if !nads.namespaces.contains(&nad_namespace) {
         return Some(NadUnavailable::NadMissing);
     }
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let node = pod.node();
     let refused = nads.refused.as_ref().is_some_and(|(refused_ns, nodes)| {
         nad_namespace != pod_namespace
             && *refused_ns == nad_namespace
@@ -215,9 +253,8 @@ pub fn nad_unavailable(pod: &Pod, cfg: &DecisionConfig, nads: &NadsSeen) -> Opti
 }
 
 /// Aux-chain mode: the pod is bound to a node where an installer pod is Ready.
-fn chain_ready(pod: &Pod, installers: &InstallerPods) -> bool {
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    node.is_some_and(|n| installers.ready_on(n))
+fn chain_ready(pod: &impl PodFacts, installers: &InstallerPods) -> bool {
+    pod.node().is_some_and(|n| installers.ready_on(n))
 }
 
 /// True when the pod runs Linkerd's proxy (a container, or a native-sidecar init container).

@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::Api;
-use rules::pod::is_ready;
 
+use super::slim::SlimPod;
 use super::state::{self, Published};
 use super::watchdog::{before, still_halted, Change, Gone, Halt, Replacement, Reported, Watchdog};
 use super::{
@@ -174,7 +174,11 @@ impl Repairer {
     }
 
     /// Judges the replacements of recent evictions, and reports owners halted or resumed.
-    pub(super) async fn review(&self, pods: &[Arc<Pod>], watchdog: &mut Watchdog<ObjectReference>) {
+    pub(super) async fn review(
+        &self,
+        pods: &[Arc<SlimPod>],
+        watchdog: &mut Watchdog<ObjectReference>,
+    ) {
         let mut by_owner: BTreeMap<&str, Vec<Replacement>> = BTreeMap::new();
         for pod in pods {
             let meta = &pod.metadata;
@@ -188,7 +192,7 @@ impl Repairer {
                         name: meta.name.clone().unwrap_or_default(),
                         uid: meta.uid.clone().unwrap_or_default(),
                         created: created.0,
-                        ready: is_ready(pod),
+                        ready: pod.ready,
                     });
             }
         }

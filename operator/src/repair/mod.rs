@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
 use kube::runtime::events::EventType;
@@ -56,7 +56,7 @@ use self::decide::{decide, nad_unavailable, NadUnavailable, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
 use self::nads::{NadEvent, NadWatch};
-use self::slim::slim;
+use self::slim::SlimPod;
 use self::state::{Published, StateLocation};
 use self::watchdog::{Allow, Watchdog};
 use crate::events::Events;
@@ -119,9 +119,9 @@ pub struct Repairer {
 }
 
 enum Scan {
-    One(Arc<Pod>),
+    One(Arc<SlimPod>),
     /// A pod deleted: forgotten if it was an installer.
-    Gone(Box<Pod>),
+    Gone(Box<SlimPod>),
     All,
     /// The pod watch completed a list: every pod of the cluster is in the store.
     Listed,
@@ -201,28 +201,25 @@ impl Repairer {
 
     /// The pod watch's store, and every reason to look at pods: its events, a tick every
     /// [`SCAN_INTERVAL`], and in nad mode the NADs' events.
-    fn scans(&self) -> (Store<Pod>, BoxStream<'static, Scan>) {
+    fn scans(&self) -> (Store<SlimPod>, BoxStream<'static, Scan>) {
         let (store, writer) = reflector::store();
-        let api = Api::<Pod>::all(self.client.clone());
-        let pods = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default()).modify(slim),
-        )
-        .default_backoff()
-        .filter_map(|event| async move {
-            match event {
-                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                    Some(Scan::One(Arc::new(pod)))
+        let api = Api::<SlimPod>::all(self.client.clone());
+        let pods = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .filter_map(|event| async move {
+                match event {
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                        Some(Scan::One(Arc::new(pod)))
+                    }
+                    Ok(watcher::Event::Delete(pod)) => Some(Scan::Gone(Box::new(pod))),
+                    Ok(watcher::Event::InitDone) => Some(Scan::Listed),
+                    Ok(watcher::Event::Init) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watching pods for repair failed; retrying");
+                        None
+                    }
                 }
-                Ok(watcher::Event::Delete(pod)) => Some(Scan::Gone(Box::new(pod))),
-                Ok(watcher::Event::InitDone) => Some(Scan::Listed),
-                Ok(watcher::Event::Init) => None,
-                Err(e) => {
-                    tracing::warn!(error = %e, "watching pods for repair failed; retrying");
-                    None
-                }
-            }
-        });
+            });
         let ticks = stream::unfold((), |()| async {
             tokio::time::sleep(SCAN_INTERVAL).await;
             Some((Scan::All, ()))
@@ -293,11 +290,11 @@ impl Repairer {
     }
 
     /// One reason to look at pods.
-    async fn handle(&self, scan: Scan, store: &Store<Pod>, leading: bool, st: &mut State) {
+    async fn handle(&self, scan: Scan, store: &Store<SlimPod>, leading: bool, st: &mut State) {
         match scan {
             Scan::One(pod) => self.on_pod(&pod, store, st).await,
             Scan::Gone(pod) => {
-                st.installers.forget(&pod);
+                st.installers.forget(&*pod);
                 if let Some(uid) = pod.metadata.uid.as_deref() {
                     st.waiting.remove(uid);
                 }
@@ -319,7 +316,7 @@ impl Repairer {
 
     /// A pod's event: the pod judged; in aux-chain mode, an installer that just became Ready has
     /// its node's pods judged too.
-    async fn on_pod(&self, pod: &Pod, store: &Store<Pod>, st: &mut State) {
+    async fn on_pod(&self, pod: &SlimPod, store: &Store<SlimPod>, st: &mut State) {
         let cni_namespace = self.settings.cni_namespace.as_str();
         let now_ready = self
             .aux_chain()
@@ -333,7 +330,7 @@ impl Repairer {
         if let Some(node) = now_ready {
             tracing::debug!(node, "linkerd-cni installer Ready: judging the node's pods");
             for pod in store.state() {
-                if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node) {
+                if pod.node_name.as_deref() == Some(&node) {
                     self.consider(&pod, st).await;
                 }
             }
@@ -342,7 +339,7 @@ impl Repairer {
 
     /// Every [`SCAN_INTERVAL`]: the installers re-read (aux-chain), the halts reviewed and
     /// published (leader), every pod judged.
-    async fn scan_all(&self, store: &Store<Pod>, leading: bool, st: &mut State) {
+    async fn scan_all(&self, store: &Store<SlimPod>, leading: bool, st: &mut State) {
         let pods = store.state();
         if self.aux_chain() {
             // Also drops installers whose deletion a re-list did not report.
@@ -364,7 +361,7 @@ impl Repairer {
         Watchdog::new(self.settings.deadline, watchdog::DEFAULT_HALT_ALL_AT)
     }
 
-    async fn consider(&self, pod: &Pod, st: &mut State) {
+    async fn consider(&self, pod: &SlimPod, st: &mut State) {
         if !*self.is_leader.borrow() {
             return;
         }
@@ -463,7 +460,7 @@ impl Repairer {
     /// (log, metric, and a Warning Event on the pod itself, which `check` lists while it lasts).
     async fn report_waiting(
         &self,
-        pod: &Pod,
+        pod: &SlimPod,
         decision: &DecisionConfig,
         why: &Why,
         reason: NadUnavailable,
@@ -472,11 +469,7 @@ impl Repairer {
         let namespace = meta.namespace.as_deref().unwrap_or_default();
         let name = meta.name.as_deref().unwrap_or_default();
         let (nad_ns, nad_name) = decide::replacement_nad(namespace, decision);
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or("(none yet)");
+        let node = pod.node_name.as_deref().unwrap_or("(none yet)");
         let note = format!(
             "Pod {name} needs a restart ({}) but is left running: {}; judged again every {}s",
             why.describe(),
