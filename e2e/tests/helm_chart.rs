@@ -29,6 +29,7 @@ fn lint_is_clean_in_every_mode() {
         vec!["--set", "installNADCRD=true"],
         vec!["--set", "operator.repair.enabled=true"],
         vec!["--set", "webhook.openshiftNamespacesByName=true"],
+        vec!["--set", "monitoring.enabled=true"],
         vec![
             "--set",
             "cni.enabled=true",
@@ -163,6 +164,21 @@ fn golden_openshift_webhook_before_and_from_1_30() {
             ],
         );
     }
+}
+
+/// The monitoring objects: metrics Service, ServiceMonitor, PrometheusRule (helm_monitoring.rs tests them).
+#[test]
+#[ignore = "needs helm (e2e/testbed install): run by e2e/test-all"]
+fn golden_monitoring() {
+    golden(
+        "helm-monitoring.yaml",
+        &[
+            "--set",
+            "monitoring.enabled=true",
+            "--show-only",
+            "templates/monitoring.yaml",
+        ],
+    );
 }
 
 #[test]

@@ -206,3 +206,17 @@ empty: cni.destCNINetDir), without a trailing slash. */}}
 {{- define "linkerd-multus.auxChainDir" -}}
 {{- trimSuffix "/" (.Values.cni.auxChain.dir | default .Values.cni.destCNINetDir) -}}
 {{- end -}}
+
+{{/*
+"true" when the chart renders its monitoring objects (templates/monitoring.yaml), else "false". auto: where
+helm sees the server serve monitoring.coreos.com/v1 ServiceMonitor (.Capabilities.APIVersions: discovery on
+install and upgrade, --api-versions with helm template); without the CRDs the objects could not be applied.
+*/}}
+{{- define "linkerd-multus.monitoring" -}}
+{{- $v := .Values.monitoring.enabled -}}
+{{- if eq (toString $v) "auto" -}}
+{{- .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor" | toString -}}
+{{- else -}}
+{{- toString $v -}}
+{{- end -}}
+{{- end -}}
