@@ -76,7 +76,7 @@ async fn the_charts_rbac_carries_the_policy_path() {
         return;
     };
     // The only test that uses the policy's real name (the chart's RBAC names it): it never outlives it.
-    let _guards = [Kind::Policy, Kind::Binding]
+    let _guards = Kind::ALL
         .map(|kind| DeleteOnDrop::new(kind.api(&admin, api), vocab::ADMISSION_POLICY_NAME));
     let namespaces = Namespaces::create(&["helm-adm"]);
     let ns = namespaces.0[0].clone();
@@ -224,7 +224,8 @@ async fn controller_manager_of(
     })
 }
 
-/// The policy and binding do not outlive the product: owned by the release's webhook configuration,
+/// The policy and binding (and the warning policy and its binding) do not outlive the product: owned
+/// by the release's webhook configuration,
 /// they are deleted by the garbage collector once `helm uninstall` deletes it, while an operator
 /// restart (the configuration stays) keeps them; the operator, still running through the uninstall,
 /// does not re-create them; and a pod of the formerly enabled (still labelled) namespace is then
@@ -322,7 +323,7 @@ async fn an_uninstall_takes_the_policy_away() {
     let name = vocab::ADMISSION_POLICY_NAME;
     let uids = || async {
         let mut uids = Vec::new();
-        for kind in [Kind::Policy, Kind::Binding] {
+        for kind in Kind::ALL {
             let object = objects::get(&admin, api, kind, name).await.expect("read");
             uids.push(object.map(|o| {
                 o["metadata"]["uid"]
@@ -360,7 +361,7 @@ async fn an_uninstall_takes_the_policy_away() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(uids().await, [None, None], "the keeper re-created them");
+    assert_eq!(uids().await, [const { None }; 4], "the keeper re-created them");
     stop(op).await;
 
     // The namespace keeps its label (harmless: nothing selects it now); its pod is admitted as sent.

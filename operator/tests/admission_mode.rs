@@ -175,16 +175,19 @@ async fn policy_mode_admits_with_the_operator_stopped() {
     };
 
     // Whatever happens below, the policy and binding do not outlive the test.
-    let _guards = [Kind::Policy, Kind::Binding]
-        .map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
+    let _guards =
+        Kind::ALL.map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
 
     // Policy mode, then the operator stopped.
     let op = start("policy").await;
     eventually(
         "the policy, the binding, the label and the narrowing",
         || async {
-            let ready = exists(&kube, api, Kind::Policy, &policy_name).await
-                && exists(&kube, api, Kind::Binding, &policy_name).await
+            let mut ready = true;
+            for kind in Kind::ALL {
+                ready &= exists(&kube, api, kind, &policy_name).await;
+            }
+            let ready = ready
                 && labelled(&kube, &app.name).await
                 && webhook_condition(&kube, mwc.name()).await.is_some();
             ready.then_some(())
@@ -266,10 +269,11 @@ async fn policy_mode_admits_with_the_operator_stopped() {
     eventually(
         "the narrowing, the policy, the binding and the label are gone",
         || async {
-            let gone = webhook_condition(&kube, mwc.name()).await.is_none()
-                && !exists(&kube, api, Kind::Binding, &policy_name).await
-                && !exists(&kube, api, Kind::Policy, &policy_name).await
-                && !labelled(&kube, &app.name).await;
+            let mut gone = webhook_condition(&kube, mwc.name()).await.is_none();
+            for kind in Kind::ALL {
+                gone &= !exists(&kube, api, kind, &policy_name).await;
+            }
+            let gone = gone && !labelled(&kube, &app.name).await;
             gone.then_some(())
         },
     )
@@ -371,8 +375,8 @@ async fn the_policy_follows_the_nads_placement() {
     // The policy's owner (no policy is kept without one); narrowed, it takes no pod of this test.
     let mwc = unreachable_webhook(&h).await;
     let policy_name = unique_name("adm-policy");
-    let _guards = [Kind::Policy, Kind::Binding]
-        .map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
+    let _guards =
+        Kind::ALL.map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
     let flags = [
         "--admission=policy".to_string(),
         format!("--admission-policy-name={policy_name}"),

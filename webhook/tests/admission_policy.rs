@@ -4,7 +4,10 @@
 //! (per-namespace NADs, a shared NAD, Multus' auxiliary chain), is created with server-side dry run
 //! in a namespace with the case's annotations and the policy bound to it; the admitted pod's
 //! annotations and Linkerd's containers' uids must be what `rules::decision::decide` makes of the same
-//! pod. Pods only the webhook can decide (`only_the_webhook_can`) must come out unchanged.
+//! pod. Pods only the webhook can decide (`only_the_webhook_can`) must come out unchanged. The warning
+//! policy (`render_warnings`, a ValidatingAdmissionPolicy with `Warn`) is bound beside it: the kinds
+//! of the warnings the dry run returns (its `Warning` headers) must be the kinds `decide` gives,
+//! less those only the webhook gives (`WarningKind::webhook_only`, listed).
 //!
 //! Decided by discovery: on a server that serves no MutatingAdmissionPolicy (v1, or v1beta1 with
 //! the gate) the case is reported not run, never passed.
@@ -19,7 +22,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::{client, not_run, unique_name, DeleteOnDrop, TestNamespace};
-use rules::admission_policy::{only_the_webhook_can, render_named, PolicyApi};
+use rules::admission_policy::{
+    only_the_webhook_can, render_named, render_warnings, PolicyApi, WarningKind,
+};
 use rules::attach::Attach;
 use rules::decision::{decide, DecisionConfig};
 use rules::namespaces::NadPlacement;
@@ -167,6 +172,57 @@ async fn dry_run(kube: &Client, namespace: &str, pod: &Value) -> Result<Value, S
     }
 }
 
+/// [`dry_run`] through a raw request, with the warnings the apiserver returned (kube's typed calls
+/// drop the response's `Warning` headers).
+async fn dry_run_warned(
+    kube: &Client,
+    namespace: &str,
+    pod: &Value,
+) -> Result<(Value, Vec<String>), String> {
+    let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/pods?dryRun=All"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(pod).expect("a pod"),
+        ))
+        .map_err(|e| e.to_string())?;
+    let response = kube.send(request).await.map_err(|e| e.to_string())?;
+    let warnings = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| warning_text(&String::from_utf8_lossy(v.as_bytes())))
+        .collect();
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect_bytes()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+    }
+    let admitted = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    Ok((admitted, warnings))
+}
+
+/// The text of a `Warning` header (`299 - "text"`, RFC 7234), unescaped.
+fn warning_text(header: &str) -> String {
+    let quoted = header
+        .split_once(" - \"")
+        .map_or(header, |(_, rest)| rest.strip_suffix('"').unwrap_or(rest));
+    quoted.replace("\\\"", "\"").replace("\\\\", "\\")
+}
+
+/// The warnings' kinds, sorted; a text of no kind is kept as an error.
+fn kinds(warnings: &[String]) -> Result<Vec<WarningKind>, String> {
+    let mut kinds = warnings
+        .iter()
+        .map(|w| WarningKind::of(w).ok_or_else(|| format!("a warning of no known kind: {w}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    kinds.sort();
+    Ok(kinds)
+}
+
 /// One attach setting's run.
 struct Setting {
     tag: &'static str,
@@ -203,6 +259,9 @@ struct Tally {
     refused_by_the_apiserver: Vec<String>,
     namespace_unknown: Vec<String>,
     disagreed: Vec<String>,
+    /// Cases whose warnings (some kind) agree, and the kinds only the webhook gives, by case.
+    warnings_agreed: usize,
+    warnings_webhook_only: Vec<String>,
     /// Namespaces where no pod shows the policy at work (no canary).
     without_canary: Vec<String>,
 }
@@ -282,6 +341,18 @@ async fn the_policy_decides_as_the_webhook() {
         "MutatingAdmissionPolicyBinding",
         "mutatingadmissionpolicybindings",
     );
+    let warn_policies = ApiResource {
+        group: PolicyApi::group().to_string(),
+        version: "v1".into(),
+        api_version: format!("{}/v1", PolicyApi::group()),
+        kind: "ValidatingAdmissionPolicy".into(),
+        plural: "validatingadmissionpolicies".into(),
+    };
+    let warn_bindings = ApiResource {
+        kind: "ValidatingAdmissionPolicyBinding".into(),
+        plural: "validatingadmissionpolicybindings".into(),
+        ..warn_policies.clone()
+    };
     // Without the label and without a policy: tells a pod the apiserver refuses from a policy's error.
     let plain = TestNamespace::create(&kube, "pol-plain").await;
     let namespaces = Api::<Namespace>::all(kube.clone());
@@ -319,6 +390,17 @@ async fn the_policy_decides_as_the_webhook() {
             if *linkerd {
                 cfg.nad.linkerd_namespace = ns.name.clone();
             }
+            // The warning policy first: the canary below then finds both policies loaded (retried too).
+            let mut warn = render_warnings(
+                &cfg,
+                &unique_name("polw"),
+                vocab::ADMISSION_NAMESPACE_LABEL_VALUE,
+            );
+            warn.binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] =
+                json!([{ "key": NAME_LABEL, "operator": "In", "values": [ns.name] }]);
+            let _warn_policy = create(&kube, &warn_policies, warn.policy).await;
+            let _warn_binding = create(&kube, &warn_bindings, warn.binding).await;
+            let mut warned_once = false;
             let mut rendered = render_named(&cfg, api, &unique_name("pol"));
             // Scoped to this namespace, so no other test's pods meet it.
             rendered.binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] =
@@ -357,7 +439,60 @@ async fn the_policy_decides_as_the_webhook() {
                     ));
                     continue;
                 }
-                match dry_run(&kube, &ns.name, &pod).await {
+                // The warnings' kinds the policy must give: none for a webhook-only pod (the
+                // webhook warns), else decide's less those only the webhook gives.
+                let decided = decide(
+                    &meta_of(&pod),
+                    &containers_of(&pod),
+                    &ns.name,
+                    Some(ns_annotations),
+                    &cfg,
+                );
+                let mut want_warnings = Vec::new();
+                if webhook_only.is_none() {
+                    for kind in kinds(&decided.warnings).expect("decide's warnings have kinds") {
+                        match kind.webhook_only() {
+                            Some(why) => tally
+                                .warnings_webhook_only
+                                .push(format!("{}: {kind:?} ({why})", case.name)),
+                            None => want_warnings.push(kind),
+                        }
+                    }
+                }
+                let deadline = Instant::now() + ACTIVATION;
+                let got = loop {
+                    let got = dry_run_warned(&kube, &ns.name, &pod).await;
+                    let warned = got.as_ref().map(|(_, w)| kinds(w));
+                    if let Ok(Ok(k)) = &warned {
+                        warned_once |= !k.is_empty();
+                    }
+                    // Until the warning policy is seen at work here, a missing warning may be its
+                    // informer's lag: retried.
+                    let settled = warned_once
+                        || want_warnings.is_empty()
+                        || matches!(&warned, Ok(Ok(k)) if *k == want_warnings)
+                        || Instant::now() > deadline;
+                    if settled {
+                        break got;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                };
+                let got = got.map(|(admitted, warnings)| {
+                    match kinds(&warnings) {
+                        Ok(k) if k == want_warnings => {
+                            if !k.is_empty() {
+                                tally.warnings_agreed += 1;
+                            }
+                        }
+                        Ok(k) => tally.disagreed.push(format!(
+                            "{}: warnings\n    policy  {k:?} {warnings:?}\n    webhook {want_warnings:?} {:?}",
+                            case.name, decided.warnings
+                        )),
+                        Err(e) => tally.disagreed.push(format!("{}: {e}", case.name)),
+                    }
+                    admitted
+                });
+                match got {
                     Ok(admitted) if observed(&admitted) == want => match webhook_only {
                         Some(why) => tally.unchanged_for_the_webhook.push(format!(
                             "{} ({})",
@@ -385,12 +520,14 @@ async fn the_policy_decides_as_the_webhook() {
             }
         }
         eprintln!(
-            "{} ({} namespaces): {} cases agree; {} left unchanged for the webhook; {} refused by the \
-             apiserver with or without the policy; {} need an unreadable namespace (the apiserver \
-             always has it); {} disagree; {} namespaces without a canary",
+            "{} ({} namespaces): {} cases agree ({} with warnings of the same kinds); {} left unchanged \
+             for the webhook; {} refused by the apiserver with or without the policy; {} need an \
+             unreadable namespace (the apiserver always has it); {} disagree; {} namespaces without a \
+             canary",
             setting.tag,
             groups.len(),
             tally.agreed,
+            tally.warnings_agreed,
             tally.unchanged_for_the_webhook.len(),
             tally.refused_by_the_apiserver.len(),
             tally.namespace_unknown.len(),
@@ -403,6 +540,15 @@ async fn the_policy_decides_as_the_webhook() {
         for line in &tally.refused_by_the_apiserver {
             eprintln!("  refused: {line}");
         }
+        for line in &tally.warnings_webhook_only {
+            eprintln!("  warning only the webhook gives: {line}");
+        }
+        assert!(
+            tally.warnings_agreed >= 3,
+            "{}: only {} cases with warnings compared",
+            setting.tag,
+            tally.warnings_agreed
+        );
         if setting.cfg.nad.attach.uses_nads() {
             assert!(
                 !tally.unchanged_for_the_webhook.is_empty(),

@@ -1,7 +1,7 @@
 //! The admission path (`--admission`): which of the webhook and the MutatingAdmissionPolicy admits
 //! pods, and the objects that make it so. The keeper decides the live path from discovery
 //! ([`rules::admission_mode`]), then, as the leader:
-//! - policy: applies the policy and binding rendered from the decision's inputs as they are now
+//! - policy: applies the policy and binding (and the warning policy and its binding) rendered from the decision's inputs as they are now
 //!   (the flags, with the NAD's placement from every node's Multus), owned by the webhook
 //!   configuration (`--webhook-config-name`: an uninstall deletes it, and the garbage collector the
 //!   policy and binding with it; nothing is applied while it is missing), then, once every enabled
@@ -197,7 +197,7 @@ impl Keeper {
                 };
                 let rendered =
                     render_selecting(&cfg, api, name, &self.settings.label_value).owned_by(&owner);
-                for kind in [Kind::Policy, Kind::Binding] {
+                for kind in Kind::ALL {
                     objects::apply(&self.client, api, kind, kind.of(&rendered)).await?;
                 }
                 if !self.every_enabled_namespace_labelled(&live).await {
@@ -211,7 +211,7 @@ impl Keeper {
                     objects::set_webhook_condition(&self.client, entry, None).await?;
                 }
                 if let Some(api) = served {
-                    for kind in [Kind::Binding, Kind::Policy] {
+                    for kind in Kind::ALL.into_iter().rev() {
                         objects::delete_ours(&self.client, api, kind, name).await?;
                     }
                 }

@@ -54,18 +54,31 @@ pub async fn served(client: &Client) -> Result<Option<PolicyApi>, AdmissionError
     Ok(None)
 }
 
-/// The policy's or the binding's kind.
+/// The kind of one of the objects the policy path keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Policy,
     Binding,
+    /// The ValidatingAdmissionPolicy that gives the webhook's warnings, and its binding.
+    WarningPolicy,
+    WarningBinding,
 }
 
 impl Kind {
+    /// In the order they are applied (a binding after its policy); deleted in reverse.
+    pub const ALL: [Self; 4] = [
+        Self::Policy,
+        Self::Binding,
+        Self::WarningPolicy,
+        Self::WarningBinding,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Policy => "MutatingAdmissionPolicy",
             Self::Binding => "MutatingAdmissionPolicyBinding",
+            Self::WarningPolicy => "ValidatingAdmissionPolicy",
+            Self::WarningBinding => "ValidatingAdmissionPolicyBinding",
         }
     }
 
@@ -73,10 +86,18 @@ impl Kind {
         match self {
             Self::Policy => "mutatingadmissionpolicies",
             Self::Binding => "mutatingadmissionpolicybindings",
+            Self::WarningPolicy => "validatingadmissionpolicies",
+            Self::WarningBinding => "validatingadmissionpolicybindings",
         }
     }
 
+    /// The API of this kind where the mutating policy is served as `version`: the warning policy is
+    /// always `v1` (served from 1.30, before any MutatingAdmissionPolicy).
     pub fn api(self, client: &Client, version: PolicyApi) -> Api<DynamicObject> {
+        let version = match self {
+            Self::Policy | Self::Binding => version,
+            Self::WarningPolicy | Self::WarningBinding => PolicyApi::V1,
+        };
         let res = ApiResource {
             group: PolicyApi::group().to_string(),
             version: version.version().to_string(),
@@ -91,11 +112,13 @@ impl Kind {
         match self {
             Self::Policy => &rendered.policy,
             Self::Binding => &rendered.binding,
+            Self::WarningPolicy => &rendered.warning_policy,
+            Self::WarningBinding => &rendered.warning_binding,
         }
     }
 }
 
-/// A tick whenever the policy or the binding named `name` is written or deleted (by anyone: a hand
+/// A tick whenever one of the objects named `name` is written or deleted (by anyone: a hand
 /// delete is undone at once, not at the next recheck). Watched by name, so `list`/`watch` can be
 /// limited to it. Errors are logged and retried with backoff.
 pub fn changes(client: &Client, version: PolicyApi, name: &str) -> BoxStream<'static, ()> {
@@ -121,7 +144,7 @@ pub fn changes(client: &Client, version: PolicyApi, name: &str) -> BoxStream<'st
                 futures::future::ready(tick)
             })
     };
-    futures::stream::select(watch(Kind::Policy), watch(Kind::Binding)).boxed()
+    futures::stream::select_all(Kind::ALL.map(|kind| watch(kind).boxed())).boxed()
 }
 
 /// The object named `name` as served, or None.

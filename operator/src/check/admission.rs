@@ -22,11 +22,25 @@ pub struct AdmissionSeen {
     pub served: Result<Option<PolicyApi>, String>,
     pub policy: Result<Option<Value>, String>,
     pub binding: Result<Option<Value>, String>,
+    pub warning_policy: Result<Option<Value>, String>,
+    pub warning_binding: Result<Option<Value>, String>,
     /// The webhook configuration (`--webhook-config-name`), when named.
     pub webhook_config: Result<Option<Value>, String>,
 }
 
-/// Reads discovery, our policy and binding (where served) and the webhook configuration.
+impl AdmissionSeen {
+    /// Each object of the policy path, by kind.
+    fn objects(&self) -> [(Kind, &Result<Option<Value>, String>); 4] {
+        [
+            (Kind::Policy, &self.policy),
+            (Kind::Binding, &self.binding),
+            (Kind::WarningPolicy, &self.warning_policy),
+            (Kind::WarningBinding, &self.warning_binding),
+        ]
+    }
+}
+
+/// Reads discovery, our policies and bindings (where served) and the webhook configuration.
 pub async fn observe(client: &Client, s: &AdmissionSettings) -> AdmissionSeen {
     let text = |e: objects::AdmissionError| vocab::report::chain(&e);
     let served = objects::served(client).await.map_err(text);
@@ -41,6 +55,8 @@ pub async fn observe(client: &Client, s: &AdmissionSettings) -> AdmissionSeen {
     };
     let policy = read(Kind::Policy).await;
     let binding = read(Kind::Binding).await;
+    let warning_policy = read(Kind::WarningPolicy).await;
+    let warning_binding = read(Kind::WarningBinding).await;
     let webhook_config = match &s.webhook_config {
         Some(name) => objects::get_webhook_config(client, name)
             .await
@@ -51,6 +67,8 @@ pub async fn observe(client: &Client, s: &AdmissionSettings) -> AdmissionSeen {
         served,
         policy,
         binding,
+        warning_policy,
+        warning_binding,
         webhook_config,
     }
 }
@@ -86,7 +104,7 @@ pub fn verdict(
             if s.mode == admission_mode::AdmissionMode::Policy {
                 problems.push(format!("the policy cannot be live: {why}"));
             }
-            for (kind, object) in [(Kind::Policy, &seen.policy), (Kind::Binding, &seen.binding)] {
+            for (kind, object) in seen.objects() {
                 if matches!(object, Ok(Some(_))) {
                     problems.push(format!(
                         "{} {} is still there while the webhook is live",
@@ -114,7 +132,7 @@ pub fn verdict(
                 Some(owner) => unowned.clone().owned_by(owner),
                 None => unowned.clone(),
             };
-            for (kind, object) in [(Kind::Policy, &seen.policy), (Kind::Binding, &seen.binding)] {
+            for (kind, object) in seen.objects() {
                 let name = &s.policy_name;
                 match object {
                     Ok(Some(live))
@@ -259,6 +277,8 @@ mod tests {
             served: Ok(Some(PolicyApi::V1Beta1)),
             policy: Ok(Some(r.policy)),
             binding: Ok(Some(r.binding)),
+            warning_policy: Ok(Some(r.warning_policy)),
+            warning_binding: Ok(Some(r.warning_binding)),
             webhook_config: Ok(Some(config(Some(webhook_match_condition(&cfg))))),
         }
     }
@@ -309,6 +329,8 @@ mod tests {
             served: Ok(None),
             policy: Ok(None),
             binding: Ok(None),
+            warning_policy: Ok(None),
+            warning_binding: Ok(None),
             webhook_config: Ok(Some(config(None))),
         };
         assert!(ok(&plain, AdmissionMode::Auto, false).0);

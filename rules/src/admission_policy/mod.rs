@@ -14,12 +14,14 @@
 //! What the policy does not do:
 //! - the pods of [`WebhookOnly`] (a JSON-list networks annotation): excluded by its matchConditions,
 //!   listed by [`only_the_webhook_can`], left whole to the webhook;
-//! - warnings (a policy cannot emit one; a ValidatingAdmissionPolicy with `Warn` can);
+//! - warnings (a policy cannot emit one): [`render_warnings`] renders a ValidatingAdmissionPolicy
+//!   with `Warn` for the kinds CEL can tell ([`WarningKind::webhook_only`] names the others);
 //! - pods opting in by their own annotation in a namespace without the label (the binding never sees
 //!   them);
 //! - the decision without the namespace's annotations (the apiserver always has the namespace).
 
 mod cel;
+mod warnings;
 mod webhook_only;
 
 use serde_json::{json, Value};
@@ -27,6 +29,7 @@ use serde_json::{json, Value};
 use crate::decision::DecisionConfig;
 
 pub use cel::quote;
+pub use warnings::{render_warnings, RenderedWarnings, WarningKind};
 pub use webhook_only::{
     only_the_webhook_can, webhook_match_condition, WebhookOnly, WEBHOOK_CONDITION_NAME,
 };
@@ -62,11 +65,14 @@ impl PolicyApi {
     }
 }
 
-/// The policy and its binding.
+/// The policy and its binding, and the warning policy and its binding ([`render_warnings`], the
+/// same name and namespace selector).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rendered {
     pub policy: Value,
     pub binding: Value,
+    pub warning_policy: Value,
+    pub warning_binding: Value,
 }
 
 /// The object whose deletion takes the policy and binding with it: the release's
@@ -103,9 +109,14 @@ impl Owner {
 }
 
 impl Rendered {
-    /// Both objects owned by `owner` (the garbage collector deletes them with it).
+    /// Every object owned by `owner` (the garbage collector deletes them with it).
     pub fn owned_by(mut self, owner: &Owner) -> Self {
-        for object in [&mut self.policy, &mut self.binding] {
+        for object in [
+            &mut self.policy,
+            &mut self.binding,
+            &mut self.warning_policy,
+            &mut self.warning_binding,
+        ] {
             object["metadata"]["ownerReferences"] = json!([owner.reference()]);
         }
         self
@@ -182,7 +193,13 @@ pub fn render_selecting(
             },
         },
     });
-    Rendered { policy, binding }
+    let warnings = render_warnings(cfg, name, label_value);
+    Rendered {
+        policy,
+        binding,
+        warning_policy: warnings.policy,
+        warning_binding: warnings.binding,
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,7 @@ fn the_objects_around_the_cel() {
     let Rendered {
         mut policy,
         binding,
+        ..
     } = render(&cfg, PolicyApi::V1Beta1);
     let variables = policy["spec"]
         .as_object_mut()
@@ -301,7 +302,12 @@ fn both_objects_are_owned_by_the_webhook_configuration() {
     let config = json!({"metadata": {"name": "zz-lm", "uid": "u-1"}});
     let owner = Owner::of(&config).expect("an owner");
     let rendered = render(&DecisionConfig::default(), PolicyApi::V1Beta1).owned_by(&owner);
-    for object in [&rendered.policy, &rendered.binding] {
+    for object in [
+        &rendered.policy,
+        &rendered.binding,
+        &rendered.warning_policy,
+        &rendered.warning_binding,
+    ] {
         assert_eq!(
             object["metadata"]["ownerReferences"],
             json!([{"apiVersion": "admissionregistration.k8s.io/v1",
@@ -313,4 +319,53 @@ fn both_objects_are_owned_by_the_webhook_configuration() {
         Owner::of(&json!({"metadata": {"name": "zz-lm", "uid": ""}})),
         None
     );
+}
+
+/// The warning policy warns only (a CEL error or a warning never refuses a pod), is bound with `Warn`
+/// to the namespaces the mutating policy's binding selects, skips the pods only the webhook decides,
+/// and has one validation per kind CEL can tell under the setting. Would break if a warning could
+/// refuse a pod, or a kind were dropped or given where it cannot arise.
+#[test]
+fn the_warning_policy_only_warns() {
+    let nad = DecisionConfig::default();
+    let mut aux = nad.clone();
+    aux.nad.attach = Attach::AuxChain;
+    let r = render(&nad, PolicyApi::V1);
+    assert_eq!(r.warning_policy["kind"], "ValidatingAdmissionPolicy");
+    assert_eq!(
+        r.warning_policy["apiVersion"],
+        "admissionregistration.k8s.io/v1"
+    );
+    assert_eq!(r.warning_policy["spec"]["failurePolicy"], "Ignore");
+    assert_eq!(
+        r.warning_binding["spec"]["validationActions"],
+        json!(["Warn"])
+    );
+    assert_eq!(
+        r.warning_binding["spec"]["matchResources"],
+        r.binding["spec"]["matchResources"]
+    );
+    assert_eq!(
+        r.warning_policy["spec"]["matchConditions"],
+        r.policy["spec"]["matchConditions"]
+    );
+    let count = |cfg: &DecisionConfig| {
+        render_warnings(cfg, "x", "enabled").policy["spec"]["validations"]
+            .as_array()
+            .map(Vec::len)
+    };
+    let in_policy = WarningKind::ALL
+        .iter()
+        .filter(|k| k.webhook_only().is_none())
+        .count();
+    assert_eq!(count(&nad), Some(in_policy));
+    // No networks annotation is read with the auxiliary chain.
+    assert_eq!(count(&aux), Some(in_policy - 1));
+    for kind in WarningKind::ALL {
+        assert_eq!(
+            WarningKind::of(&format!("x {} y", kind.marker())),
+            Some(kind)
+        );
+    }
+    assert_eq!(WarningKind::of("something else"), None);
 }
