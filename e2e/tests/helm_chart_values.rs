@@ -196,6 +196,10 @@ const NOT_SET: &[(&str, &str)] = &[
     ),
     ("--once", "a DaemonSet keeps the installer running"),
     (
+        "--print-iptables-backend",
+        "hidden: prints the node's backend and exits, for the node-backend agreement test",
+    ),
+    (
         "--uninstall",
         "run by hand on a node to remove the aux-chain file (README: Uninstall), never by the DaemonSet",
     ),
