@@ -37,9 +37,12 @@ fn monitoring_renders_when_enabled_or_served() {
         "--api-versions",
         MONITORING_API,
     ];
+    // A release installed before the value existed, upgraded with --reuse-values: no `monitoring` at all.
+    let predates = ["--set", "monitoring=null"];
     let both = vec!["ServiceMonitor", "PrometheusRule"];
     for (extra, want) in [
         (&[][..], vec![]),
+        (&predates[..], vec![]),
         (&auto[..], vec![]),
         (&served[..], both.clone()),
         (&ON[..], both),

@@ -211,9 +211,11 @@ empty: cni.destCNINetDir), without a trailing slash. */}}
 "true" when the chart renders its monitoring objects (templates/monitoring.yaml), else "false". auto: where
 helm sees the server serve monitoring.coreos.com/v1 ServiceMonitor (.Capabilities.APIVersions: discovery on
 install and upgrade, --api-versions with helm template); without the CRDs the objects could not be applied.
+A release installed before this value existed has none (`helm upgrade --reuse-values` reuses its values
+without the chart's new defaults): that is "false", not a render error.
 */}}
 {{- define "linkerd-multus.monitoring" -}}
-{{- $v := .Values.monitoring.enabled -}}
+{{- $v := (.Values.monitoring | default dict).enabled | default false -}}
 {{- if eq (toString $v) "auto" -}}
 {{- .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor" | toString -}}
 {{- else -}}
