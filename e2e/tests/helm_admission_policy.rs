@@ -361,7 +361,11 @@ async fn an_uninstall_takes_the_policy_away() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(uids().await, [const { None }; 4], "the keeper re-created them");
+    assert_eq!(
+        uids().await,
+        [const { None }; 4],
+        "the keeper re-created them"
+    );
     stop(op).await;
 
     // The namespace keeps its label (harmless: nothing selects it now); its pod is admitted as sent.

@@ -105,6 +105,9 @@ apiserver_request_total_other{verb="LIST"} 9
         assert_eq!(served.writes(), 4.0);
         assert_eq!(served.describe(), "PATCH pods/status x4, LIST pods x3");
         let idle = Served::parse(BEFORE).since(&Served::parse(BEFORE));
-        assert_eq!(format!("{:.1} {:.1}", idle.total(), idle.writes()), "0.0 0.0");
+        assert_eq!(
+            format!("{:.1} {:.1}", idle.total(), idle.writes()),
+            "0.0 0.0"
+        );
     }
 }
