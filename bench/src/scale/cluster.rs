@@ -16,6 +16,9 @@ const NODE_PREFIX: &str = "bench-node-";
 /// The timestamp every simulated status carries: what the objects say, not when they were written.
 const SINCE: &str = "2026-01-01T00:00:00Z";
 
+const PODS_PER_NAMESPACE: usize = 15;
+const PODS_PER_NODE: usize = 75;
+
 /// How big the simulated cluster is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Size {
@@ -29,8 +32,8 @@ impl Size {
     /// namespaces, 2,000 nodes: 15 pods per namespace, 75 per node), at least one of each.
     pub fn for_pods(pods: usize) -> Self {
         Self {
-            nodes: pods.div_ceil(75).clamp(1, 2000),
-            namespaces: pods.div_ceil(15).clamp(1, 10_000),
+            nodes: pods.div_ceil(PODS_PER_NODE).clamp(1, 2000),
+            namespaces: pods.div_ceil(PODS_PER_NAMESPACE).clamp(1, 10_000),
             pods,
         }
     }
@@ -98,7 +101,7 @@ fn node_multus(resource: &ApiResource, node: &str) -> Value {
     })
 }
 
-/// Creates pods `range` round-robin over `namespaces` and `nodes`, each then given a kubelet's
+/// Creates pods `range`, 15 to a namespace of `namespaces` and 75 to a node, each then given a kubelet's
 /// status: every pod meshed (proxy + validator) and attached, so repair has nothing to do.
 pub async fn add_pods(
     client: &Client,
@@ -109,11 +112,14 @@ pub async fn add_pods(
 ) -> anyhow::Result<()> {
     stream::iter(range)
         .map(|i| {
-            let namespace = namespaces[i % namespaces.len()].clone();
+            // Filled in order, so a pod keeps its namespace and node as the cluster grows (a modulo
+            // would move pod-i to another namespace at the next size: a second pod of that name).
+            let namespace = namespaces[(i / PODS_PER_NAMESPACE).min(namespaces.len() - 1)].clone();
+            let node = node_name((i / PODS_PER_NODE).min(nodes.max(1) - 1));
             let api = Api::<Pod>::namespaced(client.clone(), &namespace);
             async move {
                 let name = format!("pod-{i}");
-                let pod: Pod = serde_json::from_value(pod(&name, &node_name(i % nodes.max(1))))?;
+                let pod: Pod = serde_json::from_value(pod(&name, &node))?;
                 create_or_keep(api.create(&PostParams::default(), &pod).await)
                     .with_context(|| format!("creating pod {namespace}/{name}"))?;
                 api.patch_status(&name, &PatchParams::default(), &Patch::Merge(pod_status()))
