@@ -13,9 +13,7 @@ use rules::attachment::{lacks_attachment, listed_nad_of_ours};
 use rules::installers::{InstallerPods, PodFacts};
 use rules::namespaces::{want, Want};
 
-use super::slim::SlimPod;
-
-/// What [`decide`] reads of a pod: the repairer's [`SlimPod`], or a typed `Pod` (`check`, tests).
+/// What [`decide`] reads of a pod: the repairer's `SlimPod`, or a typed `Pod` (`check`, tests).
 pub trait Judged: PodFacts {
     fn phase(&self) -> Option<&str>;
     /// Runs Linkerd's proxy (a container, or a native-sidecar init container).
@@ -33,18 +31,6 @@ impl Judged for Pod {
     }
     fn validator_failed(&self) -> bool {
         validator_failed(self)
-    }
-}
-
-impl Judged for SlimPod {
-    fn phase(&self) -> Option<&str> {
-        self.phase.as_deref()
-    }
-    fn meshed(&self) -> bool {
-        self.meshed
-    }
-    fn validator_failed(&self) -> bool {
-        self.validator_failed
     }
 }
 

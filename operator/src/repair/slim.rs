@@ -12,7 +12,7 @@ use k8s_openapi::NamespaceResourceScope;
 use rules::installers::PodFacts;
 use serde::{Deserialize, Deserializer};
 
-use super::decide::{is_meshed, validator_failed};
+use super::decide::{is_meshed, validator_failed, Judged};
 
 /// What [`decide`](super::decide::decide), the watchdog, the installer view and the eviction read of a
 /// pod: its metadata (without managedFields and kubectl's last-applied copy) and four facts.
@@ -77,6 +77,18 @@ impl kube::Resource for SlimPod {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+impl Judged for SlimPod {
+    fn phase(&self) -> Option<&str> {
+        self.phase.as_deref()
+    }
+    fn meshed(&self) -> bool {
+        self.meshed
+    }
+    fn validator_failed(&self) -> bool {
+        self.validator_failed
     }
 }
 
