@@ -45,36 +45,21 @@ impl Live {
     }
 }
 
+crate::named_values!(AdmissionMode {
+    Auto => "auto",
+    Webhook => "webhook",
+    Policy => "policy",
+});
+
 impl AdmissionMode {
-    /// Every mode, in the order the flag's help names them.
-    pub const ALL: [Self; 3] = [Self::Auto, Self::Webhook, Self::Policy];
-
-    /// The flag's (and the chart value's) values.
-    pub const VALUES: [&'static str; 3] = [
-        Self::Auto.as_str(),
-        Self::Webhook.as_str(),
-        Self::Policy.as_str(),
-    ];
-
     /// The environment variable `--admission` is read from.
     pub const ENV: &'static str = "ADMISSION";
 
     pub fn parse(value: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|mode| mode.as_str() == value)
-            .ok_or_else(|| {
-                let values = Self::VALUES.join(", ");
-                format!("{value:?} is not an admission mode: {values}")
-            })
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Webhook => "webhook",
-            Self::Policy => "policy",
-        }
+        Self::named(value).ok_or_else(|| {
+            let values = Self::VALUES.join(", ");
+            format!("{value:?} is not an admission mode: {values}")
+        })
     }
 
     /// The live path, given the version of the API the server serves (`served`, from discovery;
@@ -124,13 +109,6 @@ pub fn labelled(meta: &ObjectMeta, value: &str) -> bool {
         .as_ref()
         .and_then(|l| l.get(vocab::ADMISSION_NAMESPACE_LABEL))
         .is_some_and(|v| v == value)
-}
-
-/// The flag's value (clap shows the default through it).
-impl std::fmt::Display for AdmissionMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 #[cfg(test)]

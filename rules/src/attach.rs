@@ -13,43 +13,25 @@ pub enum Attach {
     AuxChain,
 }
 
+crate::named_values!(Attach {
+    Nad => "nad",
+    AuxChain => "aux-chain",
+});
+
 impl Attach {
-    /// Every mode, in the order the flag's help names them.
-    pub const ALL: [Self; 2] = [Self::Nad, Self::AuxChain];
-
-    /// The flag's values.
-    pub const VALUES: [&'static str; 2] = [Self::Nad.as_str(), Self::AuxChain.as_str()];
-
     /// The environment variable `--attach` is read from, in every binary that takes it.
     pub const ENV: &'static str = "ATTACH";
 
     pub fn parse(value: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|mode| mode.as_str() == value)
-            .ok_or_else(|| {
-                let values = Self::VALUES.join(" or ");
-                format!("{value:?} is not an attach mode: {values}")
-            })
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Nad => "nad",
-            Self::AuxChain => "aux-chain",
-        }
+        Self::named(value).ok_or_else(|| {
+            let values = Self::VALUES.join(" or ");
+            format!("{value:?} is not an attach mode: {values}")
+        })
     }
 
     /// True when pods are attached through NADs (and so NADs are written and annotations added).
     pub fn uses_nads(self) -> bool {
         self == Self::Nad
-    }
-}
-
-/// The flag's value (clap shows the default through it: `default_value_t = Attach::default()`).
-impl std::fmt::Display for Attach {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

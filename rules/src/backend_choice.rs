@@ -33,37 +33,21 @@ pub enum IptablesMode {
     Auto,
 }
 
+crate::named_values!(IptablesMode {
+    Legacy => "legacy",
+    Nft => "nft",
+    Plain => "plain",
+    Nftables => "nftables",
+    Auto => "auto",
+});
+
 impl IptablesMode {
-    /// Every value, in the order the help names them.
-    pub const ALL: [Self; 5] = [
-        Self::Legacy,
-        Self::Nft,
-        Self::Plain,
-        Self::Nftables,
-        Self::Auto,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Legacy => "legacy",
-            Self::Nft => "nft",
-            Self::Plain => "plain",
-            Self::Nftables => "nftables",
-            Self::Auto => "auto",
-        }
-    }
-
     /// A config's value: absent or empty is the default.
     pub fn from_config(value: Option<&str>) -> Result<Self, String> {
         match value {
             None | Some("") => Ok(Self::default()),
-            Some(value) => Self::ALL
-                .into_iter()
-                .find(|mode| mode.as_str() == value)
-                .ok_or_else(|| {
-                    let names: Vec<_> = Self::ALL.iter().map(|m| m.as_str()).collect();
-                    format!("`{value}` is not one of {}", names.join(", "))
-                }),
+            Some(value) => Self::named(value)
+                .ok_or_else(|| format!("`{value}` is not one of {}", Self::VALUES.join(", "))),
         }
     }
 }

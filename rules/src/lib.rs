@@ -3,6 +3,8 @@
 //! kube client, no async runtime, no I/O (k8s-openapi's plain data types where a rule reads an object),
 //! so the static plugin can depend on it and every rule is table-tested.
 //!
+//! - [`named_values`]: the one shape of a setting that takes one of a few names (its table, parsing,
+//!   `Display`), for [`attach`], [`admission_mode`] and [`backend_choice`]'s `iptables-mode`.
 //! - [`attach`]: how linkerd-cni reaches pods: NADs, or Multus' auxiliary chain.
 //! - [`namespaces`]: which namespaces want a NAD of ours (one per namespace, or the shared one).
 //! - [`namespace_view`]: the installer's node-local list of enabled namespaces (aux-chain mode) and
@@ -35,6 +37,7 @@ pub mod containers;
 pub mod decision;
 pub mod installers;
 pub mod multus_node;
+pub mod named_values;
 pub mod namespace_view;
 pub mod namespaces;
 pub mod networks;
