@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer};
 use super::decide::{is_meshed, validator_failed, Judged};
 
 /// What [`decide`](super::decide::decide), the watchdog, the installer view and the eviction read of a
-/// pod: its metadata (without managedFields and kubectl's last-applied copy) and four facts.
+/// pod: its metadata (without managedFields and kubectl's last-applied copy) and five facts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimPod {
     pub metadata: ObjectMeta,
