@@ -19,7 +19,9 @@ use anyhow::{bail, Context};
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -379,16 +381,25 @@ pub(crate) async fn put_config(client: &Client, log_level: &str) -> anyhow::Resu
 
 /// Installs Multus' NAD CRD unless present and waits until it is served.
 pub(crate) async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
+    let resource = ApiResource::erase::<NetworkAttachmentDefinition>(&());
+    ensure_crd_served(client, linkerd_multus_crds::crd(), &resource).await
+}
+
+/// Installs `crd` unless present and waits until its kind (`resource`) is served.
+pub(crate) async fn ensure_crd_served(
+    client: &Client,
+    crd: CustomResourceDefinition,
+    resource: &ApiResource,
+) -> anyhow::Result<()> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
-    let crd = linkerd_multus_crds::crd();
     match api.create(&PostParams::default(), &crd).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_already_exists() => {}
         Err(e) => return Err(e.into()),
     }
-    let nads = Api::<NetworkAttachmentDefinition>::all(client.clone());
+    let objects = Api::<DynamicObject>::all_with(client.clone(), resource);
     for _ in 0..100 {
-        if nads
+        if objects
             .list_metadata(&ListParams::default().limit(1))
             .await
             .is_ok()
@@ -397,7 +408,7 @@ pub(crate) async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
         }
         tokio::time::sleep(POLL).await;
     }
-    bail!("the NetworkAttachmentDefinition CRD is not served after 20 s")
+    bail!("the {} CRD is not served after 20 s", resource.kind)
 }
 
 /// The operator process under test (the kit's, killed when dropped).

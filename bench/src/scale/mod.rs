@@ -55,7 +55,12 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
     sizes.sort_unstable();
     let client = args.target.client().await;
     fanout::ensure_crd(&client).await?;
-    ensure_node_multus_crd(&client).await?;
+    fanout::ensure_crd_served(
+        &client,
+        <linkerd_multus_crds::NodeMultus as kube::CustomResourceExt>::crd(),
+        &linkerd_multus_crds::node_multus::api_resource(None),
+    )
+    .await?;
     fanout::apply_namespace(&client, CNI_NAMESPACE, LABEL, false).await?;
     fanout::put_config(&client, "info").await?;
     let dir = std::env::temp_dir().join(format!("linkerd-multus-scale-{}", std::process::id()));
@@ -285,35 +290,4 @@ async fn check(args: &ScaleArgs) -> anyhow::Result<i32> {
         .await
         .context("running check")?;
     Ok(status.code().unwrap_or(-1))
-}
-
-async fn ensure_node_multus_crd(client: &Client) -> anyhow::Result<()> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::PostParams;
-    use kube::CustomResourceExt;
-    let api = Api::<CustomResourceDefinition>::all(client.clone());
-    match api
-        .create(
-            &PostParams::default(),
-            &linkerd_multus_crds::NodeMultus::crd(),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-        Err(e) => return Err(e.into()),
-    }
-    let resource = linkerd_multus_crds::node_multus::api_resource(None);
-    let api = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource);
-    for _ in 0..100 {
-        if api
-            .list_metadata(&ListParams::default().limit(1))
-            .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    bail!("the NodeMultus CRD is not served after 20 s")
 }
