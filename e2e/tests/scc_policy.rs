@@ -217,11 +217,22 @@ async fn policy_mode_admits_an_injected_pod_under_the_real_scc_admission() {
     .await;
     eprintln!("MEASURE policy mode live: {:?}", started.elapsed());
 
-    let out = create_injected(cluster, &app.name, &as_account, "meshed", &run);
+    // The apiserver loads a policy, its binding and the namespace's label through its own informers:
+    // a refusal right after they exist may be that lag (seen in CI, 2026-11-28), so the pod is tried
+    // again for a while; a refused create stores nothing, and the last refusal is what a failure shows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let out = loop {
+        let out = create_injected(cluster, &app.name, &as_account, "meshed", &run);
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "policy mode, the chart's configuration named {config_name}: the injected pod is refused: {stderr}"
+        "policy mode, the chart's configuration named {config_name}: the injected pod is refused \
+         for 30 s after the policy, its binding and the namespace's label exist: {stderr}"
     );
     let pod: Value = serde_json::from_slice(&out.stdout).expect("kubectl -o json");
     let annotations = &pod["metadata"]["annotations"];
