@@ -1,15 +1,21 @@
 //! Pod admission through the real apiserver: creation latency of the fixture's pod (a bounded,
 //! sequential loop of creates) with (a) the real webhook, (b) the floor webhook (same TLS stack,
 //! a constant "allowed" echoing the request's uid) and (c) no webhook. Overhead ratio
-//! (a - c) / (b - c), for p50 and p99. Blocks of each mode alternate, so all see the same noise.
+//! (a - c) / (b - c), for p50 and p99. Where the server serves MutatingAdmissionPolicy, (p) the
+//! product's policy path (the policy, its binding and the warning policy, as `--admission=policy`
+//! renders them for the webhook's settings) too: its overhead p - c against the webhook's a - c.
+//! Blocks of each mode alternate, so all see the same noise.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use linkerd_multus_operator::admission::objects::{self, Kind};
+use rules::admission_policy::{render_selecting, PolicyApi};
 use serde_json::json;
 
 use crate::fixture;
@@ -18,6 +24,10 @@ use crate::row::pct;
 const CONFIG_NAME: &str = "linkerd-multus-bench-admission";
 /// Only the bench's pods go through the bench's webhook.
 const POD_LABEL: &str = "linkerd-multus-bench/admission";
+/// The bench's policy and binding (not the product's name: a product installed beside is untouched).
+const POLICY_NAME: &str = "linkerd-multus-bench-admission";
+/// The fixture namespace's admission label value the bench's binding selects.
+const POLICY_LABEL_VALUE: &str = "bench";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct AdmissionArgs {
@@ -50,31 +60,55 @@ enum Mode {
     Floor,
     FloorPatch,
     Ours,
+    /// The MutatingAdmissionPolicy path, no webhook.
+    Policy,
 }
 
 impl Mode {
     /// Does a pod admitted in this mode carry the Multus networks annotation?
     fn attaches(self) -> bool {
-        matches!(self, Mode::FloorPatch | Mode::Ours)
+        matches!(self, Mode::FloorPatch | Mode::Ours | Mode::Policy)
     }
+}
+
+/// What a mode installs: a webhook at a URL, the policy path, or nothing.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Nothing,
+    Webhook(&'a str),
+    Policy,
 }
 
 pub async fn run(args: AdmissionArgs) -> anyhow::Result<()> {
     let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
     let ca = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
-    let mut modes = vec![(Mode::None, None), (Mode::Floor, Some(args.floor.as_str()))];
+    let mut modes = vec![
+        (Mode::None, Path::Nothing),
+        (Mode::Floor, Path::Webhook(&args.floor)),
+    ];
     if let Some(url) = &args.floor_patch {
-        modes.push((Mode::FloorPatch, Some(url.as_str())));
+        modes.push((Mode::FloorPatch, Path::Webhook(url)));
     }
-    modes.push((Mode::Ours, Some(args.ours.as_str())));
+    modes.push((Mode::Ours, Path::Webhook(&args.ours)));
+    let served = objects::served(&client).await?;
+    match served {
+        Some(_) => {
+            label_fixture_namespace(&client).await?;
+            modes.push((Mode::Policy, Path::Policy));
+        }
+        None => println!(
+            "ROW\tpod admission through the MutatingAdmissionPolicy\tnot run: the apiserver serves no \
+             MutatingAdmissionPolicy (admissionregistration.k8s.io v1, or v1beta1 with its gate)\t-\t-"
+        ),
+    }
     let mut samples = vec![Vec::new(); modes.len()];
     for _ in 0..args.blocks {
-        for (i, &(mode, url)) in modes.iter().enumerate() {
-            configure(&client, url, &ca, mode).await?;
+        for (i, &(mode, path)) in modes.iter().enumerate() {
+            configure(&client, path, &ca, served, mode).await?;
             samples[i].extend(block(&client, mode, args.pods).await?);
         }
     }
-    configure(&client, None, &ca, Mode::None).await?;
+    configure(&client, Path::Nothing, &ca, served, Mode::None).await?;
     let of = |m: Mode| modes.iter().position(|&(x, _)| x == m).map(|i| &samples[i]);
     let (none, floor, ours) = (
         of(Mode::None).context("none")?,
@@ -99,25 +133,75 @@ pub async fn run(args: AdmissionArgs) -> anyhow::Result<()> {
                 if b - c > 0.0 { format!("{:.2}", (d - c) / (b - c)) } else { "-".into() }
             );
         }
+        if let Some(policy) = of(Mode::Policy) {
+            let e = pct(policy, p);
+            println!(
+                "ROW\tpod admission, p{p}: MutatingAdmissionPolicy overhead (p-c) against the webhook's (a-c)\t{:.2} ms (p {e:.2} - c)\t{:.2} ms (a - c)\t{}",
+                e - c,
+                a - c,
+                if a - c > 0.0 { format!("{:.2}", (e - c) / (a - c)) } else { "-".into() }
+            );
+        }
     }
     Ok(())
 }
 
-/// Points the bench's MutatingWebhookConfiguration at `url` (or removes it), then waits until the
-/// apiserver uses it.
+/// Labels the fixture namespace for the bench's binding (the operator labels enabled namespaces so).
+async fn label_fixture_namespace(client: &Client) -> anyhow::Result<()> {
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            fixture::NAMESPACE,
+            &PatchParams::apply("linkerd-multus-bench-admission"),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": { "name": fixture::NAMESPACE,
+                              "labels": { (vocab::ADMISSION_NAMESPACE_LABEL): POLICY_LABEL_VALUE } },
+            })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Installs the policy path rendered for the webhook's settings (`api`), or removes it (None).
+async fn policy_path(client: &Client, api: PolicyApi, install: bool) -> anyhow::Result<()> {
+    let cfg = rules::decision::DecisionConfig::default();
+    let rendered = render_selecting(&cfg, api, POLICY_NAME, POLICY_LABEL_VALUE);
+    let objects = [
+        (Kind::Policy, &rendered.policy),
+        (Kind::Binding, &rendered.binding),
+        (Kind::WarningPolicy, &rendered.warning_policy),
+        (Kind::WarningBinding, &rendered.warning_binding),
+    ];
+    for (kind, object) in objects {
+        if install {
+            objects::apply(client, api, kind, object).await?;
+        } else {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            objects::delete_ours(client, api, kind, name).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Points the bench's MutatingWebhookConfiguration at the mode's URL (or removes it), installs or
+/// removes the policy path (where `served`), then waits until the apiserver uses them.
 async fn configure(
     client: &Client,
-    url: Option<&str>,
+    path: Path<'_>,
     ca: &[u8],
+    served: Option<PolicyApi>,
     mode: Mode,
 ) -> anyhow::Result<()> {
+    if let Some(api) = served {
+        policy_path(client, api, matches!(path, Path::Policy)).await?;
+    }
     let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
     match api.delete(CONFIG_NAME, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_not_found() => {}
         Err(e) => return Err(e.into()),
     }
-    let Some(url) = url else {
+    let Path::Webhook(url) = path else {
         return settle(client, mode).await;
     };
     use base64::Engine;
@@ -155,7 +239,7 @@ async fn settle(client: &Client, mode: Mode) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    bail!("the apiserver did not take up the webhook configuration within 20 s")
+    bail!("the apiserver did not take up the admission configuration within 20 s")
 }
 
 fn attached(pod: &Pod) -> bool {
