@@ -103,7 +103,7 @@ impl NadPlacement {
 /// Our NAD: its name and where it must exist. The flags every part shares (`--nad-name`,
 /// `--linkerd-namespace`, `--nad-namespace`, `--attach`), parsed straight into this type (feature
 /// `cli`) and handed whole to the controller, the webhook's decision, `check` and the repairer. The
-/// fields' doc comments are the flags' `--help`.
+/// fields' doc comments are the flags' `--help` (`--attach`'s is its owner's, [`crate::attach`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct OurNad {
@@ -125,13 +125,8 @@ pub struct OurNad {
     #[cfg_attr(feature = "cli", arg(id = "nad_namespace", long = "nad-namespace", value_name = "NAD_NAMESPACE", global = true,
         env = "NAD_NAMESPACE", default_value = "", value_parser = NadPlacement::parse))]
     pub placement: NadPlacement,
-    /// How linkerd-cni reaches pods. `nad`: through a NetworkAttachmentDefinition the operator writes
-    /// and the webhook names in each pod's networks annotation. `aux-chain`: through Multus' auxiliary
-    /// CNI chain (Multus v4.2.1+ with `auxiliaryCNIChainName`, OpenShift 4.18+), where the installer
-    /// (`--attach aux-chain`) puts linkerd-cni's config: no NAD is written (those left from `nad`
-    /// mode are deleted once no pod lists them) and no networks annotation is added.
-    #[cfg_attr(feature = "cli", arg(long, global = true, env = Attach::ENV,
-        default_value_t = Attach::default(), value_parser = Attach::parse))]
+    /// `--attach`, declared by its owner ([`crate::attach`]).
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub attach: Attach,
 }
 

@@ -48,12 +48,8 @@ pub struct Args {
     #[arg(long, env = "CNI_CHAIN_MODE", value_enum, default_value_t = ChainMode::Append)]
     pub chain_mode: ChainMode,
 
-    /// How Multus reaches pods, the operator's --attach (same values, same env): `nad` (a
-    /// NetworkAttachmentDefinition; nothing more to write here) or `aux-chain`: put linkerd-cni into
-    /// Multus' auxiliary CNI chain, which Multus runs for every pod (Multus v4.2.1+ configured with
-    /// "auxiliaryCNIChainName"; OpenShift 4.18+, with --aux-chain-dir /run/multus/cni/net.d).
-    /// `aux-chain` needs --chain-mode none: appended as well, the plugin would run twice per pod.
-    #[arg(long, env = Attach::ENV, default_value_t = Attach::default(), value_parser = Attach::parse)]
+    /// `--attach`: the operator's flag, declared once by its owner ([`rules::attach`]).
+    #[command(flatten)]
     pub attach: Attach,
 
     /// In `aux-chain` mode, the chain to join: Multus' "auxiliaryCNIChainName" (OpenShift 4.18+:
