@@ -19,6 +19,7 @@
 //! - [`containers`]: the securityContext patches of Linkerd's proxy and validator.
 //! - [`decision`]: the webhook's whole pod patch.
 //! - [`admission_policy`]: that decision as a MutatingAdmissionPolicy, and what only the webhook can do.
+//! - [`policy_agreement`]: does the live policy decide a probe pod as the webhook would (`check`).
 //! - [`admission_mode`]: `--admission`: the webhook, the policy, or (`auto`) the policy where it is served.
 //! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
@@ -43,6 +44,7 @@ pub mod namespaces;
 pub mod networks;
 pub mod ownership;
 pub mod pod;
+pub mod policy_agreement;
 pub mod proxy_uid;
 pub mod sandbox;
 pub mod uid_range;

@@ -6,6 +6,7 @@
 //! linkerd-multus-operator check` checks exactly what that operator is configured for.
 
 pub mod admission;
+pub mod agreement;
 mod aux_chain;
 mod evaluate;
 mod probe;
@@ -72,7 +73,8 @@ pub async fn check(
     Ok(evaluate(&observed, settings))
 }
 
-/// [`check`], plus the admission line (`admission.rs`), placed after the webhook's lines.
+/// [`check`], plus the admission line (`admission.rs`) and the agreement of the policy with the webhook
+/// on a dry-run probe pod (`agreement.rs`), placed after the webhook's lines.
 pub async fn check_with_admission(
     client: &Client,
     settings: &CheckSettings,
@@ -86,11 +88,14 @@ pub async fn check_with_admission(
     let cfg = placement.decision(&admission.decision);
     let seen = admission::observe(client, admission).await;
     let line = admission::verdict(&seen, admission, &cfg, &observed.namespaces);
+    let planned = agreement::plan(&seen, admission, &cfg, &observed.namespaces);
+    let probed = agreement::verdict(&agreement::probe(client, planned).await);
     let at = verdicts
         .iter()
         .position(|v| v.check == "webhook-order")
         .map_or(verdicts.len(), |i| i + 1);
     verdicts.insert(at, line);
+    verdicts.insert(at + 1, probed);
     Ok(verdicts)
 }
 
