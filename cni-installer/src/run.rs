@@ -32,13 +32,15 @@ pub fn main(args: Args) -> ExitCode {
         let path = args.ready_file.unwrap_or_default(); // clap requires it with --ready-check
         return ready::check_main(&path);
     }
-    if let Err(why) = args.check() {
-        eprintln!("error: {why}");
-        return ExitCode::from(2);
-    }
     let installer = std::env::current_exe().ok();
     let print_iptables_backend = args.print_iptables_backend;
-    let settings = Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref());
+    let settings = match Settings::resolve(args, |k| std::env::var(k).ok(), installer.as_deref()) {
+        Ok(settings) => settings,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return ExitCode::from(2);
+        }
+    };
     if print_iptables_backend {
         // What a pass publishes for a plugin config without `iptables-mode` (auto).
         let published = Installer::new(settings).iptables_backend(&serde_json::json!({}));

@@ -108,7 +108,7 @@ fn pass(node: &OpenShiftNode, chart_args: &[String]) -> linkerd_cni_installer::R
         "KUBERNETES_SERVICE_PORT" => Some("443".to_string()),
         _ => None,
     };
-    Installer::new(Settings::resolve(args, env, None)).pass()
+    Installer::new(Settings::resolve(args, env, None).expect("names a mode")).pass()
 }
 
 /// If this breaks, on OpenShift the installer looks where CRI-O keeps no config: it never finds

@@ -1,7 +1,8 @@
-//! `linkerd-cni-install`'s flags, as clap parses them, and what clap cannot judge alone.
+//! `linkerd-cni-install`'s flags, as clap parses them; what clap cannot judge alone (the
+//! `--chain-mode`/`--attach` pair) is judged where they are resolved ([`super::Settings::resolve`]).
 
 use crate::aux_chain;
-use crate::install_mode::{ChainMode, InstallMode, ModeError};
+use crate::install_mode::ChainMode;
 use rules::attach::Attach;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -197,17 +198,4 @@ pub const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(600);
 /// The apiserver issues no token for less than [`MIN_TOKEN_LIFETIME`].
 fn parse_token_lifetime(text: &str) -> Result<Duration, String> {
     vocab::duration::parse_at_least(text, MIN_TOKEN_LIFETIME)
-}
-
-impl Args {
-    /// Flags clap cannot judge alone: `--attach aux-chain` with `--chain-mode append` would run the
-    /// plugin twice for every pod (from the primary config and from Multus' chain).
-    pub fn check(&self) -> Result<(), String> {
-        self.mode().map(drop).map_err(|e| e.to_string())
-    }
-
-    /// The installer's mode these flags name.
-    pub fn mode(&self) -> Result<InstallMode, ModeError> {
-        InstallMode::resolve(self.chain_mode, self.attach)
-    }
 }

@@ -4,7 +4,7 @@
 use super::flags::Args;
 use crate::aux_chain;
 use crate::error::InstallError;
-use crate::install_mode::InstallMode;
+use crate::install_mode::{InstallMode, ModeError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vocab::{AUX_CHAIN_FILE_NAME, PLUGIN_TYPE};
@@ -127,12 +127,15 @@ impl Settings {
     }
 
     /// Resolves `args`; `env` looks up KUBERNETES_SERVICE_HOST/PORT and `installer` is this process'
-    /// own path (for the default plugin binary). Both passed in so tests need no process state.
+    /// own path (for the default plugin binary). Both passed in so tests need no process state. Fails
+    /// only on flags clap cannot judge alone: a `--chain-mode`/`--attach` pair naming no mode.
     pub fn resolve(
         args: Args,
         env: impl Fn(&str) -> Option<String>,
         installer: Option<&Path>,
-    ) -> Self {
+    ) -> Result<Self, ModeError> {
+        // The pair's one reading; nothing after it looks at either flag again.
+        let mode = InstallMode::resolve(args.chain_mode, args.attach)?;
         let under_prefix = |dir: &Path| match &args.host_prefix {
             Some(prefix) => prefix.join(dir.strip_prefix("/").unwrap_or(dir)),
             None => dir.to_path_buf(),
@@ -188,10 +191,8 @@ impl Settings {
             .clone()
             .or_else(|| args.host_prefix.clone())
             .unwrap_or_else(|| PathBuf::from("/"));
-        Settings {
-            // `main` refuses a pair that names no mode first (`Args::check`); unchecked, such flags
-            // mean what `--chain-mode append` means, as they always did.
-            mode: args.mode().unwrap_or(InstallMode::Append),
+        Ok(Settings {
+            mode,
             node_root,
             aux_chain,
             own_pod,
@@ -225,6 +226,6 @@ impl Settings {
                 },
                 None => PluginCredential::PodToken,
             },
-        }
+        })
     }
 }

@@ -21,7 +21,8 @@ fn defaults() {
         parse(&[]),
         |_| None,
         Some(Path::new("/usr/bin/linkerd-cni-install")),
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.net_dir, PathBuf::from(DEFAULT_CNI_NET_DIR));
     assert_eq!(s.bin_dir, PathBuf::from(DEFAULT_CNI_BIN_DIR));
     assert_eq!(
@@ -61,7 +62,8 @@ fn prefix_moves_writes_not_config_paths() {
         args,
         |k| (k == "KUBERNETES_SERVICE_HOST").then(|| "::1".into()),
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.net_dir, PathBuf::from("/host/etc/cni/net.d"));
     assert_eq!(s.bin_dir, PathBuf::from("/host/var/lib/cni/bin"));
     assert_eq!(
@@ -83,13 +85,15 @@ fn template_file_wins_and_bad_mode_is_rejected() {
         ]),
         |_| None,
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.template, TemplateSource::File("/t".into()));
     let s = Settings::resolve(
         parse(&["--cni-network-config", "{\"type\":1}"]),
         |_| None,
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.template, TemplateSource::Text("{\"type\":1}".into()));
     assert!(Args::try_parse_from(["x", "--chain-mode", "prepend"]).is_err());
 }
@@ -97,10 +101,10 @@ fn template_file_wins_and_bad_mode_is_rejected() {
 /// The node's name turns publishing on; the pod's name and namespace are named in what it publishes.
 #[test]
 fn node_name_turns_publishing_on() {
-    let s = Settings::resolve(parse(&[]), |_| None, None);
+    let s = Settings::resolve(parse(&[]), |_| None, None).expect("names a mode");
     assert_eq!(s.publish, None);
     assert_eq!(s.net_dir_on_node, DEFAULT_CNI_NET_DIR);
-    let s = Settings::resolve(parse(&["--node-name", ""]), |_| None, None);
+    let s = Settings::resolve(parse(&["--node-name", ""]), |_| None, None).expect("names a mode");
     assert_eq!(s.publish, None, "an empty NODE_NAME publishes nothing");
     let s = Settings::resolve(
         parse(&[
@@ -111,7 +115,8 @@ fn node_name_turns_publishing_on() {
         ]),
         |_| None,
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(
         s.publish,
         Some(Publish {
@@ -132,7 +137,8 @@ fn node_name_turns_publishing_on() {
         }),
         "asked about on SIGTERM"
     );
-    let s = Settings::resolve(parse(&["--pod-name=cni-abc"]), |_| None, None);
+    let s =
+        Settings::resolve(parse(&["--pod-name=cni-abc"]), |_| None, None).expect("names a mode");
     assert_eq!(s.own_pod, None, "no namespace: nothing to ask about");
 }
 
@@ -140,15 +146,16 @@ fn node_name_turns_publishing_on() {
 /// why, since the plugin would run twice per pod; the operator's spelling of a bad value too.
 #[test]
 fn attach_is_the_operators_and_refuses_append_with_the_aux_chain() {
+    let resolve = |flags: &[&str]| Settings::resolve(parse(flags), |_| None, None).map(|s| s.mode);
     assert_eq!(parse(&[]).attach, Attach::Nad);
     assert_eq!(
-        parse(&["--chain-mode=none", "--attach=aux-chain"]).check(),
-        Ok(())
+        resolve(&["--chain-mode=none", "--attach=aux-chain"]),
+        Ok(InstallMode::AuxChain)
     );
-    assert_eq!(parse(&["--attach=nad"]).check(), Ok(()));
-    let err = parse(&["--attach=aux-chain"])
-        .check()
-        .expect_err("append + aux-chain");
+    assert_eq!(resolve(&["--attach=nad"]), Ok(InstallMode::Append));
+    let err = resolve(&["--attach=aux-chain"])
+        .expect_err("append + aux-chain")
+        .to_string();
     assert!(
         err.contains("needs --chain-mode none") && err.contains("twice"),
         "{err}"
@@ -167,7 +174,8 @@ fn aux_chain_settings() {
         parse(&["--chain-mode", "none", "--attach", "aux-chain"]),
         |_| None,
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.mode, InstallMode::AuxChain);
     assert_eq!(s.mode.flags(), "--attach aux-chain");
     for mode in [ChainMode::Append, ChainMode::None] {
@@ -195,7 +203,8 @@ fn aux_chain_settings() {
         ]),
         |_| None,
         None,
-    );
+    )
+    .expect("names a mode");
     assert_eq!(s.aux_chain.dir, PathBuf::from("/host/run/multus/cni/net.d"));
     assert_eq!(
         s.aux_chain.file(),
@@ -229,7 +238,11 @@ fn aux_chain_settings() {
 #[test]
 fn uninstall_runs_alone() {
     assert!(parse(&["--uninstall"]).uninstall);
-    assert!(Settings::resolve(parse(&["--uninstall"]), |_| None, None).uninstall);
+    assert!(
+        Settings::resolve(parse(&["--uninstall"]), |_| None, None)
+            .expect("names a mode")
+            .uninstall
+    );
     assert!(Args::try_parse_from(["x", "--uninstall", "--once"]).is_err());
     assert!(
         Args::try_parse_from(["x", "--uninstall", "--ready-check", "--ready-file=/r"]).is_err()
@@ -242,6 +255,6 @@ fn ready_check_needs_the_ready_file_and_no_once() {
     assert!(Args::try_parse_from(["x", "--ready-check", "--ready-file=/r", "--once"]).is_err());
     let args = parse(&["--ready-check", "--ready-file=/tmp/r"]);
     assert!(args.ready_check);
-    let s = Settings::resolve(args, |_| None, None);
+    let s = Settings::resolve(args, |_| None, None).expect("names a mode");
     assert_eq!(s.ready_file, Some(PathBuf::from("/tmp/r")));
 }
