@@ -7,7 +7,8 @@
 //! pod. Pods only the webhook can decide (`only_the_webhook_can`) must come out unchanged. The warning
 //! policy (`render_warnings`, a ValidatingAdmissionPolicy with `Warn`) is bound beside it: the kinds
 //! of the warnings the dry run returns (its `Warning` headers) must be the kinds `decide` gives,
-//! less those only the webhook gives (`WarningKind::webhook_only`, listed).
+//! less those only the webhook gives (`WarningKind::webhook_only`, listed), and the uid collisions'
+//! text must be `decide`'s word for word.
 //!
 //! Decided by discovery: on a server that serves no MutatingAdmissionPolicy (v1, or v1beta1 with
 //! the gate) the case is reported not run, never passed.
@@ -24,6 +25,7 @@ use kube::{Api, Client};
 use linkerd_multus_e2e::{client, not_run, unique_name, DeleteOnDrop, TestNamespace};
 use rules::admission_policy::{
     only_the_webhook_can, render_named, render_warnings, PolicyApi, WarningKind,
+    COLLISIONS_JOINED_BY,
 };
 use rules::attach::Attach;
 use rules::decision::{decide, DecisionConfig};
@@ -213,14 +215,28 @@ fn warning_text(header: &str) -> String {
     quoted.replace("\\\"", "\"").replace("\\\\", "\\")
 }
 
-/// The warnings' kinds, sorted; a text of no kind is kept as an error.
+/// The warnings' kinds, sorted, one per time a warning says its kind's marker (the policy names every
+/// colliding container in one warning, `decide` each in its own); a text of no kind is an error.
 fn kinds(warnings: &[String]) -> Result<Vec<WarningKind>, String> {
-    let mut kinds = warnings
-        .iter()
-        .map(|w| WarningKind::of(w).ok_or_else(|| format!("a warning of no known kind: {w}")))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut kinds = Vec::new();
+    for w in warnings {
+        let kind = WarningKind::of(w).ok_or_else(|| format!("a warning of no known kind: {w}"))?;
+        kinds.extend(std::iter::repeat_n(kind, w.matches(kind.marker()).count()));
+    }
     kinds.sort();
     Ok(kinds)
+}
+
+/// The collision warnings' text, whole: the policy's one warning (less the apiserver's `Validation
+/// failed for ValidatingAdmissionPolicy …: ` before it), `decide`'s joined as the policy joins them.
+/// Their text is all the policy's (no parser explains anything in it), so it is compared word for word.
+fn collision_text(warnings: &[String]) -> String {
+    warnings
+        .iter()
+        .filter(|w| WarningKind::of(w) == Some(WarningKind::UidCollision))
+        .map(|w| w.find("linkerd-multus: ").map_or(w.as_str(), |at| &w[at..]))
+        .collect::<Vec<_>>()
+        .join(COLLISIONS_JOINED_BY)
 }
 
 /// One attach setting's run.
@@ -262,6 +278,8 @@ struct Tally {
     /// Cases whose warnings (some kind) agree, and the kinds only the webhook gives, by case.
     warnings_agreed: usize,
     warnings_webhook_only: Vec<String>,
+    /// Cases whose collision warnings agree word for word.
+    collisions_agreed: usize,
     /// Namespaces where no pod shows the policy at work (no canary).
     without_canary: Vec<String>,
 }
@@ -479,9 +497,22 @@ async fn the_policy_decides_as_the_webhook() {
                 };
                 let got = got.map(|(admitted, warnings)| {
                     match kinds(&warnings) {
+                        Ok(k) if k == want_warnings
+                            && collision_text(&warnings) != collision_text(&decided.warnings) =>
+                        {
+                            tally.disagreed.push(format!(
+                                "{}: the collision warning's text\n    policy  {}\n    webhook {}",
+                                case.name,
+                                collision_text(&warnings),
+                                collision_text(&decided.warnings)
+                            ))
+                        }
                         Ok(k) if k == want_warnings => {
                             if !k.is_empty() {
                                 tally.warnings_agreed += 1;
+                            }
+                            if k.contains(&WarningKind::UidCollision) {
+                                tally.collisions_agreed += 1;
                             }
                         }
                         Ok(k) => tally.disagreed.push(format!(
@@ -520,7 +551,8 @@ async fn the_policy_decides_as_the_webhook() {
             }
         }
         eprintln!(
-            "{} ({} namespaces): {} cases agree ({} with warnings of the same kinds); {} left unchanged \
+            "{} ({} namespaces): {} cases agree ({} with warnings of the same kinds, {} of them the same \
+             uid collisions); {} left unchanged \
              for the webhook; {} refused by the apiserver with or without the policy; {} need an \
              unreadable namespace (the apiserver always has it); {} disagree; {} namespaces without a \
              canary",
@@ -528,6 +560,7 @@ async fn the_policy_decides_as_the_webhook() {
             groups.len(),
             tally.agreed,
             tally.warnings_agreed,
+            tally.collisions_agreed,
             tally.unchanged_for_the_webhook.len(),
             tally.refused_by_the_apiserver.len(),
             tally.namespace_unknown.len(),
@@ -562,6 +595,15 @@ async fn the_policy_decides_as_the_webhook() {
             setting.tag,
             tally.agreed
         );
+        // The decision table's collisions: own runAsUser, the pod's, the range's first (two apps
+        // beside a native sidecar), by the pod's, the namespace's and the proxy's uid. Listed with
+        // the cases that differ, which say why.
+        if tally.collisions_agreed < 7 {
+            tally.disagreed.push(format!(
+                "only {} cases with uid collisions agree, of the table's 7",
+                tally.collisions_agreed
+            ));
+        }
         failures.extend(
             tally
                 .disagreed

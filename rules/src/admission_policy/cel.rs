@@ -10,6 +10,7 @@
 use std::fmt::Write;
 
 use crate::decision::DecisionConfig;
+use crate::proxy_uid::{ProxyUidSource, PROXY_UID_PRECEDENCE};
 use vocab::Uid;
 
 /// `s` as a CEL string literal: double-quoted, with `\` and `"` escaped and every control character
@@ -68,6 +69,21 @@ fn in_range(uid: &str) -> String {
         first = v("rangeFirst"),
         size = v("rangeSize")
     )
+}
+
+/// The uid the text `text` names as `vocab::parse_proxy_uid` reads it, -1 when it names none.
+fn parsed_uid(text: &str) -> String {
+    format!(
+        "{text}.matches({re}) && int({text}) >= 0 && int({text}) <= {max} ? int({text}) : -1",
+        re = quote(PROXY_UID),
+        max = vocab::MAX_KUBERNETES_UID
+    )
+}
+
+/// The int `run_as` (a `runAsUser`, -1 when unset) if it is a uid (`vocab::uid_from_kubernetes`),
+/// else -1.
+fn run_as_uid(run_as: &str) -> String {
+    format!("({run_as} >= 0 && {run_as} < {NO_UID} ? {run_as} : -1)")
 }
 
 /// The variables, in order (each may use those before it), for `cfg`.
@@ -235,15 +251,7 @@ pub(super) fn variables(cfg: &DecisionConfig) -> Vec<Variable> {
                 ns = v("nsAnnotations")
             ),
         ),
-        (
-            "chosenUid",
-            format!(
-                "{t}.matches({re}) && int({t}) >= 0 && int({t}) <= {max} ? int({t}) : -1",
-                t = v("chosenText"),
-                re = q(PROXY_UID),
-                max = vocab::MAX_KUBERNETES_UID
-            ),
-        ),
+        ("chosenUid", parsed_uid(&v("chosenText"))),
         // `UidRange::proxy_uid`: first + offset, inside the range and a uid.
         (
             "offsetUid",
@@ -294,6 +302,111 @@ pub(super) fn variables(cfg: &DecisionConfig) -> Vec<Variable> {
     vars.into_iter()
         .map(|(name, expression)| Variable { name, expression })
         .collect()
+}
+
+/// The warning policy's own variables, after [`variables`]: the app containers running as the uid
+/// linkerd-cni exempts, as `proxy_uid::collision::collisions` finds them on the pod as the mutations
+/// left it (the proxy uid annotation the policy or webhook set, the proxy's `runAsUser` moved into
+/// the range), which is what `decide` judges with the values it sets.
+pub(super) fn collision_variables() -> Vec<Variable> {
+    let q = |s: &str| quote(s);
+    let u = q(vocab::PROXY_UID_ANNOTATION);
+    let own = "c.?securityContext.?runAsUser.orValue(-1)";
+    let own_uid = run_as_uid(own);
+    let vars = vec![
+        // The pod's `runAsUser`: what a container without its own runs as.
+        (
+            "podRunAsUser",
+            run_as_uid("object.spec.?securityContext.?runAsUser.orValue(-1)"),
+        ),
+        // `PodView::proxy_uid`: the proxy's own uid, else the pod's.
+        (
+            "proxyRunsAs",
+            format!(
+                "{own} >= 0 ? {own} : {pod}",
+                own = run_as_uid(&v("proxyRunAsUser")),
+                pod = v("podRunAsUser")
+            ),
+        ),
+        (
+            "podAnnotationUid",
+            parsed_uid(&format!("{}[?{u}].orValue('')", v("podAnnotations"))),
+        ),
+        (
+            "nsAnnotationUid",
+            parsed_uid(&format!("{}[?{u}].orValue('')", v("nsAnnotations"))),
+        ),
+        // `Sources::exempted_valid`: the first of them by the plugin's precedence that names a uid,
+        // and which one (the message's fix depends on it).
+        (
+            "exemptedFrom",
+            first_source(|var| format!("'{var}'"), "''"),
+        ),
+        ("exemptedUid", first_source(v, "-1")),
+        // `collisions`: the containers but the proxy (init containers may run as the proxy uid),
+        // each as its own uid, else the pod's, else the range's first; in a pod that has a proxy and
+        // that `decide` aligns (attached, not Linkerd's control plane).
+        (
+            "collisions",
+            format!(
+                "{attached} && !{cp} && ({pc} >= 0 || {pi} >= 0) && {ex} >= 0 ? \
+                 object.spec.containers.filter(c, c.name != {proxy} && \
+                 ({own_uid} >= 0 ? {own_uid} : {pod} >= 0 ? {pod} : {ok} ? {first} : -1) == {ex}) : []",
+                attached = v("attached"),
+                cp = v("controlPlane"),
+                pc = v("proxyInContainers"),
+                pi = v("proxyInInits"),
+                ex = v("exemptedUid"),
+                proxy = q(vocab::PROXY_CONTAINER),
+                pod = v("podRunAsUser"),
+                ok = v("rangeOk"),
+                first = v("rangeFirst"),
+            ),
+        ),
+    ];
+    vars.into_iter()
+        .map(|(name, expression)| Variable { name, expression })
+        .collect()
+}
+
+/// The sources of the exempted uid the webhook knows, by `PROXY_UID_PRECEDENCE`, each with the
+/// variable holding the uid it names (-1: none). The plugin's configured uid is the plugin's alone.
+pub(super) fn exempting_sources() -> Vec<(ProxyUidSource, &'static str)> {
+    PROXY_UID_PRECEDENCE
+        .into_iter()
+        .filter_map(|source| {
+            let var = match source {
+                ProxyUidSource::PodAnnotation => "podAnnotationUid",
+                ProxyUidSource::ProxyRunAsUser => "proxyRunsAs",
+                ProxyUidSource::NamespaceAnnotation => "nsAnnotationUid",
+                ProxyUidSource::Configured => return None,
+            };
+            Some((source, var))
+        })
+        .collect()
+}
+
+/// `a >= 0 ? then(a) : b >= 0 ? then(b) : … : otherwise` over [`exempting_sources`]' variables.
+fn first_source(then: impl Fn(&str) -> String, otherwise: &str) -> String {
+    exempting_sources()
+        .into_iter()
+        .rev()
+        .fold(otherwise.to_string(), |rest, (_, var)| {
+            format!("{} >= 0 ? {} : {rest}", v(var), then(var))
+        })
+}
+
+/// For a container `c` of `variables.collisions`: where its uid comes from, as `collision::AppUid`
+/// says (its own, the pod's, the range's first).
+pub(super) fn collision_from(own: &str, pod: &str, range: &str) -> String {
+    let own_uid = run_as_uid("c.?securityContext.?runAsUser.orValue(-1)");
+    format!(
+        "({own_uid} >= 0 ? {own} : {p} >= 0 ? {pod} : {range})",
+        p = v("podRunAsUser"),
+        own = quote(own),
+        pod = quote(pod),
+        range = quote(range)
+    )
 }
 
 /// Linkerd's proxy and validator, found as `containers::PodContainers` finds them.

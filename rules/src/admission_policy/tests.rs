@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::attach::Attach;
 use crate::namespaces::NadPlacement;
+use crate::proxy_uid::ProxyUidSource;
 
 /// A setting a CEL literal could not hold as written would change the expression around it (or fail
 /// to compile in the apiserver): each is escaped.
@@ -269,6 +270,25 @@ fn variables_are_defined_before_use() {
                 assert!(defined.contains(&u), "a mutation uses {u}, never defined");
             }
         }
+        // The warning policy: the same variables, then its own, then the validations.
+        let warn = render_warnings(&cfg, "x", "enabled").policy;
+        let mut defined: Vec<String> = Vec::new();
+        for var in warn["spec"]["variables"].as_array().expect("variables") {
+            let name = var["name"].as_str().expect("a name").to_string();
+            for u in used(var["expression"].as_str().expect("an expression")) {
+                assert!(
+                    defined.contains(&u),
+                    "warning {name} uses {u} before it is defined"
+                );
+            }
+            assert!(!defined.contains(&name), "warning {name} defined twice");
+            defined.push(name);
+        }
+        for validation in warn["spec"]["validations"].as_array().expect("validations") {
+            for u in used(&validation.to_string()) {
+                assert!(defined.contains(&u), "a validation uses {u}, never defined");
+            }
+        }
     }
 }
 
@@ -368,4 +388,105 @@ fn the_warning_policy_only_warns() {
         );
     }
     assert_eq!(WarningKind::of("something else"), None);
+}
+
+/// The policy's collision warning says `decide`'s words: for each source of the exempted uid (by the
+/// plugin's precedence) and each origin of the container's uid, its CEL with the container's name,
+/// the uid and the origin given values is `Collision::explain`'s text. Would break if either text
+/// changed without the other, or a source's fix were given for another.
+#[test]
+fn the_collision_warning_is_decides_text() {
+    use crate::proxy_uid::collision::{AppUid, Collision};
+    let origin = cel::collision_from(
+        AppUid::Own.text(),
+        AppUid::Pod.text(),
+        AppUid::RangeFirst.text(),
+    );
+    let sources: Vec<ProxyUidSource> = cel::exempting_sources()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ProxyUidSource::PodAnnotation,
+            ProxyUidSource::ProxyRunAsUser,
+            ProxyUidSource::NamespaceAnnotation
+        ]
+    );
+    for exempted in sources {
+        for from in [AppUid::Own, AppUid::Pod, AppUid::RangeFirst] {
+            let text = warnings::collision_text(exempted)
+                .replace("c.name", &quote("app"))
+                .replace("string(variables.exemptedUid)", &quote("5000"))
+                .replace(&origin, &quote(from.text()));
+            // Only literals are left, `("…" + "…")`: read as a JSON list of strings.
+            let inner = text
+                .strip_prefix('(')
+                .and_then(|t| t.strip_suffix(')'))
+                .expect("in parentheses");
+            let parts: Vec<String> =
+                serde_json::from_str(&format!("[{}]", inner.replace("\" + \"", "\", \"")))
+                    .unwrap_or_else(|e| {
+                        panic!("{exempted:?} {from:?}: not only literals: {e}: {text}")
+                    });
+            let want = Collision {
+                container: "app".into(),
+                uid: 5000,
+                from,
+                exempted,
+            };
+            assert_eq!(
+                parts.concat(),
+                format!("linkerd-multus: {}", want.explain()),
+                "{exempted:?} {from:?}"
+            );
+        }
+    }
+}
+
+/// The collision validation: given where `collisions` is not empty, its message picks the text by
+/// the source that named the uid, in the plugin's order, and names every container; a message the
+/// apiserver cannot take falls back to one that still has the kind's marker.
+#[test]
+fn the_collision_validation() {
+    let warn = render_warnings(&DecisionConfig::default(), "x", "enabled").policy;
+    let validation = warn["spec"]["validations"]
+        .as_array()
+        .expect("validations")
+        .iter()
+        .find(|v| v["expression"] == "!(variables.collisions.size() > 0)")
+        .expect("the collision validation")
+        .clone();
+    let message = validation["messageExpression"].as_str().expect("a message");
+    let pod = warnings::collision_text(ProxyUidSource::PodAnnotation);
+    let proxy = warnings::collision_text(ProxyUidSource::ProxyRunAsUser);
+    let ns = warnings::collision_text(ProxyUidSource::NamespaceAnnotation);
+    assert_eq!(
+        message,
+        format!(
+            "variables.collisions.map(c, variables.exemptedFrom == 'podAnnotationUid' ? {pod} : \
+             variables.exemptedFrom == 'proxyRunsAs' ? {proxy} : {ns}).join(\"; \")"
+        )
+    );
+    assert_eq!(
+        WarningKind::of(validation["message"].as_str().expect("a fallback")),
+        Some(WarningKind::UidCollision)
+    );
+    let variables: BTreeMap<String, String> = warn["spec"]["variables"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().into(),
+                v["expression"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        variables["exemptedUid"],
+        "variables.podAnnotationUid >= 0 ? variables.podAnnotationUid : variables.proxyRunsAs >= 0 ? \
+         variables.proxyRunsAs : variables.nsAnnotationUid >= 0 ? variables.nsAnnotationUid : -1"
+    );
 }

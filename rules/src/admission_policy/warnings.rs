@@ -2,7 +2,8 @@
 //! policy cannot warn): the same inputs and variables as the mutating policy, one validation per
 //! warning CEL can tell, whose message carries the same marker text as [`crate::decision::decide`]'s
 //! warning of that kind. The parsers' own explanations (`{e}` in `decide`) are not CEL's, so warnings
-//! are compared by kind ([`WarningKind::of`]), not by their full text.
+//! are compared by kind ([`WarningKind::of`]), not by their full text; a uid collision's text has no
+//! parser's part and is `decide`'s word for word ([`collision::explain`]'s words).
 //!
 //! Validating admission runs after every mutation (this project's policy and webhook included); each
 //! kind below reads only what those leave as `decide` saw it, or sets consistently (a proxy uid the
@@ -15,6 +16,8 @@ use serde_json::{json, Value};
 use super::cel::{self, quote};
 use super::{webhook_only, GROUP};
 use crate::decision::DecisionConfig;
+use crate::proxy_uid::collision::{self, AppUid};
+use crate::proxy_uid::ProxyUidSource;
 
 /// A kind of warning `decide` gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,7 +30,8 @@ pub enum WarningKind {
     ProxyUidOutsideRange,
     /// The proxy uid someone chose is no uid: linkerd-cni fails the sandbox.
     ProxyUidUnparsable,
-    /// An app container runs as the uid linkerd-cni exempts (webhook only, below).
+    /// App containers run as the uid linkerd-cni exempts: one warning each from `decide`, one
+    /// warning naming them all (joined by [`COLLISIONS_JOINED_BY`]) from the policy.
     UidCollision,
     /// A pod opting in by its own annotation in a namespace that is not enabled, aux-chain mode.
     AuxChainOptInElsewhere,
@@ -68,10 +72,6 @@ impl WarningKind {
     /// Why the policy does not give this warning; None when it does.
     pub fn webhook_only(self) -> Option<&'static str> {
         match self {
-            Self::UidCollision => Some(
-                "which app container runs as the exempted uid (own runAsUser, the pod's, or the \
-                 range's first) is not yet written in CEL",
-            ),
             Self::AuxChainOptInElsewhere => Some(
                 "the pod's namespace is not enabled, so it carries no label and the binding never \
                  sees the pod",
@@ -161,11 +161,75 @@ impl WarningKind {
                     s(" is not a uid. Until it is fixed, linkerd-cni fails the pod's sandbox")
                 ),
             ),
-            Self::UidCollision | Self::AuxChainOptInElsewhere | Self::ContainerLeftUnchanged => {
-                return None
-            }
+            Self::UidCollision => (
+                "variables.collisions.size() > 0".to_string(),
+                {
+                    // The text for the source that named the uid (the last is the one left).
+                    let mut sources = cel::exempting_sources();
+                    let (last, _) = sources.pop().expect("sources");
+                    let text = sources.into_iter().rev().fold(
+                        collision_text(last),
+                        |rest, (source, var)| {
+                            format!(
+                                "variables.exemptedFrom == '{var}' ? {} : {rest}",
+                                collision_text(source)
+                            )
+                        },
+                    );
+                    format!(
+                        "variables.collisions.map(c, {text}).join({})",
+                        quote(COLLISIONS_JOINED_BY)
+                    )
+                },
+            ),
+            Self::AuxChainOptInElsewhere | Self::ContainerLeftUnchanged => return None,
         })
     }
+}
+
+/// Between the collisions the policy's one warning names (`decide` gives one warning each).
+pub const COLLISIONS_JOINED_BY: &str = "; ";
+
+/// `decide`'s collision warning for the container `c` of `variables.collisions`, as CEL: the words
+/// of [`collision::explain`] with the container's name, the exempted uid and where the container's
+/// uid comes from ([`AppUid::text`]) put in by CEL.
+pub(super) fn collision_text(exempted: ProxyUidSource) -> String {
+    // Stand-ins no explanation contains, replaced by CEL below.
+    const NAME: &str = "\u{1}name\u{1}";
+    const UID: &str = "\u{1}uid\u{1}";
+    const FROM: &str = "\u{1}from\u{1}";
+    let text = format!(
+        "linkerd-multus: {}",
+        collision::explain(NAME, UID, FROM, exempted)
+    );
+    let from = cel::collision_from(
+        AppUid::Own.text(),
+        AppUid::Pod.text(),
+        AppUid::RangeFirst.text(),
+    );
+    let holes = [
+        (NAME, "c.name".to_string()),
+        (UID, "string(variables.exemptedUid)".to_string()),
+        (FROM, from),
+    ];
+    // Split at every stand-in: literal, CEL, literal, …
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some((at, (hole, cel))) = holes
+        .iter()
+        .filter_map(|h| rest.find(h.0).map(|at| (at, h)))
+        .min_by_key(|(at, _)| *at)
+    {
+        if at > 0 {
+            parts.push(quote(&rest[..at]));
+        }
+        parts.push(cel.clone());
+        rest = &rest[at + hole.len()..];
+    }
+    if !rest.is_empty() {
+        parts.push(quote(rest));
+    }
+    format!("({})", parts.join(" + "))
 }
 
 /// The warning policy and its binding.
@@ -181,13 +245,24 @@ pub fn render_warnings(cfg: &DecisionConfig, name: &str, label_value: &str) -> R
     let labels = json!({ vocab::MANAGED_BY_LABEL: vocab::MANAGED_BY_VALUE });
     let variables: Vec<Value> = cel::variables(cfg)
         .into_iter()
+        .chain(cel::collision_variables())
         .map(|var| json!({ "name": var.name, "expression": var.expression }))
         .collect();
     let validations: Vec<Value> = WarningKind::ALL
         .into_iter()
-        .filter_map(|kind| kind.validation(cfg))
-        .map(|(condition, message)| {
-            json!({ "expression": format!("!({condition})"), "messageExpression": message })
+        .filter_map(|kind| kind.validation(cfg).map(|v| (kind, v)))
+        .map(|(kind, (condition, message))| {
+            let mut validation =
+                json!({ "expression": format!("!({condition})"), "messageExpression": message });
+            // A message too long for the apiserver (many colliding containers) falls back to this.
+            if kind == WarningKind::UidCollision {
+                validation["message"] = json!(format!(
+                    "linkerd-multus: app containers run as the proxy uid, and {}, so their traffic \
+                     bypasses the mesh (too many containers to name here; `check` names them)",
+                    kind.marker()
+                ));
+            }
+            validation
         })
         .collect();
     let api_version = format!("{GROUP}/v1");

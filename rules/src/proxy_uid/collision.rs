@@ -56,41 +56,59 @@ pub fn collisions(pod: &PodView, exempted: Exempted, range_first: Option<Uid>) -
         .collect()
 }
 
-impl Collision {
-    /// What is wrong and how to fix it: the webhook's warning and `check`'s line say this.
-    pub fn explain(&self) -> String {
-        let key = vocab::PROXY_UID_ANNOTATION;
-        let from = match self.from {
-            AppUid::Own => "",
-            AppUid::Pod => " (the pod's runAsUser)",
-            AppUid::RangeFirst => {
+impl AppUid {
+    /// What the explanation says after the uid, naming where it comes from.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::Own => "",
+            Self::Pod => " (the pod's runAsUser)",
+            Self::RangeFirst => {
                 " (the first uid of the namespace's uid range, which the restricted SCC gives a \
                  container without runAsUser)"
             }
-        };
-        let (named, fix) = match self.exempted {
-            ProxyUidSource::PodAnnotation => (
-                format!("the proxy uid the pod's {key} names"),
-                format!("remove {key} from the pod's template, or set it to a uid no app container runs as"),
-            ),
-            ProxyUidSource::NamespaceAnnotation => (
-                format!("the proxy uid the namespace's {key} names"),
-                format!("remove {key} from the namespace, or set it to a uid no app container runs as"),
-            ),
-            ProxyUidSource::ProxyRunAsUser | ProxyUidSource::Configured => (
-                format!("the uid {} runs as", vocab::PROXY_CONTAINER),
-                format!(
-                    "run container {} as another uid, or set {key} to a uid no app container runs as",
-                    self.container
-                ),
-            ),
-        };
-        format!(
-            "container {} runs as uid {}{from}, {named}: linkerd-cni exempts that uid from the \
-             redirect, so the container's traffic bypasses the mesh; {fix}",
-            self.container, self.uid
+        }
+    }
+}
+
+impl Collision {
+    /// What is wrong and how to fix it: the webhook's warning and `check`'s line say this.
+    pub fn explain(&self) -> String {
+        explain(
+            &self.container,
+            &self.uid.to_string(),
+            self.from.text(),
+            self.exempted,
         )
     }
+}
+
+/// [`Collision::explain`]'s text for a container, uid and [`AppUid::text`] given as text: the warning
+/// policy renders it with CEL in their places (`admission_policy::warnings`), so the words are these.
+pub fn explain(container: &str, uid: &str, from: &str, exempted: ProxyUidSource) -> String {
+    let key = vocab::PROXY_UID_ANNOTATION;
+    let (named, fix) = match exempted {
+        ProxyUidSource::PodAnnotation => (
+            format!("the proxy uid the pod's {key} names"),
+            format!(
+                "remove {key} from the pod's template, or set it to a uid no app container runs as"
+            ),
+        ),
+        ProxyUidSource::NamespaceAnnotation => (
+            format!("the proxy uid the namespace's {key} names"),
+            format!("remove {key} from the namespace, or set it to a uid no app container runs as"),
+        ),
+        ProxyUidSource::ProxyRunAsUser | ProxyUidSource::Configured => (
+            format!("the uid {} runs as", vocab::PROXY_CONTAINER),
+            format!(
+                "run container {container} as another uid, or set {key} to a uid no app container \
+                 runs as"
+            ),
+        ),
+    };
+    format!(
+        "container {container} runs as uid {uid}{from}, {named}: linkerd-cni exempts that uid from \
+         the redirect, so the container's traffic bypasses the mesh; {fix}"
+    )
 }
 
 #[cfg(test)]

@@ -108,6 +108,10 @@ pub const W_SPACE: &str = "linkerd-multus: config.linkerd.io/proxy-uid \" 100065
 pub const W_NEGATIVE_NS: &str = "linkerd-multus: config.linkerd.io/proxy-uid \"-1\" on the namespace is not a uid: it is negative; a uid is 0 to 2147483647 (Kubernetes refuses a negative runAsUser). Until it is fixed, linkerd-cni fails the pod's sandbox";
 pub const W_COLLISION_RANGE_FIRST: &str = "linkerd-multus: container app runs as uid 1000650000 (the first uid of the namespace's uid range, which the restricted SCC gives a container without runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
 pub const W_COLLISION_POD: &str = "linkerd-multus: container app runs as uid 5000 (the pod's runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
+pub const W_COLLISION_NS: &str = "linkerd-multus: container app runs as uid 7000, the proxy uid the namespace's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the namespace, or set it to a uid no app container runs as";
+pub const W_COLLISION_PROXY_POD: &str = "linkerd-multus: container app runs as uid 5000 (the pod's runAsUser), the uid linkerd-proxy runs as: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; run container app as another uid, or set config.linkerd.io/proxy-uid to a uid no app container runs as";
+pub const W_COLLISION_OFFSET: &str = "linkerd-multus: container app runs as uid 1000652102, the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
+pub const W_COLLISION_WORKER_RANGE_FIRST: &str = "linkerd-multus: container worker runs as uid 1000650000 (the first uid of the namespace's uid range, which the restricted SCC gives a container without runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
 pub const W_COLLISION_PROXY: &str = "linkerd-multus: container app runs as uid 2102, the uid linkerd-proxy runs as: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; run container app as another uid, or set config.linkerd.io/proxy-uid to a uid no app container runs as";
 
 pub fn w_outside(value: &str) -> &'static str {
@@ -387,6 +391,34 @@ pub fn cases() -> Vec<Case> {
             p["spec"]["initContainers"] = json!([{ "name": "fetch", "securityContext": { "runAsUser": 2102 } }]);
             p },
           Some(map(&[])), vec![], vec![], Unchanged),
+        c("the namespace's proxy uid is the app's runAsUser, no proxy uid of its own: warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], None, None);
+            p["spec"]["containers"][0]["securityContext"] = json!({ "runAsUser": 7000 });
+            p },
+          Some(map(&[(U, "7000")])), vec![], vec![W_COLLISION_NS], Unchanged),
+        c("the pod's runAsUser for the proxy and the app alike: warning", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], None, None);
+            p["spec"]["containers"][0] = json!({ "name": "app", "image": "x" });
+            p["spec"]["securityContext"] = json!({ "runAsUser": 5000 });
+            p },
+          Some(map(&[])), vec![], vec![W_COLLISION_PROXY_POD], Unchanged),
+        c("the app runs as the uid the range's offset gives the proxy: the set annotation warned", NS,
+          { let mut p = injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None);
+            p["spec"]["containers"][0]["securityContext"] = json!({ "runAsUser": 1000652102 });
+            p },
+          Some(map(&range)),
+          vec![add(P_UID, json!("1000652102")), add(&format!("{P_PROXY}/runAsUser"), json!(1000652102))],
+          vec![W_COLLISION_OFFSET], Attached),
+        c("a native-sidecar proxy as the range's first: both apps without runAsUser warned", NS,
+          { let mut p = pod(Some(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650000")]), &[]);
+            p["spec"] = json!({
+                "containers": [{ "name": "app", "image": "x" }, { "name": "worker", "image": "x" }],
+                "initContainers": [{ "name": PROXY, "image": "x", "restartPolicy": "Always",
+                                     "securityContext": { "runAsUser": 1000650000 } }],
+            });
+            p },
+          Some(map(&range)), vec![], vec![W_COLLISION_RANGE_FIRST, W_COLLISION_WORKER_RANGE_FIRST],
+          Unchanged),
         c("namespace's proxy uid inside the range: the proxy made to match, no pod annotation", NS,
           injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None),
           Some(map(&[(R, "1000650000/10000"), (U, "1000650009")])),
