@@ -5,7 +5,8 @@
 //! no `zz-` naming needed). The apiserver runs the policy before the SCC admission and again after the
 //! injector changed the pod, so the injected uids are in the range before the SCC admission re-admits
 //! it. Without the policy the same pod is refused (issue #41's finding by hand: the injected validator's
-//! `runAsUser: Invalid value: 65534`). Without the platform, or where the server does not serve the
+//! `runAsUser: Invalid value: 65534`). `check`'s admission-agreement line passes there (its dry-run
+//! probe through the policy and the SCC admission is what the webhook would make). Without the platform, or where the server does not serve the
 //! API, the case is reported not run.
 
 mod support;
@@ -18,6 +19,7 @@ use linkerd_multus_e2e::stand_ins::{linkerd_injector, scc, AdmissionServer};
 use linkerd_multus_e2e::{eventually, not_run, unique_name, Cluster, TestNamespace};
 use linkerd_multus_operator::admission::current;
 use linkerd_multus_operator::admission::objects::{self, Kind};
+use linkerd_multus_operator::check;
 use serde_json::{json, Value};
 use support::{find, helm_template, name, openshift_values, parse_docs, temp_file};
 
@@ -181,6 +183,7 @@ async fn policy_mode_admits_an_injected_pod_under_the_real_scc_admission() {
     else {
         unreachable!("no subcommand")
     };
+    let admission = run_config.controller.admission.clone();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let op = linkerd_multus_operator::spawn_controller(
         kube.clone(),
@@ -262,6 +265,22 @@ async fn policy_mode_admits_an_injected_pod_under_the_real_scc_admission() {
     eprintln!(
         "MEASURE admitted (proxy {PROXY_UID}, validator {validator:?}): {:?}",
         started.elapsed()
+    );
+
+    // `check`'s admission-agreement line under the real SCC admission (which adds its own annotation
+    // and may set the app's uid): the dry-run probe pod through the policy is the webhook's.
+    let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
+        .list(&Default::default())
+        .await
+        .expect("list namespaces")
+        .items;
+    let seen = check::admission::observe(&kube, &admission).await;
+    let planned = check::agreement::plan(&seen, &admission, &admission.decision, &namespaces);
+    let line = check::agreement::verdict(&check::agreement::probe(&kube, planned).await);
+    eprint!("{}", check::render_human(std::slice::from_ref(&line)));
+    assert!(
+        line.ok && !line.warning && line.message.contains(&app.name),
+        "{line:?}"
     );
     shutdown.cancel();
     op.task
