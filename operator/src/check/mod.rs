@@ -1,5 +1,6 @@
 //! `linkerd-multus-operator check`: like `linkerd check`, for this integration. It reads the cluster
-//! (never writes), probes the webhook's endpoint with its own caBundle, and prints one ✓/× line per
+//! (never writes: its one create, of the admission-agreement probe pod, is a server-side dry run),
+//! probes the webhook's endpoint with its own caBundle, and prints one ✓/× line per
 //! check with a hint for each failure (or JSON with `-o json`). Exit status 1 when anything failed.
 //!
 //! It runs with the operator's own flags (see `cli.rs`), so `kubectl exec deploy/<operator> --
