@@ -29,7 +29,10 @@ use serde_json::{json, Value};
 use crate::decision::DecisionConfig;
 
 pub use cel::quote;
-pub use warnings::{render_warnings, RenderedWarnings, WarningKind, COLLISIONS_JOINED_BY};
+pub use warnings::{
+    render_warnings, RenderedWarnings, WarningKind, COLLISIONS_JOINED_BY, COLLISIONS_MORE,
+    NAMED_IN_FULL,
+};
 pub use webhook_only::{
     only_the_webhook_can, webhook_match_condition, WebhookOnly, WEBHOOK_CONDITION_NAME,
 };

@@ -462,11 +462,15 @@ fn the_collision_validation() {
     let pod = warnings::collision_text(ProxyUidSource::PodAnnotation);
     let proxy = warnings::collision_text(ProxyUidSource::ProxyRunAsUser);
     let ns = warnings::collision_text(ProxyUidSource::NamespaceAnnotation);
+    let place = "variables.collisions.map(x, x.name).indexOf(c.name)";
     assert_eq!(
         message,
         format!(
-            "variables.collisions.map(c, variables.exemptedFrom == 'podAnnotationUid' ? {pod} : \
-             variables.exemptedFrom == 'proxyRunsAs' ? {proxy} : {ns}).join(\"; \")"
+            "variables.collisions.filter(c, {place} < 5).map(c, variables.exemptedFrom == \
+             'podAnnotationUid' ? {pod} : variables.exemptedFrom == 'proxyRunsAs' ? {proxy} : {ns})\
+             .join(\"; \") + (variables.collisions.size() > 5 ? \
+             \"; the same for these containers too: \" + \
+             variables.collisions.filter(c, {place} >= 5).map(c, c.name).join(', ') : '')"
         )
     );
     assert_eq!(

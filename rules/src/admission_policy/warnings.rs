@@ -176,9 +176,16 @@ impl WarningKind {
                             )
                         },
                     );
+                    // The first few in full, the rest by name: the apiserver cuts every warning
+                    // of a response to 256 characters once they pass 4 KiB together.
+                    let place = "variables.collisions.map(x, x.name).indexOf(c.name)";
                     format!(
-                        "variables.collisions.map(c, {text}).join({})",
-                        quote(COLLISIONS_JOINED_BY)
+                        "variables.collisions.filter(c, {place} < {NAMED_IN_FULL}).map(c, {text})\
+                         .join({sep}) + (variables.collisions.size() > {NAMED_IN_FULL} ? {more} + \
+                         variables.collisions.filter(c, {place} >= {NAMED_IN_FULL})\
+                         .map(c, c.name).join(', ') : '')",
+                        sep = quote(COLLISIONS_JOINED_BY),
+                        more = quote(&format!("{COLLISIONS_JOINED_BY}{COLLISIONS_MORE}")),
                     )
                 },
             ),
@@ -189,6 +196,14 @@ impl WarningKind {
 
 /// Between the collisions the policy's one warning names (`decide` gives one warning each).
 pub const COLLISIONS_JOINED_BY: &str = "; ";
+
+/// How many colliding containers the policy's warning explains in full (`decide`'s words); any more
+/// are named after them. Five explanations of containers with the longest names (63 characters)
+/// take about 2.3 KiB, leaving room for other warnings under the apiserver's 4 KiB.
+pub const NAMED_IN_FULL: usize = 5;
+
+/// Before the names of the colliding containers past [`NAMED_IN_FULL`].
+pub const COLLISIONS_MORE: &str = "the same for these containers too: ";
 
 /// `decide`'s collision warning for the container `c` of `variables.collisions`, as CEL: the words
 /// of [`collision::explain`] with the container's name, the exempted uid and where the container's

@@ -114,6 +114,11 @@ pub const W_COLLISION_OFFSET: &str = "linkerd-multus: container app runs as uid 
 pub const W_COLLISION_WORKER_RANGE_FIRST: &str = "linkerd-multus: container worker runs as uid 1000650000 (the first uid of the namespace's uid range, which the restricted SCC gives a container without runAsUser), the proxy uid the pod's config.linkerd.io/proxy-uid names: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; remove config.linkerd.io/proxy-uid from the pod's template, or set it to a uid no app container runs as";
 pub const W_COLLISION_PROXY: &str = "linkerd-multus: container app runs as uid 2102, the uid linkerd-proxy runs as: linkerd-cni exempts that uid from the redirect, so the container's traffic bypasses the mesh; run container app as another uid, or set config.linkerd.io/proxy-uid to a uid no app container runs as";
 
+/// [`W_COLLISION_RANGE_FIRST`] for the container `name`.
+pub fn w_collision_range_first(name: &str) -> &'static str {
+    leak(W_COLLISION_RANGE_FIRST.replacen("container app ", &format!("container {name} "), 1))
+}
+
 pub fn w_outside(value: &str) -> &'static str {
     leak(format!("{W_OUTSIDE_PREFIX}{value:?}{W_OUTSIDE_SUFFIX}"))
 }
@@ -419,6 +424,16 @@ pub fn cases() -> Vec<Case> {
             p },
           Some(map(&range)), vec![], vec![W_COLLISION_RANGE_FIRST, W_COLLISION_WORKER_RANGE_FIRST],
           Unchanged),
+        c("seven apps as the range's first: each warned (the policy explains five, names two)", NS,
+          { let mut p = pod(Some(&[(M, "enabled"), (N, "linkerd-cni"), (U, "1000650000")]), &[]);
+            let mut containers: Vec<Value> =
+                (0..7).map(|i| json!({ "name": format!("app{i}"), "image": "x" })).collect();
+            containers.push(json!({ "name": PROXY, "image": "x",
+                                    "securityContext": { "runAsUser": 1000650000 } }));
+            p["spec"] = json!({ "containers": containers });
+            p },
+          Some(map(&range)), vec![],
+          (0..7).map(|i| w_collision_range_first(&format!("app{i}"))).collect(), Unchanged),
         c("namespace's proxy uid inside the range: the proxy made to match, no pod annotation", NS,
           injected(&[(M, "enabled"), (N, "linkerd-cni")], proxy_sc(2102), None),
           Some(map(&[(R, "1000650000/10000"), (U, "1000650009")])),
