@@ -119,6 +119,25 @@ async fn exists(kube: &Client, api: PolicyApi, kind: Kind, name: &str) -> bool {
         .is_some()
 }
 
+/// Waits until policy mode is in place: every object of the policy path, the namespace `ns`
+/// labelled and the webhook configuration `config` narrowed.
+async fn policy_path_live(kube: &Client, api: PolicyApi, name: &str, ns: &str, config: &str) {
+    eventually(
+        "the policy, the binding, the label and the narrowing",
+        || async {
+            let mut ready = true;
+            for kind in Kind::ALL {
+                ready &= exists(kube, api, kind, name).await;
+            }
+            let ready = ready
+                && labelled(kube, ns).await
+                && webhook_condition(kube, config).await.is_some();
+            ready.then_some(())
+        },
+    )
+    .await;
+}
+
 /// Policy mode: with the operator stopped and the webhook unreachable, a pod of an enabled namespace
 /// is created attached (the NAD in its networks annotation, the proxy uid from the range), and only a
 /// pod the policy cannot decide (a JSON-list networks annotation) is refused. Back in webhook mode the
@@ -180,20 +199,7 @@ async fn policy_mode_admits_with_the_operator_stopped() {
 
     // Policy mode, then the operator stopped.
     let op = start("policy").await;
-    eventually(
-        "the policy, the binding, the label and the narrowing",
-        || async {
-            let mut ready = true;
-            for kind in Kind::ALL {
-                ready &= exists(&kube, api, kind, &policy_name).await;
-            }
-            let ready = ready
-                && labelled(&kube, &app.name).await
-                && webhook_condition(&kube, mwc.name()).await.is_some();
-            ready.then_some(())
-        },
-    )
-    .await;
+    policy_path_live(&kube, api, &policy_name, &app.name, mwc.name()).await;
     // A binding deleted by hand is back at once (the keeper watches it; its recheck is 5 min).
     Kind::Binding
         .api(&kube, api)
@@ -473,20 +479,7 @@ async fn check_compares_the_policy_with_the_webhook() {
         Kind::ALL.map(|kind| DeleteOnDrop::new(kind.api(&kube, api), policy_name.clone()));
     let argv: Vec<&str> = flags.iter().map(String::as_str).collect();
     let op = h.start_operator(&argv).await;
-    eventually(
-        "the policy, the binding, the label and the narrowing",
-        || async {
-            let mut ready = true;
-            for kind in Kind::ALL {
-                ready &= exists(&kube, api, kind, &policy_name).await;
-            }
-            let ready = ready
-                && labelled(&kube, &app.name).await
-                && webhook_condition(&kube, mwc.name()).await.is_some();
-            ready.then_some(())
-        },
-    )
-    .await;
+    policy_path_live(&kube, api, &policy_name, &app.name, mwc.name()).await;
     op.stop().await;
 
     // (1) The policy as the operator renders it: the same pod as the webhook's, the networks entry

@@ -57,6 +57,21 @@ pub struct AdmissionSettings {
     pub recheck: Duration,
 }
 
+#[cfg(test)]
+impl AdmissionSettings {
+    /// The product's names and default decision in `mode`, the configuration named `zz` (unit tests).
+    pub(crate) fn for_tests(mode: AdmissionMode) -> Self {
+        Self {
+            mode,
+            policy_name: vocab::ADMISSION_POLICY_NAME.into(),
+            label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.into(),
+            webhook_config: Some("zz".into()),
+            decision: DecisionConfig::default(),
+            recheck: Duration::from_secs(300),
+        }
+    }
+}
+
 /// Keeps the admission path; publishes the live path for the controller (namespace labels).
 pub struct Keeper {
     client: Client,

@@ -216,7 +216,6 @@ pub fn verdict(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use rules::admission_mode::AdmissionMode;
@@ -225,14 +224,7 @@ mod tests {
     use super::*;
 
     fn settings(mode: AdmissionMode) -> AdmissionSettings {
-        AdmissionSettings {
-            mode,
-            policy_name: vocab::ADMISSION_POLICY_NAME.into(),
-            label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.into(),
-            webhook_config: Some("zz".into()),
-            decision: DecisionConfig::default(),
-            recheck: Duration::from_secs(300),
-        }
+        AdmissionSettings::for_tests(mode)
     }
 
     fn namespace(labelled: bool) -> Namespace {

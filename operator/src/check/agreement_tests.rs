@@ -1,5 +1,3 @@
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rules::admission_mode::AdmissionMode;
 use rules::admission_policy::PolicyApi;
@@ -11,14 +9,7 @@ use super::*;
 const RANGE: &str = "1000650000/10000";
 
 fn settings(mode: AdmissionMode) -> AdmissionSettings {
-    AdmissionSettings {
-        mode,
-        policy_name: vocab::ADMISSION_POLICY_NAME.into(),
-        label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.into(),
-        webhook_config: Some("zz".into()),
-        decision: DecisionConfig::default(),
-        recheck: Duration::from_secs(300),
-    }
+    AdmissionSettings::for_tests(mode)
 }
 
 /// A namespace `name`: enabled or not, labelled or not, with OpenShift's uid range or not.
