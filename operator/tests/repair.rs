@@ -148,8 +148,13 @@ async fn a_pdb_blocks_the_eviction_and_it_is_reported() {
         (op.metric(BLOCKED).await >= 1.0).then_some(())
     })
     .await;
-    let events = events_about(&h, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked").await;
-    assert!(!events.is_empty(), "no PodRepairBlocked Event");
+    // The metric is counted before the Event is posted: wait for the Event too (seen missing once
+    // when read right after the metric, on a loaded machine).
+    let events = eventually("a PodRepairBlocked Event", || async {
+        let events = events_about(&h, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     let note = events[0].note.as_deref().unwrap_or_default();
     assert!(

@@ -92,6 +92,18 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
+/// The pod annotations [`decide`] reads; no other annotation of a pod changes its decision (the
+/// decision table proves it case by case). What a store of every pod keeps of them (repair's).
+pub const POD_ANNOTATIONS_READ: [&str; 4] = [
+    vocab::MULTUS_ANNOTATION,
+    vocab::INJECT_ANNOTATION,
+    vocab::NETWORKS_ANNOTATION,
+    vocab::PROXY_UID_ANNOTATION,
+];
+
+/// The pod labels [`decide`] reads (Linkerd's control plane).
+pub const POD_LABELS_READ: [&str; 1] = [vocab::CONTROL_PLANE_COMPONENT_LABEL];
+
 /// Decides what to change on the pod `meta` with `containers` created in `namespace`, whose namespace
 /// carries `ns_annotations` (None when they could not be read).
 pub fn decide(

@@ -13,13 +13,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::pod::is_ready;
 
+/// [`vocab::CNI_INSTALLER_LABEL`] as (key, value): the only label [`is_installer`] reads.
+pub fn installer_label() -> (&'static str, &'static str) {
+    vocab::CNI_INSTALLER_LABEL
+        .split_once('=')
+        .unwrap_or_default()
+}
+
 /// True when the pod of `meta` is an installer: one of the chart's DaemonSet (label
 /// [`vocab::CNI_INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a
 /// NodeMultus' `spec.installerPod`).
 pub fn is_installer(meta: &ObjectMeta, cni_namespace: &str, named: impl Fn(&str) -> bool) -> bool {
-    let (key, value) = vocab::CNI_INSTALLER_LABEL
-        .split_once('=')
-        .unwrap_or_default();
+    let (key, value) = installer_label();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     let labelled = namespace == cni_namespace
         && meta

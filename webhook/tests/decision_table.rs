@@ -5,7 +5,8 @@
 mod decision_cases;
 
 use decision_cases::*;
-use rules::decision::{decide, DecisionConfig, Outcome};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rules::decision::{decide, DecisionConfig, Outcome, POD_ANNOTATIONS_READ, POD_LABELS_READ};
 use serde_json::Value;
 
 #[test]
@@ -20,6 +21,53 @@ fn decision_table() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// Repair keeps of every pod only the annotations and labels `decide` says it reads
+/// (`POD_ANNOTATIONS_READ`, `POD_LABELS_READ`): with everything else dropped, every case decides the
+/// same (outcome, warnings) and leaves those annotations as they are left with everything kept.
+#[test]
+fn decide_reads_only_the_annotations_and_labels_it_names() {
+    let cfg = cfg();
+    let mut differ = Vec::new();
+    for case in cases() {
+        let meta = meta_of(&case.pod);
+        let mut slim = meta.clone();
+        let keep = |map: &mut Option<std::collections::BTreeMap<String, String>>, keys: &[&str]| {
+            if let Some(m) = map.as_mut() {
+                m.retain(|k, _| keys.contains(&k.as_str()));
+            }
+            // As repair's store keeps it: an empty map is dropped whole.
+            if map.as_ref().is_some_and(|m| m.is_empty()) {
+                *map = None;
+            }
+        };
+        keep(&mut slim.annotations, &POD_ANNOTATIONS_READ);
+        keep(&mut slim.labels, &POD_LABELS_READ);
+        let containers = containers_of(&case.pod);
+        let decided = |m: &ObjectMeta| {
+            let d = decide(m, &containers, case.namespace, case.ns.as_ref(), &cfg);
+            let mut doc = case.pod.clone();
+            doc["metadata"] = serde_json::to_value(m).expect("metadata serializes");
+            json_patch::patch(&mut doc, &d.patch)
+                .unwrap_or_else(|e| panic!("{}: the patch does not apply: {e}", case.name));
+            let read: Vec<(&str, Value)> = POD_ANNOTATIONS_READ
+                .iter()
+                .map(|k| (*k, doc["metadata"]["annotations"][k].clone()))
+                .collect();
+            (d.outcome, d.warnings, read)
+        };
+        let (full, slimmed) = (decided(&meta), decided(&slim));
+        if full != slimmed {
+            differ.push(format!(
+                "{}:
+  all kept {full:?}
+  slimmed  {slimmed:?}",
+                case.name
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
 /// Decides each case with `cfg`: the whole output must be the case's, and deciding again on the

@@ -7,15 +7,18 @@
 //! drops the rest.
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::NamespaceResourceScope;
-use rules::installers::PodFacts;
+use rules::decision::{POD_ANNOTATIONS_READ, POD_LABELS_READ};
+use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
 use super::decide::{is_meshed, validator_failed, Judged};
 
 /// What [`decide`](super::decide::decide), the watchdog, the installer view and the eviction read of a
-/// pod: its metadata (without managedFields and kubectl's last-applied copy) and five facts.
+/// pod: the part of its metadata they read ([`slim_metadata`]) and five facts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimPod {
     pub metadata: ObjectMeta,
@@ -33,11 +36,7 @@ impl From<Pod> for SlimPod {
     fn from(pod: Pod) -> Self {
         let ready = rules::pod::is_ready(&pod);
         let (meshed, validator_failed) = (is_meshed(&pod), validator_failed(&pod));
-        let mut metadata = pod.metadata;
-        metadata.managed_fields = None;
-        if let Some(annotations) = metadata.annotations.as_mut() {
-            annotations.remove(linkerd_multus_webhook::namespaces::LAST_APPLIED);
-        }
+        let metadata = slim_metadata(pod.metadata);
         Self {
             metadata,
             node_name: pod.spec.and_then(|s| s.node_name),
@@ -46,6 +45,41 @@ impl From<Pod> for SlimPod {
             meshed,
             validator_failed,
         }
+    }
+}
+
+/// The metadata repair reads: identity (the watcher resumes from `resourceVersion`), the creation and
+/// deletion times, the controller's ownerReference, and only the annotations and labels the decision
+/// and the installer view read. On OpenShift a pod also carries Multus' network-status, OVN's and
+/// Linkerd's own annotations, each kept once per pod of the cluster if kept at all; an empty map is
+/// dropped whole (a `BTreeMap` holding one entry costs a node of eleven).
+fn slim_metadata(meta: ObjectMeta) -> ObjectMeta {
+    let keep = |map: Option<BTreeMap<String, String>>, keys: &[&str]| {
+        let kept: BTreeMap<String, String> = map?
+            .into_iter()
+            .filter(|(k, _)| keys.contains(&k.as_str()))
+            .collect();
+        (!kept.is_empty()).then_some(kept)
+    };
+    let mut labels = POD_LABELS_READ.to_vec();
+    labels.push(installer_label().0);
+    let owners: Vec<OwnerReference> = meta
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o.controller == Some(true))
+        .collect();
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        creation_timestamp: meta.creation_timestamp,
+        deletion_timestamp: meta.deletion_timestamp,
+        owner_references: (!owners.is_empty()).then_some(owners),
+        annotations: keep(meta.annotations, &POD_ANNOTATIONS_READ),
+        labels: keep(meta.labels, &labels),
+        ..ObjectMeta::default()
     }
 }
 
@@ -125,7 +159,14 @@ mod tests {
     fn read_off_json_as_slimmed_from_a_pod() {
         let json = serde_json::json!({
             "metadata": {"name": "p", "namespace": "app", "managedFields": [{"manager": "m"}],
-                         "annotations": {(linkerd_multus_webhook::namespaces::LAST_APPLIED): "{}", "a": "b"}},
+                         "annotations": {(linkerd_multus_webhook::namespaces::LAST_APPLIED): "{}", "a": "b",
+                                         (vocab::NETWORKS_ANNOTATION): "other"},
+                         "labels": {"app": "x", "pod-template-hash": "h"},
+                         "ownerReferences": [
+                             {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "c"},
+                             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "r",
+                              "controller": true}],
+                         "generateName": "p-", "finalizers": ["f"]},
             "spec": {"nodeName": "n", "containers": [{"name": "app"}, {"name": vocab::PROXY_CONTAINER}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         });
@@ -133,11 +174,26 @@ mod tests {
         let typed: Pod = serde_json::from_value(json).expect("pod");
         assert_eq!(direct, SlimPod::from(typed));
         assert!(direct.meshed && direct.ready && !direct.validator_failed);
+        let kept = |map: &Option<BTreeMap<String, String>>| {
+            map.iter()
+                .flatten()
+                .map(|(k, _)| k.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
-            direct.metadata.annotations.as_ref().map(|a| a.len()),
-            Some(1)
+            kept(&direct.metadata.annotations),
+            [vocab::NETWORKS_ANNOTATION]
         );
+        assert_eq!(direct.metadata.labels, None, "no label decide reads");
+        let owners = direct
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default();
+        assert_eq!(owners.len(), 1, "the controller's alone: {owners:?}");
         assert_eq!(direct.metadata.managed_fields, None);
+        assert_eq!(direct.metadata.generate_name, None);
+        assert_eq!(direct.metadata.finalizers, None);
     }
 
     /// Slimming drops the bulk and keeps every input of the decision.
@@ -257,5 +313,10 @@ mod tests {
         assert!(before.ready_on("n"));
         let slim = SlimPod::from(installer);
         assert_eq!(InstallerPods::of([&slim], "linkerd-cni"), before);
+        assert_eq!(
+            slim.metadata.labels.map(|l| l.len()),
+            Some(1),
+            "the installer label alone"
+        );
     }
 }
