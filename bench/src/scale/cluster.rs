@@ -133,18 +133,39 @@ pub async fn add_pods(
         .await
 }
 
-/// A Deployment's meshed pod as it is stored after admission: attached to linkerd-cni's NAD,
-/// injected (proxy and validator), bound to `node`.
+/// A Deployment's meshed pod as it is stored on OpenShift after admission and its sandbox: attached
+/// to linkerd-cni's NAD, injected (proxy and validator, Linkerd's annotations), admitted by SCC, its
+/// networks' status written by Multus and OVN-Kubernetes (annotations of their usual size), bound to
+/// `node`.
 fn pod(name: &str, node: &str) -> Value {
+    let ip = "10.128.2.17";
+    let network_status = json!([
+        { "name": "ovn-kubernetes", "interface": "eth0", "ips": [ip],
+          "mac": "0a:58:0a:80:02:11", "default": true, "dns": {} },
+        { "name": format!("app/{}", vocab::NAD_NAME), "interface": "net1", "dns": {} },
+    ]);
+    let pod_networks = json!({ "default": {
+        "ip_addresses": [format!("{ip}/23")], "mac_address": "0a:58:0a:80:02:11",
+        "gateway_ips": ["10.128.2.1"], "routes": [{ "dest": "10.128.0.0/14", "nextHop": "10.128.2.1" }],
+        "ip_address": format!("{ip}/23"), "gateway_ip": "10.128.2.1", "role": "primary" } });
     json!({
         "metadata": {
             "name": name,
             "labels": { "app": "bench", "linkerd.io/control-plane-ns": "linkerd",
+                        "linkerd.io/proxy-deployment": "bench", "linkerd.io/workload-ns": "app",
                         "pod-template-hash": "5d8f7c9b4" },
             "annotations": {
                 (vocab::NETWORKS_ANNOTATION): vocab::NAD_NAME,
                 "linkerd.io/inject": "enabled",
+                "linkerd.io/created-by": "linkerd/proxy-injector edge-25.1.1",
                 "linkerd.io/proxy-version": "edge-25.1.1",
+                "linkerd.io/trust-root-sha256":
+                    "6f3e1c1d0b8a4e2f9c7d5b3a1e0f2d4c6b8a0e1f3d5c7b9a1e2f4d6c8b0a2e4f",
+                (vocab::PROXY_UID_ANNOTATION): "1000652102",
+                "openshift.io/scc": "restricted-v2",
+                "seccomp.security.alpha.kubernetes.io/pod": "runtime/default",
+                "k8s.ovn.org/pod-networks": pod_networks.to_string(),
+                "k8s.v1.cni.cncf.io/network-status": network_status.to_string(),
             },
             "ownerReferences": [{
                 "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-5d8f7c9b4",
