@@ -6,9 +6,9 @@
 //! about 1 KB. So the watch reads each pod as a typed `Pod` once, keeps what the decision reads and
 //! drops the rest.
 
-use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::NamespaceResourceScope;
 use rules::decision::{POD_ANNOTATIONS_READ, POD_LABELS_READ};
