@@ -300,17 +300,23 @@ fn admission_settings(h: &Harness, flags: &[String]) -> AdmissionSettings {
     h.args(&argv).admission
 }
 
+/// This run's namespaces: what its operator's selector sees (other tests' enabled namespaces carry
+/// their own label values).
+async fn run_namespaces(h: &Harness) -> Vec<Namespace> {
+    let selector = format!("{RUN_LABEL}={}", h.run_id);
+    Api::<Namespace>::all(h.client.clone())
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .expect("list namespaces")
+        .items
+}
+
 /// `check`'s admission line, as the operator's flags make it (no NodeMultus: the flags' placement),
 /// over this run's namespaces (what its operator's selector sees: other tests' enabled namespaces
 /// carry their own label values).
 async fn check_line(h: &Harness, s: &AdmissionSettings) -> Verdict {
     let kube = &h.client;
-    let selector = format!("{RUN_LABEL}={}", h.run_id);
-    let namespaces = Api::<Namespace>::all(kube.clone())
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await
-        .expect("list namespaces")
-        .items;
+    let namespaces = run_namespaces(h).await;
     let seen = admission::observe(kube, s).await;
     admission::verdict(&seen, s, &s.decision, &namespaces)
 }
@@ -426,12 +432,7 @@ const AGREEMENT: &str =
 /// (a dry-run probe pod; see `check/agreement.rs`).
 async fn agreement_line(h: &Harness, s: &AdmissionSettings) -> Verdict {
     let kube = &h.client;
-    let selector = format!("{RUN_LABEL}={}", h.run_id);
-    let namespaces = Api::<Namespace>::all(kube.clone())
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await
-        .expect("list namespaces")
-        .items;
+    let namespaces = run_namespaces(h).await;
     let seen = admission::observe(kube, s).await;
     let planned = agreement::plan(&seen, s, &s.decision, &namespaces);
     agreement::verdict(&agreement::probe(kube, planned).await)
