@@ -92,9 +92,10 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
-/// The pod annotations [`decide`] reads; no other annotation of a pod changes its decision (the
-/// decision table proves it case by case). What a store of every pod keeps of them (repair's).
-pub const POD_ANNOTATIONS_READ: [&str; 4] = [
+/// The pod annotations [`decide`] reads, and the only ones its patch sets; no other annotation of a
+/// pod changes its decision (the decision table proves both case by case). What a store of every pod
+/// keeps of them (repair's), and what `check` compares between the policy and the webhook.
+pub const POD_ANNOTATIONS: [&str; 4] = [
     vocab::MULTUS_ANNOTATION,
     vocab::INJECT_ANNOTATION,
     vocab::NETWORKS_ANNOTATION,

@@ -3,7 +3,7 @@
 //! [`compare`]s the pod the apiserver returns with [`decided`]: the webhook's decision
 //! ([`crate::decision::decide`]) applied to the same pod, with the same [`DecisionConfig`].
 //!
-//! Compared: the annotations the decision sets ([`DECIDED_ANNOTATIONS`]) and the `runAsUser` /
+//! Compared: the annotations the decision sets ([`POD_ANNOTATIONS`]) and the `runAsUser` /
 //! `runAsGroup` of Linkerd's proxy and validator. Nothing else: other admission (OpenShift's SCC,
 //! other webhooks) may add to the pod, and the app container's uid is theirs to set.
 
@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
 
 use crate::containers::PodContainers;
-use crate::decision::{decide, DecisionConfig};
+use crate::decision::{decide, DecisionConfig, POD_ANNOTATIONS};
 
 /// The probe's `generateName`: a dry run stores nothing, and a generated name meets no pod's.
 pub const PROBE_NAME_PREFIX: &str = "linkerd-multus-check-probe-";
@@ -22,15 +22,6 @@ pub const PROBE_NAME_PREFIX: &str = "linkerd-multus-check-probe-";
 /// A network of someone else's already in the probe's networks annotation (comma-list form, the one
 /// the policy merges): the NAD need not exist, nothing runs the pod.
 pub const OTHER_NETWORK: &str = "linkerd-multus-check-other@eth1";
-
-/// The annotations the decision may set: the copies from the namespace, the networks entry, the
-/// proxy uid.
-pub const DECIDED_ANNOTATIONS: [&str; 4] = [
-    vocab::MULTUS_ANNOTATION,
-    vocab::INJECT_ANNOTATION,
-    vocab::NETWORKS_ANNOTATION,
-    vocab::PROXY_UID_ANNOTATION,
-];
 
 /// The uids of Linkerd's containers the decision may move.
 const CONTAINER_FIELDS: [&str; 2] = ["runAsUser", "runAsGroup"];
@@ -127,7 +118,7 @@ pub struct Comparison {
 /// makes ([`decided`]), on the decided annotations and Linkerd's containers' uids (every container
 /// of that name in either pod).
 pub fn compare(admitted: &Value, decided: &Value) -> Comparison {
-    let mut values: Vec<(String, Option<String>, Option<String>)> = DECIDED_ANNOTATIONS
+    let mut values: Vec<(String, Option<String>, Option<String>)> = POD_ANNOTATIONS
         .iter()
         .map(|key| {
             let of = |pod: &Value| {

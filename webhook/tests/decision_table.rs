@@ -6,7 +6,7 @@ mod decision_cases;
 
 use decision_cases::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rules::decision::{decide, DecisionConfig, Outcome, POD_ANNOTATIONS_READ, POD_LABELS_READ};
+use rules::decision::{decide, DecisionConfig, Outcome, POD_ANNOTATIONS, POD_LABELS_READ};
 use serde_json::Value;
 
 #[test]
@@ -24,10 +24,11 @@ fn decision_table() {
 }
 
 /// Repair keeps of every pod only the annotations and labels `decide` says it reads
-/// (`POD_ANNOTATIONS_READ`, `POD_LABELS_READ`): with everything else dropped, every case decides the
-/// same (outcome, warnings) and leaves those annotations as they are left with everything kept.
+/// (`POD_ANNOTATIONS`, `POD_LABELS_READ`): with everything else dropped, every case decides the
+/// same (outcome, warnings) and leaves those annotations as they are left with everything kept; and
+/// no case sets an annotation outside `POD_ANNOTATIONS` (what `check` compares).
 #[test]
-fn decide_reads_only_the_annotations_and_labels_it_names() {
+fn decide_reads_and_sets_only_the_annotations_it_names() {
     let cfg = cfg();
     let mut differ = Vec::new();
     for case in cases() {
@@ -42,7 +43,7 @@ fn decide_reads_only_the_annotations_and_labels_it_names() {
                 *map = None;
             }
         };
-        keep(&mut slim.annotations, &POD_ANNOTATIONS_READ);
+        keep(&mut slim.annotations, &POD_ANNOTATIONS);
         keep(&mut slim.labels, &POD_LABELS_READ);
         let containers = containers_of(&case.pod);
         let decided = |m: &ObjectMeta| {
@@ -51,7 +52,7 @@ fn decide_reads_only_the_annotations_and_labels_it_names() {
             doc["metadata"] = serde_json::to_value(m).expect("metadata serializes");
             json_patch::patch(&mut doc, &d.patch)
                 .unwrap_or_else(|e| panic!("{}: the patch does not apply: {e}", case.name));
-            let read: Vec<(&str, Value)> = POD_ANNOTATIONS_READ
+            let read: Vec<(&str, Value)> = POD_ANNOTATIONS
                 .iter()
                 .map(|k| (*k, doc["metadata"]["annotations"][k].clone()))
                 .collect();
@@ -60,11 +61,23 @@ fn decide_reads_only_the_annotations_and_labels_it_names() {
         let (full, slimmed) = (decided(&meta), decided(&slim));
         if full != slimmed {
             differ.push(format!(
-                "{}:
-  all kept {full:?}
-  slimmed  {slimmed:?}",
+                "{}:\n  all kept {full:?}\n  slimmed  {slimmed:?}",
                 case.name
             ));
+        }
+        // And it sets no other annotation.
+        let d = decide(&meta, &containers, case.namespace, case.ns.as_ref(), &cfg);
+        let mut doc = case.pod.clone();
+        json_patch::patch(&mut doc, &d.patch).expect("the patch applies");
+        let after: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(doc["metadata"]["annotations"].clone()).unwrap_or_default();
+        let before = meta.annotations.clone().unwrap_or_default();
+        let set: Vec<&String> = after
+            .keys()
+            .filter(|k| before.get(*k) != after.get(*k) && !POD_ANNOTATIONS.contains(&k.as_str()))
+            .collect();
+        if !set.is_empty() {
+            differ.push(format!("{}: sets {set:?}, not named", case.name));
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));

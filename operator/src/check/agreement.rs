@@ -90,7 +90,7 @@ pub fn plan(
         .filter(|ns| !rules::namespaces::is_terminating(ns))
         .filter(|ns| ns.metadata.name.as_deref().is_some_and(|n| n != linkerd))
         .filter(|ns| {
-            annotation(ns, vocab::MULTUS_ANNOTATION) == Some(vocab::MULTUS_ENABLED)
+            rules::namespaces::opts_in(ns.metadata.annotations.as_ref())
                 && admission_mode::labelled(&ns.metadata, &s.label_value)
         })
         .collect();

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::NamespaceResourceScope;
-use rules::decision::{POD_ANNOTATIONS_READ, POD_LABELS_READ};
+use rules::decision::{POD_ANNOTATIONS, POD_LABELS_READ};
 use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
@@ -77,7 +77,7 @@ fn slim_metadata(meta: ObjectMeta) -> ObjectMeta {
         creation_timestamp: meta.creation_timestamp,
         deletion_timestamp: meta.deletion_timestamp,
         owner_references: (!owners.is_empty()).then_some(owners),
-        annotations: keep(meta.annotations, &POD_ANNOTATIONS_READ),
+        annotations: keep(meta.annotations, &POD_ANNOTATIONS),
         labels: keep(meta.labels, &labels),
         ..ObjectMeta::default()
     }
