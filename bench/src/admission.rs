@@ -162,22 +162,18 @@ async fn label_fixture_namespace(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Installs the policy path rendered for the webhook's settings (`api`), or removes it (None).
+/// Installs the policy path rendered for the webhook's settings (`api`), or removes it (`install`
+/// false): each kind in the operator's order, bindings after their policies (deleted in reverse).
 async fn policy_path(client: &Client, api: PolicyApi, install: bool) -> anyhow::Result<()> {
     let cfg = rules::decision::DecisionConfig::default();
     let rendered = render_selecting(&cfg, api, POLICY_NAME, POLICY_LABEL_VALUE);
-    let objects = [
-        (Kind::Policy, &rendered.policy),
-        (Kind::Binding, &rendered.binding),
-        (Kind::WarningPolicy, &rendered.warning_policy),
-        (Kind::WarningBinding, &rendered.warning_binding),
-    ];
-    for (kind, object) in objects {
-        if install {
-            objects::apply(client, api, kind, object).await?;
-        } else {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            objects::delete_ours(client, api, kind, name).await?;
+    if install {
+        for kind in Kind::ALL {
+            objects::apply(client, api, kind, kind.of(&rendered)).await?;
+        }
+    } else {
+        for kind in Kind::ALL.into_iter().rev() {
+            objects::delete_ours(client, api, kind, POLICY_NAME).await?;
         }
     }
     Ok(())
