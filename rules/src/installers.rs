@@ -24,15 +24,29 @@ pub fn installer_label() -> (&'static str, &'static str) {
 /// [`vocab::CNI_INSTALLER_LABEL`] in `cni_namespace`), or one that `named` names as `<namespace>/<name>` (a
 /// NodeMultus' `spec.installerPod`).
 pub fn is_installer(meta: &ObjectMeta, cni_namespace: &str, named: impl Fn(&str) -> bool) -> bool {
-    let (key, value) = installer_label();
+    let (key, _) = installer_label();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
-    let labelled = namespace == cni_namespace
-        && meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .is_some_and(|v| v == value);
-    labelled || named(&name_of(meta))
+    let label = meta.labels.as_ref().and_then(|l| l.get(key));
+    labelled(namespace, label.map(String::as_str), cni_namespace) || named(&name_of(meta))
+}
+
+/// The chart's DaemonSet's pod: in `cni_namespace`, with `label` (the value of the installer label's
+/// key) the installer label's value.
+fn labelled(namespace: &str, label: Option<&str>, cni_namespace: &str) -> bool {
+    namespace == cni_namespace && label == Some(installer_label().1)
+}
+
+fn is_labelled_installer(pod: &impl PodFacts, cni_namespace: &str) -> bool {
+    labelled(
+        pod.namespace(),
+        pod.label(installer_label().0),
+        cni_namespace,
+    )
+}
+
+/// `<namespace>/<name>`, as InstallerPods keys them.
+fn key_of(pod: &impl PodFacts) -> String {
+    format!("{}/{}", pod.namespace(), pod.name())
 }
 
 fn name_of(meta: &ObjectMeta) -> String {
@@ -46,14 +60,23 @@ fn name_of(meta: &ObjectMeta) -> String {
 /// What the installer rules read of a pod: a typed pod (`check`), or what the repairer's store
 /// keeps of one (a few fields, not a `Pod`: 150,000 of them must fit in little memory).
 pub trait PodFacts {
-    fn meta(&self) -> &ObjectMeta;
+    fn namespace(&self) -> &str;
+    fn name(&self) -> &str;
+    /// The value of its label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
     fn node(&self) -> Option<&str>;
     fn ready(&self) -> bool;
 }
 
 impl PodFacts for Pod {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+    fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.labels.as_ref()?.get(key).map(String::as_str)
     }
     fn node(&self) -> Option<&str> {
         self.spec.as_ref().and_then(|s| s.node_name.as_deref())
@@ -74,7 +97,7 @@ pub struct InstallerPod {
 impl InstallerPod {
     pub fn of(pod: &impl PodFacts) -> Self {
         Self {
-            name: name_of(pod.meta()),
+            name: key_of(pod),
             node: pod.node().map(str::to_string),
             ready: pod.ready(),
         }
@@ -93,7 +116,7 @@ impl InstallerPods {
         cni_namespace: &str,
     ) -> Self {
         pods.into_iter()
-            .filter(|p| is_installer(p.meta(), cni_namespace, |_| false))
+            .filter(|p| is_labelled_installer(*p, cni_namespace))
             .map(|p| InstallerPod::of(p))
             .collect()
     }
@@ -101,7 +124,7 @@ impl InstallerPods {
     /// Takes in `pod`'s new state if it is an installer (of `cni_namespace`'s DaemonSet); returns its
     /// node when that node had no Ready installer before and has one now.
     pub fn observe(&mut self, pod: &impl PodFacts, cni_namespace: &str) -> Option<String> {
-        if !is_installer(pod.meta(), cni_namespace, |_| false) {
+        if !is_labelled_installer(pod, cni_namespace) {
             return None;
         }
         let seen = InstallerPod::of(pod);
@@ -113,7 +136,7 @@ impl InstallerPods {
 
     /// Forgets a deleted pod.
     pub fn forget(&mut self, pod: &impl PodFacts) {
-        self.0.remove(&name_of(pod.meta()));
+        self.0.remove(&key_of(pod));
     }
 
     /// True when an installer pod bound to `node` is Ready.

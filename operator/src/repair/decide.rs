@@ -3,10 +3,11 @@
 //! Ready linkerd-cni installer (as the repairer's pod watch sees them). In nad mode, [`nad_unavailable`]
 //! then says whether the NAD the replacement would name is there to attach it.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use rules::decision::DecisionConfig;
 
 use rules::attachment::{lacks_attachment, listed_nad_of_ours};
@@ -15,22 +16,45 @@ use rules::namespaces::{want, Want};
 
 /// What [`decide`] reads of a pod: the repairer's `SlimPod`, or a typed `Pod` (`check`, tests).
 pub trait Judged: PodFacts {
-    fn phase(&self) -> Option<&str>;
+    /// Its deletion has begun.
+    fn deleting(&self) -> bool;
+    /// Its phase is Succeeded or Failed.
+    fn finished(&self) -> bool;
     /// Runs Linkerd's proxy (a container, or a native-sidecar init container).
     fn meshed(&self) -> bool;
     /// The validator's current or last run exited with code 95.
     fn validator_failed(&self) -> bool;
+    /// What the webhook's decision reads of its metadata: its annotations and labels.
+    fn decision_meta(&self) -> Cow<'_, ObjectMeta>;
+    /// [`recreating_owner`] of its ownerReferences.
+    fn recreating_owner(&self) -> Option<OwnerReference>;
 }
 
 impl Judged for Pod {
-    fn phase(&self) -> Option<&str> {
-        self.status.as_ref().and_then(|s| s.phase.as_deref())
+    fn deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+    fn finished(&self) -> bool {
+        let phase = self.status.as_ref().and_then(|s| s.phase.as_deref());
+        matches!(phase, Some("Succeeded" | "Failed"))
     }
     fn meshed(&self) -> bool {
         is_meshed(self)
     }
     fn validator_failed(&self) -> bool {
         validator_failed(self)
+    }
+    fn decision_meta(&self) -> Cow<'_, ObjectMeta> {
+        Cow::Borrowed(&self.metadata)
+    }
+    fn recreating_owner(&self) -> Option<OwnerReference> {
+        recreating_owner(
+            self.metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default(),
+        )
+        .cloned()
     }
 }
 
@@ -105,8 +129,7 @@ pub fn decide(
     cfg: &DecisionConfig,
     installers: &InstallerPods,
 ) -> Verdict {
-    let meta = pod.meta();
-    if meta.deletion_timestamp.is_some() || matches!(pod.phase(), Some("Succeeded" | "Failed")) {
+    if pod.deleting() || pod.finished() {
         return Verdict::Skip(Skip::Gone);
     }
     if !pod.meshed() {
@@ -116,8 +139,9 @@ pub fn decide(
         return Verdict::Skip(Skip::NamespaceNotEnabled);
     };
     let ns_name = ns.metadata.name.as_deref().unwrap_or_default();
-    let why = if lacks_attachment(meta, ns_name, ns.metadata.annotations.as_ref(), cfg) {
-        match listed_nad_of_ours(meta, &cfg.nad.name, ns_name, |_| true) {
+    let meta = pod.decision_meta();
+    let why = if lacks_attachment(&meta, ns_name, ns.metadata.annotations.as_ref(), cfg) {
+        match listed_nad_of_ours(&meta, &cfg.nad.name, ns_name, |_| true) {
             Some(other) => Why::OnAnotherNad {
                 listed: format!("{other}/{}", cfg.nad.name),
                 wanted: format!("{}/{}", cfg.nad.shared().unwrap_or(ns_name), cfg.nad.name),
@@ -129,16 +153,13 @@ pub fn decide(
     } else {
         return Verdict::Skip(Skip::Healthy);
     };
-    let Some(owner) = recreating_owner(meta.owner_references.as_deref().unwrap_or_default()) else {
+    let Some(owner) = pod.recreating_owner() else {
         return Verdict::Skip(Skip::NoRecreatingOwner);
     };
     if why == Why::ValidatorFailed && !cfg.nad.attach.uses_nads() && !chain_ready(pod, installers) {
         return Verdict::Skip(Skip::ChainNotInstalled);
     }
-    Verdict::Repair {
-        why,
-        owner: owner.clone(),
-    }
+    Verdict::Repair { why, owner }
 }
 
 /// What the repairer has seen of the NADs named `--nad-name` (nad mode).
@@ -219,7 +240,7 @@ pub fn nad_unavailable(
     if !cfg.nad.attach.uses_nads() {
         return None;
     }
-    let pod_namespace = pod.meta().namespace.as_deref().unwrap_or_default();
+    let pod_namespace = pod.namespace();
     let (nad_namespace, _) = replacement_nad(pod_namespace, cfg);
     match nads.served {
         None => return Some(NadUnavailable::NotListed),

@@ -3,7 +3,6 @@
 //! publishes the halted owners ([`super::state`]); a replica that gains the lead restores them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
@@ -16,8 +15,8 @@ use super::slim::SlimPod;
 use super::state::{self, Published};
 use super::watchdog::{before, still_halted, Change, Gone, Halt, Replacement, Reported, Watchdog};
 use super::{
-    decide, owners, Repairer, ACTION, NAMESPACES_LISTED, REASON_HALTED, REASON_RELEASED,
-    REASON_RESUMED, SCAN_INTERVAL,
+    owners, Repairer, ACTION, NAMESPACES_LISTED, REASON_HALTED, REASON_RELEASED, REASON_RESUMED,
+    SCAN_INTERVAL,
 };
 use crate::events::event_time;
 
@@ -176,24 +175,18 @@ impl Repairer {
     /// Judges the replacements of recent evictions, and reports owners halted or resumed.
     pub(super) async fn review(
         &self,
-        pods: &[Arc<SlimPod>],
+        pods: impl Iterator<Item = &SlimPod>,
         watchdog: &mut Watchdog<ObjectReference>,
     ) {
         let mut by_owner: BTreeMap<&str, Vec<Replacement>> = BTreeMap::new();
         for pod in pods {
-            let meta = &pod.metadata;
-            let owner =
-                decide::recreating_owner(meta.owner_references.as_deref().unwrap_or_default());
-            if let (Some(owner), Some(created)) = (owner, meta.creation_timestamp.as_ref()) {
-                by_owner
-                    .entry(owner.uid.as_str())
-                    .or_default()
-                    .push(Replacement {
-                        name: meta.name.clone().unwrap_or_default(),
-                        uid: meta.uid.clone().unwrap_or_default(),
-                        created: created.0,
-                        ready: pod.ready,
-                    });
+            if let (Some(owner), Some(created)) = (&pod.owner, pod.created) {
+                by_owner.entry(&owner.uid).or_default().push(Replacement {
+                    name: pod.name.to_string(),
+                    uid: pod.uid.to_string(),
+                    created,
+                    ready: pod.ready,
+                });
             }
         }
         let gone = self.gone_owners(watchdog).await;

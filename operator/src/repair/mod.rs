@@ -28,6 +28,7 @@ pub mod nads;
 pub mod owners;
 pub mod slim;
 pub mod state;
+pub mod store;
 pub mod watchdog;
 
 pub use args::RepairArgs;
@@ -42,7 +43,7 @@ use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
@@ -56,8 +57,9 @@ use self::decide::{decide, nad_unavailable, NadUnavailable, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
 use self::nads::{NadEvent, NadWatch};
-use self::slim::SlimPod;
+use self::slim::{SlimPod, WatchedPod};
 use self::state::{Published, StateLocation};
+use self::store::{Applied, PodStore};
 use self::watchdog::{Allow, Watchdog};
 use crate::events::Events;
 use crate::listed::Listed;
@@ -119,12 +121,9 @@ pub struct Repairer {
 }
 
 enum Scan {
-    One(Arc<SlimPod>),
-    /// A pod deleted: forgotten if it was an installer.
-    Gone(Box<SlimPod>),
+    /// An event of the pod watch, for the store (boxed: a pod is large beside the others).
+    Pod(Box<watcher::Event<WatchedPod>>),
     All,
-    /// The pod watch completed a list: every pod of the cluster is in the store.
-    Listed,
     Nads(NadEvent),
 }
 
@@ -173,8 +172,8 @@ impl Repairer {
 
     /// Watches pods until `shutdown`; acts only while this replica leads.
     pub async fn run(self, shutdown: CancellationToken) {
-        let (store, scans) = self.scans();
-        let mut scans = std::pin::pin!(scans);
+        let mut store = PodStore::default();
+        let mut scans = std::pin::pin!(self.scans());
         let mut st = self.initial_state();
         let mut was_leading = false;
         tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
@@ -188,7 +187,7 @@ impl Repairer {
             was_leading = leading;
             self.follow_placement(&mut st);
             let Some(scan) = scan else { break };
-            self.handle(scan, &store, leading, &mut st).await;
+            self.handle(scan, &mut store, leading, &mut st).await;
         }
         tracing::info!("pod repair stopped");
     }
@@ -201,19 +200,13 @@ impl Repairer {
 
     /// The pod watch's store, and every reason to look at pods: its events, a tick every
     /// [`SCAN_INTERVAL`], and in nad mode the NADs' events.
-    fn scans(&self) -> (Store<SlimPod>, BoxStream<'static, Scan>) {
-        let (store, writer) = reflector::store();
-        let api = Api::<SlimPod>::all(self.client.clone());
-        let pods = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+    fn scans(&self) -> BoxStream<'static, Scan> {
+        let api = Api::<WatchedPod>::all(self.client.clone());
+        let pods = watcher(api, watcher::Config::default())
             .default_backoff()
             .filter_map(|event| async move {
                 match event {
-                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                        Some(Scan::One(Arc::new(pod)))
-                    }
-                    Ok(watcher::Event::Delete(pod)) => Some(Scan::Gone(Box::new(pod))),
-                    Ok(watcher::Event::InitDone) => Some(Scan::Listed),
-                    Ok(watcher::Event::Init) => None,
+                    Ok(event) => Some(Scan::Pod(Box::new(event))),
                     Err(e) => {
                         tracing::warn!(error = %e, "watching pods for repair failed; retrying");
                         None
@@ -235,8 +228,7 @@ impl Repairer {
             .map(Scan::Nads)
             .boxed()
         };
-        let scans = stream::select(stream::select(pods, ticks), nad_events).boxed();
-        (store, scans)
+        stream::select(stream::select(pods, ticks), nad_events).boxed()
     }
 
     fn initial_state(&self) -> State {
@@ -290,33 +282,37 @@ impl Repairer {
     }
 
     /// One reason to look at pods.
-    async fn handle(&self, scan: Scan, store: &Store<SlimPod>, leading: bool, st: &mut State) {
+    async fn handle(&self, scan: Scan, store: &mut PodStore, leading: bool, st: &mut State) {
         match scan {
-            Scan::One(pod) => self.on_pod(&pod, store, st).await,
-            Scan::Gone(pod) => {
-                st.installers.forget(&*pod);
-                if let Some(uid) = pod.metadata.uid.as_deref() {
-                    st.waiting.remove(uid);
+            Scan::Pod(event) => match store.apply(*event) {
+                Applied::Judge(namespace, name) => {
+                    if let Some(pod) = store.get(&namespace, &name) {
+                        self.on_pod(pod, &*store, st).await;
+                    }
                 }
-            }
+                Applied::Gone(pod) => {
+                    st.installers.forget(&*pod);
+                    st.waiting.remove(&*pod.uid);
+                }
+                // Each pod was judged as the list delivered it; this only marks the list complete
+                // (the bench's leader-start row and an admin's "has repair seen every pod").
+                Applied::Listed(pods) => {
+                    self.metrics.set_listed(pods);
+                    tracing::info!(pods, "pod repair: every pod listed");
+                }
+                Applied::Nothing => {}
+            },
             // A NAD that appears is acted on at the next scan (at most SCAN_INTERVAL later):
             // judging the namespace's pods at each NAD event would cost a pass over all pods per
             // namespace enabled.
             Scan::Nads(event) => st.nads.apply(event),
-            // Each pod was judged as the list delivered it; this only marks the list complete
-            // (the bench's leader-start row and an admin's "has repair seen every pod").
-            Scan::Listed => {
-                let pods = store.state().len();
-                self.metrics.set_listed(pods);
-                tracing::info!(pods, "pod repair: every pod listed");
-            }
             Scan::All => self.scan_all(store, leading, st).await,
         }
     }
 
     /// A pod's event: the pod judged; in aux-chain mode, an installer that just became Ready has
     /// its node's pods judged too.
-    async fn on_pod(&self, pod: &SlimPod, store: &Store<SlimPod>, st: &mut State) {
+    async fn on_pod(&self, pod: &SlimPod, store: &PodStore, st: &mut State) {
         let cni_namespace = self.settings.cni_namespace.as_str();
         let now_ready = self
             .aux_chain()
@@ -329,9 +325,9 @@ impl Repairer {
         // store per node that turns ready, and a replacement starts up to a scan sooner.
         if let Some(node) = now_ready {
             tracing::debug!(node, "linkerd-cni installer Ready: judging the node's pods");
-            for pod in store.state() {
-                if pod.node_name.as_deref() == Some(&node) {
-                    self.consider(&pod, st).await;
+            for pod in store.iter() {
+                if pod.node.as_deref() == Some(&node) {
+                    self.consider(pod, st).await;
                 }
             }
         }
@@ -339,21 +335,17 @@ impl Repairer {
 
     /// Every [`SCAN_INTERVAL`]: the installers re-read (aux-chain), the halts reviewed and
     /// published (leader), every pod judged.
-    async fn scan_all(&self, store: &Store<SlimPod>, leading: bool, st: &mut State) {
-        let pods = store.state();
+    async fn scan_all(&self, store: &PodStore, leading: bool, st: &mut State) {
         if self.aux_chain() {
             // Also drops installers whose deletion a re-list did not report.
-            st.installers = InstallerPods::of(
-                pods.iter().map(|p| &**p),
-                self.settings.cni_namespace.as_str(),
-            );
+            st.installers = InstallerPods::of(store.iter(), self.settings.cni_namespace.as_str());
         }
         if leading {
-            self.review(&pods, &mut st.watchdog).await;
+            self.review(store.iter(), &mut st.watchdog).await;
             self.publish(&st.watchdog, &mut st.published).await;
         }
-        for pod in pods {
-            self.consider(&pod, st).await;
+        for pod in store.iter() {
+            self.consider(pod, st).await;
         }
     }
 
@@ -365,14 +357,7 @@ impl Repairer {
         if !*self.is_leader.borrow() {
             return;
         }
-        let meta = &pod.metadata;
-        let (Some(namespace), Some(name), Some(uid)) = (
-            meta.namespace.as_deref(),
-            meta.name.as_deref(),
-            meta.uid.as_deref(),
-        ) else {
-            return;
-        };
+        let (namespace, name, uid) = (&*pod.namespace, &*pod.name, &*pod.uid);
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
         let decision = st.decision.clone();
         let decision = decision.as_ref();
@@ -465,11 +450,9 @@ impl Repairer {
         why: &Why,
         reason: NadUnavailable,
     ) {
-        let meta = &pod.metadata;
-        let namespace = meta.namespace.as_deref().unwrap_or_default();
-        let name = meta.name.as_deref().unwrap_or_default();
+        let (namespace, name) = (&*pod.namespace, &*pod.name);
         let (nad_ns, nad_name) = decide::replacement_nad(namespace, decision);
-        let node = pod.node_name.as_deref().unwrap_or("(none yet)");
+        let node = pod.node.as_deref().unwrap_or("(none yet)");
         let note = format!(
             "Pod {name} needs a restart ({}) but is left running: {}; judged again every {}s",
             why.describe(),
@@ -484,9 +467,9 @@ impl Repairer {
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
+            name: Some(name.to_string()),
+            namespace: Some(namespace.to_string()),
+            uid: Some(pod.uid.to_string()),
             ..Default::default()
         };
         self.events

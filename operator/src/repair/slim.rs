@@ -1,109 +1,220 @@
-//! What repair keeps of a pod in its reflector's store: [`SlimPod`], a few fields, not a `Pod`.
+//! What repair keeps of a pod: [`SlimPod`], a few fields, not a `Pod`.
 //!
-//! The store holds every pod of the cluster. A typed `Pod` costs about 2 KB before any content (its
-//! spec and status are wide structs of options) and each container kept another 2 KB: at 15,000 pods
-//! the repairer held 14.6 KB a pod (the scale bench), where OpenShift's maximums (150,000 pods) need
-//! about 1 KB. So the watch reads each pod as a typed `Pod` once, keeps what the decision reads and
-//! drops the rest.
+//! Repair keeps every pod of the cluster ([`super::store`]). A typed `Pod` costs about 2 KB before any
+//! content (its spec and status are wide structs of options), each container another 2 KB, and even
+//! an `ObjectMeta` with its maps is ~350 bytes before its strings: at 15,000 pods the repairer held
+//! 14.6 KB a pod, then 2.7 KB with a slimmed `ObjectMeta` (the scale bench), where OpenShift's
+//! maximums (150,000 pods) need about 1 KB. So the watch reads each pod as a typed `Pod` once and
+//! keeps the facts the decision reads, each in the smallest form that still says it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::NamespaceResourceScope;
 use rules::decision::{POD_ANNOTATIONS, POD_LABELS_READ};
 use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
-use super::decide::{is_meshed, validator_failed, Judged};
+use super::decide::{is_meshed, recreating_owner, validator_failed, Judged};
+
+/// The labels kept: those the decision reads, then the installer's.
+const LABELS: usize = POD_LABELS_READ.len() + 1;
+
+fn label_keys() -> [&'static str; LABELS] {
+    let mut keys = [installer_label().0; LABELS];
+    keys[..POD_LABELS_READ.len()].copy_from_slice(&POD_LABELS_READ);
+    keys
+}
 
 /// What [`decide`](super::decide::decide), the watchdog, the installer view and the eviction read of a
-/// pod: the part of its metadata they read ([`slim_metadata`]) and five facts.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// pod. The namespace's and the node's names are shared by their pods ([`super::store`] interns them).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SlimPod {
-    pub metadata: ObjectMeta,
-    pub node_name: Option<String>,
-    pub phase: Option<String>,
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub uid: Box<str>,
+    pub node: Option<Arc<str>>,
+    pub created: Option<Timestamp>,
+    /// Its deletion has begun (`deletionTimestamp` set).
+    pub deleting: bool,
+    /// Its phase is Succeeded or Failed: it never runs again.
+    pub finished: bool,
     /// Its `Ready` condition is True.
     pub ready: bool,
     /// It runs Linkerd's proxy (a container, or a native-sidecar init container).
     pub meshed: bool,
     /// Its validator's current or last run exited with code 95.
     pub validator_failed: bool,
+    /// The controller that recreates it when evicted ([`recreating_owner`]), if any.
+    pub owner: Option<Owner>,
+    /// The values of [`POD_ANNOTATIONS`], in that order: a map would cost a node of eleven entries
+    /// and every key again, once per pod of the cluster.
+    annotations: [Option<Box<str>>; POD_ANNOTATIONS.len()],
+    /// The values of [`label_keys`], in that order.
+    labels: [Option<Box<str>>; LABELS],
+}
+
+/// A pod's recreating controller: its kind is one of four ([`recreating_owner`]), so not kept as text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Owner {
+    pub kind: OwnerKind,
+    pub name: Box<str>,
+    pub uid: Box<str>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerKind {
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+    ReplicationController,
+}
+
+impl OwnerKind {
+    fn of(owner: &OwnerReference) -> Option<Self> {
+        Some(match owner.kind.as_str() {
+            "ReplicaSet" => Self::ReplicaSet,
+            "StatefulSet" => Self::StatefulSet,
+            "DaemonSet" => Self::DaemonSet,
+            "ReplicationController" => Self::ReplicationController,
+            _ => return None,
+        })
+    }
+
+    fn api_version(self) -> &'static str {
+        match self {
+            Self::ReplicationController => "v1",
+            _ => "apps/v1",
+        }
+    }
+
+    fn kind(self) -> &'static str {
+        match self {
+            Self::ReplicaSet => "ReplicaSet",
+            Self::StatefulSet => "StatefulSet",
+            Self::DaemonSet => "DaemonSet",
+            Self::ReplicationController => "ReplicationController",
+        }
+    }
+}
+
+impl Owner {
+    /// As the pod's ownerReference said it (the eviction's Event and the watchdog name it).
+    pub fn reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.kind.api_version().to_string(),
+            kind: self.kind.kind().to_string(),
+            name: self.name.to_string(),
+            uid: self.uid.to_string(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }
+    }
 }
 
 impl From<Pod> for SlimPod {
     fn from(pod: Pod) -> Self {
         let ready = rules::pod::is_ready(&pod);
         let (meshed, validator_failed) = (is_meshed(&pod), validator_failed(&pod));
-        let metadata = slim_metadata(pod.metadata);
+        let phase = pod.status.and_then(|s| s.phase);
+        let meta = pod.metadata;
+        let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
+            .and_then(|o| {
+                Some(Owner {
+                    kind: OwnerKind::of(o)?,
+                    name: o.name.as_str().into(),
+                    uid: o.uid.as_str().into(),
+                })
+            });
+        let text = |s: Option<String>| s.unwrap_or_default().into_boxed_str();
         Self {
-            metadata,
-            node_name: pod.spec.and_then(|s| s.node_name),
-            phase: pod.status.and_then(|s| s.phase),
+            namespace: text(meta.namespace).into(),
+            name: text(meta.name),
+            uid: text(meta.uid),
+            node: pod.spec.and_then(|s| s.node_name).map(Arc::from),
+            created: meta.creation_timestamp.map(|t| t.0),
+            deleting: meta.deletion_timestamp.is_some(),
+            finished: matches!(phase.as_deref(), Some("Succeeded" | "Failed")),
             ready,
             meshed,
             validator_failed,
+            owner,
+            annotations: values_of(meta.annotations.as_ref(), POD_ANNOTATIONS),
+            labels: values_of(meta.labels.as_ref(), label_keys()),
         }
     }
 }
 
-/// The metadata repair reads: identity (the watcher resumes from `resourceVersion`), the creation and
-/// deletion times, the controller's ownerReference, and only the annotations and labels the decision
-/// and the installer view read. On OpenShift a pod also carries Multus' network-status, OVN's and
-/// Linkerd's own annotations, each kept once per pod of the cluster if kept at all; an empty map is
-/// dropped whole (a `BTreeMap` holding one entry costs a node of eleven).
-fn slim_metadata(meta: ObjectMeta) -> ObjectMeta {
-    let keep = |map: Option<BTreeMap<String, String>>, keys: &[&str]| {
-        let kept: BTreeMap<String, String> = map?
-            .into_iter()
-            .filter(|(k, _)| keys.contains(&k.as_str()))
-            .collect();
-        (!kept.is_empty()).then_some(kept)
-    };
-    let mut labels = POD_LABELS_READ.to_vec();
-    labels.push(installer_label().0);
-    let owners: Vec<OwnerReference> = meta
-        .owner_references
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|o| o.controller == Some(true))
+fn values_of<const N: usize>(
+    map: Option<&BTreeMap<String, String>>,
+    keys: [&str; N],
+) -> [Option<Box<str>>; N] {
+    keys.map(|k| map.and_then(|m| m.get(k)).map(|v| v.as_str().into()))
+}
+
+fn map_of<const N: usize>(
+    values: &[Option<Box<str>>; N],
+    keys: [&str; N],
+) -> Option<BTreeMap<String, String>> {
+    let map: BTreeMap<String, String> = keys
+        .iter()
+        .zip(values)
+        .filter_map(|(k, v)| Some((k.to_string(), v.as_deref()?.to_string())))
         .collect();
-    ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        resource_version: meta.resource_version,
-        creation_timestamp: meta.creation_timestamp,
-        deletion_timestamp: meta.deletion_timestamp,
-        owner_references: (!owners.is_empty()).then_some(owners),
-        annotations: keep(meta.annotations, &POD_ANNOTATIONS),
-        labels: keep(meta.labels, &labels),
-        ..ObjectMeta::default()
+    (!map.is_empty()).then_some(map)
+}
+
+impl SlimPod {
+    /// Shares the namespace's and the node's name with other pods' (`intern` gives the one copy).
+    pub fn share_names(&mut self, mut intern: impl FnMut(&Arc<str>) -> Arc<str>) {
+        self.namespace = intern(&self.namespace);
+        if let Some(node) = &self.node {
+            self.node = Some(intern(node));
+        }
     }
+}
+
+/// The pod watch's item: a [`SlimPod`] and the `resourceVersion` the watch resumes from. kube's
+/// watcher wants an `ObjectMeta`; it is dropped when the pod is stored.
+#[derive(Clone, Debug)]
+pub struct WatchedPod {
+    metadata: ObjectMeta,
+    pub pod: SlimPod,
 }
 
 /// Read off the API as a `Pod`, one at a time, then slimmed: the list never holds typed pods.
-impl<'de> Deserialize<'de> for SlimPod {
+impl<'de> Deserialize<'de> for WatchedPod {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Pod::deserialize(d).map(Self::from)
+        let mut pod = Pod::deserialize(d)?;
+        let metadata = ObjectMeta {
+            resource_version: pod.metadata.resource_version.take(),
+            ..ObjectMeta::default()
+        };
+        Ok(Self {
+            metadata,
+            pod: SlimPod::from(pod),
+        })
     }
 }
 
-impl kube::Resource for SlimPod {
+impl kube::Resource for WatchedPod {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
 
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+    fn kind(_: &()) -> Cow<'_, str> {
         Pod::kind(&())
     }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+    fn group(_: &()) -> Cow<'_, str> {
         Pod::group(&())
     }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+    fn version(_: &()) -> Cow<'_, str> {
         Pod::version(&())
     }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+    fn plural(_: &()) -> Cow<'_, str> {
         Pod::plural(&())
     }
     fn meta(&self) -> &ObjectMeta {
@@ -115,8 +226,11 @@ impl kube::Resource for SlimPod {
 }
 
 impl Judged for SlimPod {
-    fn phase(&self) -> Option<&str> {
-        self.phase.as_deref()
+    fn deleting(&self) -> bool {
+        self.deleting
+    }
+    fn finished(&self) -> bool {
+        self.finished
     }
     fn meshed(&self) -> bool {
         self.meshed
@@ -124,14 +238,34 @@ impl Judged for SlimPod {
     fn validator_failed(&self) -> bool {
         self.validator_failed
     }
+    /// Built back from the values kept, for the few pods that get that far.
+    fn decision_meta(&self) -> Cow<'_, ObjectMeta> {
+        Cow::Owned(ObjectMeta {
+            name: Some(self.name.to_string()),
+            namespace: Some(self.namespace.to_string()),
+            annotations: map_of(&self.annotations, POD_ANNOTATIONS),
+            labels: map_of(&self.labels, label_keys()),
+            ..ObjectMeta::default()
+        })
+    }
+    fn recreating_owner(&self) -> Option<OwnerReference> {
+        self.owner.as_ref().map(Owner::reference)
+    }
 }
 
 impl PodFacts for SlimPod {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        let at = label_keys().iter().position(|k| *k == key)?;
+        self.labels[at].as_deref()
     }
     fn node(&self) -> Option<&str> {
-        self.node_name.as_deref()
+        self.node.as_deref()
     }
     fn ready(&self) -> bool {
         self.ready
@@ -159,6 +293,7 @@ mod tests {
     fn read_off_json_as_slimmed_from_a_pod() {
         let json = serde_json::json!({
             "metadata": {"name": "p", "namespace": "app", "managedFields": [{"manager": "m"}],
+                         "resourceVersion": "7",
                          "annotations": {(linkerd_multus_webhook::namespaces::LAST_APPLIED): "{}", "a": "b",
                                          (vocab::NETWORKS_ANNOTATION): "other"},
                          "labels": {"app": "x", "pod-template-hash": "h"},
@@ -170,30 +305,40 @@ mod tests {
             "spec": {"nodeName": "n", "containers": [{"name": "app"}, {"name": vocab::PROXY_CONTAINER}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         });
-        let direct: SlimPod = serde_json::from_value(json.clone()).expect("slim pod");
+        let watched: WatchedPod = serde_json::from_value(json.clone()).expect("slim pod");
         let typed: Pod = serde_json::from_value(json).expect("pod");
+        let direct = watched.pod;
         assert_eq!(direct, SlimPod::from(typed));
-        assert!(direct.meshed && direct.ready && !direct.validator_failed);
+        assert_eq!(watched.metadata.resource_version.as_deref(), Some("7"));
+        assert!(direct.meshed && direct.ready && !direct.validator_failed && !direct.finished);
+        let meta = direct.decision_meta();
         let kept = |map: &Option<BTreeMap<String, String>>| {
             map.iter()
                 .flatten()
                 .map(|(k, _)| k.clone())
                 .collect::<Vec<_>>()
         };
+        assert_eq!(kept(&meta.annotations), [vocab::NETWORKS_ANNOTATION]);
+        assert_eq!(meta.labels, None, "no label decide reads");
+        let owner = direct.owner.as_ref().expect("the controller");
         assert_eq!(
-            kept(&direct.metadata.annotations),
-            [vocab::NETWORKS_ANNOTATION]
+            (owner.kind, &*owner.name, &*owner.uid),
+            (OwnerKind::ReplicaSet, "r", "r"),
+            "the controller's alone"
         );
-        assert_eq!(direct.metadata.labels, None, "no label decide reads");
-        let owners = direct
-            .metadata
-            .owner_references
-            .as_deref()
-            .unwrap_or_default();
-        assert_eq!(owners.len(), 1, "the controller's alone: {owners:?}");
-        assert_eq!(direct.metadata.managed_fields, None);
-        assert_eq!(direct.metadata.generate_name, None);
-        assert_eq!(direct.metadata.finalizers, None);
+        assert_eq!(direct.recreating_owner(), typed_owner());
+        assert_eq!(direct.node.as_deref(), Some("n"));
+    }
+
+    fn typed_owner() -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "r".into(),
+            uid: "r".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        })
     }
 
     /// Slimming drops the bulk and keeps every input of the decision.
@@ -287,11 +432,10 @@ mod tests {
         let pod = SlimPod::from(pod);
         let after = [&cfg, &aux].map(|c| decide(&pod, Some(&namespace), c, &installers));
         assert_eq!(after, before);
-        assert_eq!(pod.node_name.as_deref(), Some("n"));
+        assert_eq!(pod.node.as_deref(), Some("n"));
         assert!(pod.meshed && pod.validator_failed && !pod.ready);
-        assert_eq!(pod.metadata.managed_fields, None);
-        assert_eq!(pod.metadata.annotations.as_ref().unwrap().len(), 1);
-        assert_eq!(pod.metadata.uid.as_deref(), Some("u"));
+        assert_eq!(pod.decision_meta().annotations.as_ref().unwrap().len(), 1);
+        assert_eq!(&*pod.uid, "u");
     }
 
     /// Slimming keeps what the installer view reads: the label, the node, the Ready condition.
@@ -313,10 +457,7 @@ mod tests {
         assert!(before.ready_on("n"));
         let slim = SlimPod::from(installer);
         assert_eq!(InstallerPods::of([&slim], "linkerd-cni"), before);
-        assert_eq!(
-            slim.metadata.labels.map(|l| l.len()),
-            Some(1),
-            "the installer label alone"
-        );
+        assert_eq!(slim.label("app.kubernetes.io/component"), Some("cni"));
+        assert_eq!(slim.label("other"), None, "the installer label alone");
     }
 }
