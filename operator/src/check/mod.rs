@@ -16,8 +16,8 @@ mod uids;
 
 pub use aux_chain::{AuxChainSeen, InstallerPod};
 pub use evaluate::{
-    evaluate, pod_problem, CheckSettings, Observed, RepairWaiting, SandboxFailure, SandboxSince,
-    Verdict, WebhookConfiguration, WebhookProbe,
+    evaluate, evaluate_with, placed, pod_problem, CheckSettings, Observed, PodFindings, PodFold,
+    RepairWaiting, SandboxFailure, SandboxSince, Verdict, WebhookConfiguration, WebhookProbe,
 };
 pub use report::{render_human, render_json, OutputFormat};
 
@@ -29,7 +29,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, ListParams, ObjectMeta};
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -71,7 +71,8 @@ pub async fn check(
     probe_timeout: Duration,
 ) -> Result<Vec<Verdict>, CheckError> {
     let observed = observe(client, settings, probe_timeout).await?;
-    Ok(evaluate(&observed, settings))
+    let pods = fold_pods(client, &observed, settings).await?;
+    Ok(evaluate_with(&observed, settings, &pods))
 }
 
 /// [`check`], plus the admission line (`admission.rs`) and the agreement of the policy with the webhook
@@ -83,7 +84,8 @@ pub async fn check_with_admission(
     probe_timeout: Duration,
 ) -> Result<Vec<Verdict>, CheckError> {
     let observed = observe(client, settings, probe_timeout).await?;
-    let mut verdicts = evaluate(&observed, settings);
+    let pods = fold_pods(client, &observed, settings).await?;
+    let mut verdicts = evaluate_with(&observed, settings, &pods);
     let nodes = observed.node_multus.as_deref().unwrap_or_default();
     let placement = rules::multus_node::placement(settings.decision.nad.shared(), nodes);
     let cfg = placement.decision(&admission.decision);
@@ -143,8 +145,6 @@ async fn observe(
         Err(_) => Vec::new(),
     };
     let enabled = enabled_namespaces(&namespaces, &nads, s);
-    let pods = pods_in(client, &enabled).await?;
-    let containers = containers_in(client, &enabled).await?;
     let configs = Api::<MutatingWebhookConfiguration>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -152,14 +152,11 @@ async fn observe(
         .items;
     let webhooks = webhook_probes(client, &configs, timeout).await;
     let nodes = NodesSeen::read(client, s).await;
-    let (aux_chain, validator_failed) = if s.decision.nad.attach.uses_nads() {
-        (None, BTreeSet::new())
+    let aux_chain = if s.decision.nad.attach.uses_nads() {
+        None
     } else {
         let names = nodes.names.clone().map(|n| n.into_iter().collect());
-        (
-            Some(aux_chain_seen(client, s, &nodes.objects, names).await?),
-            validator_failures(client, &enabled).await?,
-        )
+        Some(aux_chain_seen(client, s, &nodes.objects, names).await?)
     };
     let serves_scc = serves_scc(client).await?;
     let sandbox_failures = sandbox_failures(client, &enabled).await?;
@@ -173,8 +170,9 @@ async fn observe(
         webhooks,
         webhook_configurations: configs.iter().map(WebhookConfiguration::of).collect(),
         serves_scc,
-        pods,
-        containers,
+        // Folded page by page instead (`fold_pods`).
+        pods: Vec::new(),
+        containers: BTreeMap::new(),
         node_multus: nodes.multus,
         node_multus_ignored: nodes.ignored,
         node_without_network: nodes.without_network,
@@ -183,7 +181,7 @@ async fn observe(
         repair_halts,
         repair_waiting,
         aux_chain,
-        validator_failed,
+        validator_failed: BTreeSet::new(),
     })
 }
 
@@ -238,42 +236,30 @@ fn enabled_namespaces<'a>(
         .collect()
 }
 
-/// The pods of `enabled` namespaces that can run again, metadata only. One metadata list for the
-/// cluster, not one request per namespace: check runs on clusters with thousands of namespaces.
-async fn pods_in(client: &Client, enabled: &BTreeSet<&str>) -> Result<Vec<ObjectMeta>, CheckError> {
-    // Finished pods never get another sandbox: they neither keep a NAD nor need an attachment.
-    let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
-    Ok(Api::<Pod>::all(client.clone())
-        .list_metadata(&can_run)
-        .await
-        .map_err(read("list pods"))?
-        .items
-        .into_iter()
-        .map(|p| p.metadata)
-        .filter(|m| {
-            m.namespace
-                .as_deref()
-                .is_some_and(|ns| enabled.contains(ns))
-        })
-        .collect())
-}
-
-/// Containers where the uid check applies: enabled namespaces (an app container running as the
-/// proxy uid bypasses the mesh anywhere; the proxy and validator are judged where there is a range).
-async fn containers_in(
+/// The pod rows' findings, from one paged walk of the cluster's pods that can run again (finished
+/// pods never get another sandbox: they neither keep a NAD nor need an attachment), folded page by
+/// page ([`PodFold`]): never a request per namespace, never every pod in memory at once. Full pods:
+/// the `proxy-uids` row reads their containers, aux-chain's `pods` row their validator's status.
+async fn fold_pods(
     client: &Client,
-    enabled: &BTreeSet<&str>,
-) -> Result<BTreeMap<String, PodView>, CheckError> {
-    let mut containers = BTreeMap::new();
-    each_pod(client, ListParams::default(), |pod| {
+    seen: &Observed,
+    s: &CheckSettings,
+) -> Result<PodFindings, CheckError> {
+    let enabled = enabled_namespaces(&seen.namespaces, &seen.nads, s);
+    let placed = placed(seen, s);
+    let aux = !s.decision.nad.attach.uses_nads();
+    let mut fold = PodFold::new(seen, &placed);
+    let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
+    each_pod(client, can_run, |pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         if enabled.contains(ns) {
-            let name = format!("{ns}/{}", pod.metadata.name.as_deref().unwrap_or_default());
-            containers.insert(name, PodView::from_spec(pod.spec.as_ref()));
+            let containers = PodView::from_spec(pod.spec.as_ref());
+            let failed = aux && crate::repair::decide::validator_failed(pod);
+            fold.add(&pod.metadata, Some(&containers), failed);
         }
     })
     .await?;
-    Ok(containers)
+    Ok(fold.finish())
 }
 
 /// A TLS handshake with each webhook of `configs` that serves our path.
@@ -498,25 +484,6 @@ async fn aux_chain_seen(
         installers,
         nodes,
     })
-}
-
-/// Aux-chain mode: the pods of `namespaces` whose linkerd-network-validator exited with code 95 (as the
-/// repairer judges them). Container statuses are not in the metadata list, so this is a full pod list,
-/// paged so that a large cluster is never held in memory at once.
-async fn validator_failures(
-    client: &Client,
-    namespaces: &BTreeSet<&str>,
-) -> Result<BTreeSet<String>, CheckError> {
-    let mut failed = BTreeSet::new();
-    let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
-    each_pod(client, can_run, |pod| {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        if namespaces.contains(ns) && crate::repair::decide::validator_failed(pod) {
-            failed.insert(format!("{ns}/{}", pod.name_any()));
-        }
-    })
-    .await?;
-    Ok(failed)
 }
 
 /// Every pod of the cluster `params` selects, to `each`: one paged list (500 a page, so a large

@@ -343,6 +343,8 @@ fn each_broken_state_fails_its_own_check() {
 /// `--attach aux-chain`: the same cluster judged without NADs (`evaluate_aux_tests.rs`).
 #[path = "evaluate_aux_tests.rs"]
 mod aux;
+#[path = "fold_tests.rs"]
+mod fold;
 #[path = "multus_tests.rs"]
 mod multus;
 #[path = "nads_tests.rs"]

@@ -19,11 +19,13 @@ use super::aux_chain::{self, AuxChainSeen};
 use crate::nad_config::{build_config, ConfigSource, NadConfigError};
 use crate::repair::state::{Published, StateLocation};
 
+mod fold;
 mod multus;
 mod nads;
 mod pods;
 mod webhooks;
 
+pub use self::fold::PodFold;
 use self::multus::{node_multus_verdict, shared_nad_verdict};
 use self::nads::{crd_verdict, foreign_verdict, left_nads_verdict, nads_verdict};
 pub use self::pods::{pod_problem, SandboxSince};
@@ -117,7 +119,9 @@ pub struct Observed {
     pub webhook_configurations: Vec<WebhookConfiguration>,
     /// The API server serves OpenShift's SCC group (so SCC admission runs).
     pub serves_scc: bool,
-    /// Metadata of the pods in namespaces that need the NAD or hold an owned one.
+    /// Metadata of the pods in namespaces that need the NAD or hold an owned one, whole, for
+    /// [`evaluate`]. `check` leaves these (and `containers`, `validator_failed`) empty: it folds the
+    /// cluster's pods page by page ([`PodFold`]) and hands [`evaluate_with`] what the rows found.
     pub pods: Vec<ObjectMeta>,
     /// The containers of those pods in enabled namespaces, by `<namespace>/<name>`.
     pub containers: BTreeMap<String, PodView>,
@@ -186,13 +190,38 @@ pub struct CheckSettings {
 /// (and its order), pods. From the nodes' Multus on, pods are expected where the operator attaches
 /// them: the shared NAD unless some node's Multus refuses it (`rules::multus_node::placement`).
 pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
+    let placed = placed(seen, s);
+    let mut fold = PodFold::new(seen, &placed);
+    for pod in &seen.pods {
+        let key = format!(
+            "{}/{}",
+            pod.namespace.as_deref().unwrap_or_default(),
+            pod.name.as_deref().unwrap_or_default()
+        );
+        let failed = seen.validator_failed.contains(&key);
+        fold.add(pod, seen.containers.get(&key), failed);
+    }
+    evaluate_with(seen, s, &fold.finish())
+}
+
+/// `s` as the operator applies it to `seen`'s cluster: pods attached where
+/// `rules::multus_node::placement` puts them (the shared NAD unless some node's Multus refuses it).
+pub fn placed(seen: &Observed, s: &CheckSettings) -> CheckSettings {
+    let nodes = seen.node_multus.as_deref().unwrap_or_default();
+    let placement = multus_node::placement(s.decision.nad.shared(), nodes);
+    CheckSettings {
+        decision: placement.decision(&s.decision).into_owned(),
+        ..s.clone()
+    }
+}
+
+/// [`evaluate`] with the pod rows' findings folded already (`pods`: [`PodFold`] with
+/// [`placed`] settings), `seen`'s own pods unread.
+pub fn evaluate_with(seen: &Observed, s: &CheckSettings, pods: &PodFindings) -> Vec<Verdict> {
     let config = build_config(seen.configmap.as_ref(), &s.source);
     let nodes = seen.node_multus.as_deref().unwrap_or_default();
     let placement = multus_node::placement(s.decision.nad.shared(), nodes);
-    let placed = CheckSettings {
-        decision: placement.decision(&s.decision).into_owned(),
-        ..s.clone()
-    };
+    let placed = placed(seen, s);
     let s = &placed;
     let mut verdicts = vec![
         attach_verdict(s),
@@ -209,19 +238,19 @@ pub fn evaluate(seen: &Observed, s: &CheckSettings) -> Vec<Verdict> {
     if s.decision.nad.attach.uses_nads() {
         verdicts.extend([
             shared_nad_verdict(&seen.node_multus, &placement),
-            nads_verdict(seen, s, config.ok().as_deref()),
+            nads_verdict(seen, s, config.ok().as_deref(), pods),
             foreign_verdict(seen, s),
         ]);
     } else {
-        verdicts.extend(aux_chain_verdicts(seen, s));
+        verdicts.extend(aux_chain_verdicts(seen, s, pods));
     }
     verdicts.extend([
         webhook_verdict(&seen.webhooks),
         webhook_order_verdict(seen, s),
-        pods_verdict(seen, s),
+        pods_verdict(&pods.stale, s),
         sandboxes_verdict(seen, s),
-        repair_verdict(seen, s),
-        uids_verdict(seen, s),
+        repair_verdict(seen, s, pods),
+        uids_verdict(&pods.uids),
     ]);
     verdicts
 }
@@ -249,7 +278,7 @@ fn configmap_verdict(config: &Result<String, NadConfigError>, s: &CheckSettings)
 
 /// In aux-chain mode the chain's line, then the NAD lines saying they are not used (and the NADs
 /// left from `nad` mode).
-fn aux_chain_verdicts(seen: &Observed, s: &CheckSettings) -> [Verdict; 4] {
+fn aux_chain_verdicts(seen: &Observed, s: &CheckSettings, pods: &PodFindings) -> [Verdict; 4] {
     [
         match &seen.aux_chain {
             Some(chain) => aux_chain::verdict(chain),
@@ -260,7 +289,7 @@ fn aux_chain_verdicts(seen: &Observed, s: &CheckSettings) -> [Verdict; 4] {
             ),
         },
         Verdict::pass("shared-nad", format!("{NOT_USED}: no NAD is shared")),
-        left_nads_verdict(seen, s),
+        left_nads_verdict(seen, pods),
         Verdict::pass(
             "foreign-nads",
             format!(
@@ -302,10 +331,34 @@ fn without_sandbox(seen: &Observed) -> impl Iterator<Item = (&String, &SandboxFa
         .filter(|(_, f)| f.since != SandboxSince::Created)
 }
 
-/// The pods not being deleted: a terminating pod is already on its way out, so "restart it" or "recreate
-/// it" would be noise (seen on the node: an evicted pod stays Terminating for ~13 s).
-fn live_pods(seen: &Observed) -> impl Iterator<Item = &ObjectMeta> {
-    seen.pods.iter().filter(|p| p.deletion_timestamp.is_none())
+/// What the pod rows found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodFindings {
+    /// The `pods` row's lines, in the order the pods came.
+    pub stale: Vec<String>,
+    /// The `proxy-uids` row's lines, in the order the pods came.
+    pub uids: Vec<String>,
+    /// The `repair` row's pods left running for their NAD: their line, by pod.
+    pub waiting: BTreeMap<String, String>,
+    /// How many pods list each NAD of ours, by its namespace (the `nads` row: kept for its users).
+    pub nad_users: BTreeMap<String, usize>,
+}
+
+/// What a pod row reads besides the pod: the observation, the settings after placement
+/// ([`placed`]), the namespaces by name.
+struct PodContext<'a> {
+    seen: &'a Observed,
+    s: &'a CheckSettings,
+    namespaces: BTreeMap<&'a str, &'a Namespace>,
+}
+
+impl<'a> PodContext<'a> {
+    /// The annotations of `namespace`, if it exists and has any.
+    fn ns_annotations(&self, namespace: &str) -> Option<&'a BTreeMap<String, String>> {
+        self.namespaces
+            .get(namespace)
+            .and_then(|ns| ns.metadata.annotations.as_ref())
+    }
 }
 
 fn ns_name(ns: &Namespace) -> &str {
@@ -320,14 +373,6 @@ fn nad_in<'a>(seen: &'a Observed, namespace: &str) -> Option<&'a NetworkAttachme
 
 fn is_owned(nad: &NetworkAttachmentDefinition) -> bool {
     vocab::is_managed_by_us(nad.metadata.labels.as_ref())
-}
-
-/// Each namespace's annotations, by name.
-fn ns_annotations(seen: &Observed) -> BTreeMap<&str, Option<&BTreeMap<String, String>>> {
-    seen.namespaces
-        .iter()
-        .map(|ns| (ns_name(ns), ns.metadata.annotations.as_ref()))
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,13 +1,14 @@
 //! The NAD lines: the CRD, our NADs where the operator keeps them (or, in aux-chain mode, those left
 //! from NAD mode), and NADs of our name that others own.
 
+use std::collections::BTreeSet;
+
 use kube::api::ObjectMeta;
-use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::attachment::uses_nad;
 use rules::namespaces::Want;
 use rules::ownership::is_adoptable;
 
-use super::{is_owned, nad_in, ns_name, CheckSettings, Observed, Verdict, NOT_USED};
+use super::{is_owned, nad_in, ns_name, CheckSettings, Observed, PodFindings, Verdict, NOT_USED};
 use crate::desired::Existing;
 
 pub(super) fn crd_verdict(crd: &Result<bool, String>, aux: bool) -> Verdict {
@@ -37,14 +38,14 @@ pub(super) fn crd_verdict(crd: &Result<bool, String>, aux: bool) -> Verdict {
 
 /// Aux-chain mode: no NAD is wanted; ours left from nad mode are listed (informational), each deleted
 /// by the operator once no pod lists it.
-pub(super) fn left_nads_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+pub(super) fn left_nads_verdict(seen: &Observed, pods: &PodFindings) -> Verdict {
     let left: Vec<String> = seen
         .nads
         .iter()
         .filter(|n| is_owned(n))
         .map(|n| {
             let namespace = n.metadata.namespace.as_deref().unwrap_or_default();
-            let users = users(seen, namespace, n, s).len();
+            let users = pods.nad_users.get(namespace).copied().unwrap_or(0);
             if users == 0 {
                 format!("{namespace}: left from nad mode, no pod lists it: the operator deletes it")
             } else {
@@ -66,7 +67,12 @@ pub(super) fn left_nads_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
     Verdict::pass("nads", message).with_items(left)
 }
 
-pub(super) fn nads_verdict(seen: &Observed, s: &CheckSettings, config: Option<&str>) -> Verdict {
+pub(super) fn nads_verdict(
+    seen: &Observed,
+    s: &CheckSettings,
+    config: Option<&str>,
+    pods: &PodFindings,
+) -> Verdict {
     const CHECK: &str = "nads";
     let mut problems = Vec::new();
     let mut good = 0;
@@ -84,7 +90,7 @@ pub(super) fn nads_verdict(seen: &Observed, s: &CheckSettings, config: Option<&s
                 _ => good += 1,
             },
             // Kept for the pods that still use it: those are listed by the pods check.
-            (Want::NoNad, Some(n)) if owned && !users(seen, name, n, s).is_empty() => {}
+            (Want::NoNad, Some(_)) if owned && pods.nad_users.contains_key(name) => {}
             (Want::NoNad, Some(_)) if owned => problems.push(format!(
                 "{name}: NAD left behind in a namespace that is not enabled"
             )),
@@ -115,25 +121,48 @@ pub(super) fn nads_verdict(seen: &Observed, s: &CheckSettings, config: Option<&s
     .with_items(problems)
 }
 
-/// Pods that list `nad` (of `namespace`) in their networks annotation: those of `namespace`, or of
-/// any namespace when the NAD is (or was) the shared one, as the operator looks them up.
-fn users<'a>(
-    seen: &'a Observed,
-    namespace: &str,
-    nad: &NetworkAttachmentDefinition,
-    s: &CheckSettings,
-) -> Vec<&'a ObjectMeta> {
-    let meta = &nad.metadata;
-    let anywhere =
-        Existing::of(meta.labels.as_ref(), meta.annotations.as_ref(), None, None).owned_shared();
-    seen.pods
-        .iter()
-        .filter(|p| anywhere || p.namespace.as_deref() == Some(namespace))
-        .filter(|p| {
-            let pod_ns = p.namespace.as_deref().unwrap_or_default();
-            uses_nad(p, &s.decision.nad.name, namespace, pod_ns)
-        })
-        .collect()
+/// Our NADs as the operator looks their users up: pods that list one in their networks annotation,
+/// of its namespace, or of any namespace when it is (or was) the shared one.
+pub(super) struct OwnedNads<'a> {
+    /// The namespaces of those only their own pods may list.
+    local: BTreeSet<&'a str>,
+    /// The namespaces of those any pod may list.
+    anywhere: Vec<&'a str>,
+}
+
+impl<'a> OwnedNads<'a> {
+    pub(super) fn of(seen: &'a Observed) -> Self {
+        let mut owned = OwnedNads {
+            local: BTreeSet::new(),
+            anywhere: Vec::new(),
+        };
+        for nad in seen.nads.iter().filter(|n| is_owned(n)) {
+            let meta = &nad.metadata;
+            let namespace = meta.namespace.as_deref().unwrap_or_default();
+            if Existing::of(meta.labels.as_ref(), meta.annotations.as_ref(), None, None)
+                .owned_shared()
+            {
+                owned.anywhere.push(namespace);
+            } else {
+                owned.local.insert(namespace);
+            }
+        }
+        owned
+    }
+
+    /// The namespaces of the NADs of ours (named `nad`) that `pod` lists.
+    pub(super) fn listed_by<'p>(
+        &'p self,
+        pod: &'p ObjectMeta,
+        nad: &'p str,
+    ) -> impl Iterator<Item = &'a str> + 'p {
+        let pod_ns = pod.namespace.as_deref().unwrap_or_default();
+        let local = self.local.get(pod_ns).copied();
+        local
+            .into_iter()
+            .chain(self.anywhere.iter().copied())
+            .filter(move |namespace| uses_nad(pod, nad, namespace, pod_ns))
+    }
 }
 
 pub(super) fn foreign_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {

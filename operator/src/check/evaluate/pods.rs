@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, PodStatus};
+use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use rules::attachment::{lacks_attachment, listed_nad_of_ours, uses_nad};
@@ -12,8 +12,10 @@ use rules::namespaces::{want, Want};
 use rules::sandbox;
 use rules::uid_range::UidRange;
 
+use rules::pod::PodView;
+
 use super::{
-    is_owned, live_pods, nad_in, ns_annotations, ns_name, without_sandbox, CheckSettings, Observed,
+    is_owned, nad_in, without_sandbox, CheckSettings, Observed, PodContext, PodFindings,
     RepairWaiting, Verdict,
 };
 use crate::check::uids;
@@ -121,7 +123,7 @@ pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
 /// pods the repairer leaves running because their replacement's NAD is not there (a
 /// `PodRepairWaiting` Event about a pod that still exists, still lacks its attachment, and whose NAD
 /// `check` does not see either).
-pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings, pods: &PodFindings) -> Verdict {
     const CHECK: &str = "repair";
     let mut what = Vec::new();
     let mut hints = Vec::new();
@@ -182,7 +184,7 @@ pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         Some(Ok(None)) => unpublished = true,
         _ => {}
     }
-    let waiting = waiting_for_nad(seen, s);
+    let waiting: Vec<String> = pods.waiting.values().cloned().collect();
     if !waiting.is_empty() {
         what.push(format!(
             "{} pod(s) need a restart but are left running: the NAD their replacement would name is \
@@ -212,10 +214,13 @@ pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         .with_items(items.into_iter().chain(waiting).collect())
 }
 
-/// The latest `PodRepairWaiting` of each pod that is still as the Event found it.
-fn waiting_for_nad(seen: &Observed, s: &CheckSettings) -> Vec<String> {
+/// The latest `PodRepairWaiting` of each pod, by the uid it is about (none outside NAD mode).
+pub(super) fn latest_waiting<'a>(
+    seen: &'a Observed,
+    s: &CheckSettings,
+) -> BTreeMap<&'a str, &'a RepairWaiting> {
     if !s.decision.nad.attach.uses_nads() {
-        return Vec::new();
+        return BTreeMap::new();
     }
     let mut latest: BTreeMap<&str, &RepairWaiting> = BTreeMap::new();
     for e in &seen.repair_waiting {
@@ -223,45 +228,28 @@ fn waiting_for_nad(seen: &Observed, s: &CheckSettings) -> Vec<String> {
             latest.insert(&e.pod, e);
         }
     }
-    let annotations = ns_annotations(seen);
-    let crd_served = seen.crd == Ok(true);
-    let by_uid: BTreeMap<&str, &ObjectMeta> = live_pods(seen)
-        .filter_map(|p| Some((p.uid.as_deref()?, p)))
-        .collect();
     latest
         .into_values()
-        .filter(|e| {
-            let Some(pod) = e.uid.as_deref().and_then(|uid| by_uid.get(uid)) else {
-                return false;
-            };
-            let namespace = pod.namespace.as_deref().unwrap_or_default();
-            let ns_annotations = annotations.get(namespace).copied().flatten();
-            let nad_namespace = s.decision.nad.shared().unwrap_or(namespace);
-            lacks_attachment(pod, namespace, ns_annotations, &s.decision)
-                && (!crd_served || nad_in(seen, nad_namespace).is_none())
-        })
-        .map(|e| format!("{}: {}", e.pod, e.message))
+        .filter_map(|e| Some((e.uid.as_deref()?, e)))
         .collect()
+}
+
+/// The `repair` row's line for a live pod whose latest `PodRepairWaiting` is `e`, if the pod is
+/// still as the Event found it: lacking its attachment, its NAD not there.
+pub(super) fn waiting_line(cx: &PodContext, pod: &ObjectMeta, e: &RepairWaiting) -> Option<String> {
+    let (seen, s) = (cx.seen, cx.s);
+    let namespace = pod.namespace.as_deref().unwrap_or_default();
+    let nad_namespace = s.decision.nad.shared().unwrap_or(namespace);
+    let waits = lacks_attachment(pod, namespace, cx.ns_annotations(namespace), &s.decision)
+        && (seen.crd != Ok(true) || nad_in(seen, nad_namespace).is_none());
+    waits.then(|| format!("{}: {}", e.pod, e.message))
 }
 
 /// Meshed pods with an app container running as the proxy uid (its traffic bypasses the mesh), and
 /// pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose validator
 /// the range would reject.
-pub(super) fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
+pub(super) fn uids_verdict(wrong: &[String]) -> Verdict {
     const CHECK: &str = "proxy-uids";
-    let annotations = ns_annotations(seen);
-    let mut wrong = Vec::new();
-    for pod in live_pods(seen) {
-        let namespace = pod.namespace.as_deref().unwrap_or_default();
-        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
-        let Some(containers) = seen.containers.get(&key) else {
-            continue;
-        };
-        let ns_annotations = annotations.get(namespace).copied().flatten();
-        for problem in uids::uid_problems(pod, containers, ns_annotations, &s.decision) {
-            wrong.push(format!("{key}: {problem}"));
-        }
-    }
     if wrong.is_empty() {
         return Verdict::pass(
             CHECK,
@@ -277,54 +265,73 @@ pub(super) fn uids_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
          to a uid of the range other than its first (or remove it), then recreate the pods so the \
          webhook sets the proxy's and the validator's uids again",
     )
-    .with_items(wrong)
+    .with_items(wrong.to_vec())
 }
 
-pub(super) fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
-    const CHECK: &str = "pods";
-    let namespaces: BTreeMap<&str, &Namespace> =
-        seen.namespaces.iter().map(|ns| (ns_name(ns), ns)).collect();
+/// The `proxy-uids` row's lines for a live pod with these containers.
+pub(super) fn uid_lines(
+    cx: &PodContext,
+    pod: &ObjectMeta,
+    key: &str,
+    containers: &PodView,
+) -> Vec<String> {
+    let namespace = pod.namespace.as_deref().unwrap_or_default();
+    uids::uid_problems(
+        pod,
+        containers,
+        cx.ns_annotations(namespace),
+        &cx.s.decision,
+    )
+    .into_iter()
+    .map(|problem| format!("{key}: {problem}"))
+    .collect()
+}
+
+/// The `pods` row's line for a live pod (`key`: `<namespace>/<name>`), if it is not as its
+/// namespace wants.
+pub(super) fn stale_line(
+    cx: &PodContext,
+    pod: &ObjectMeta,
+    key: &str,
+    validator_failed: bool,
+) -> Option<String> {
+    let (seen, s) = (cx.seen, cx.s);
     let ours = |namespace: &str| nad_in(seen, namespace).is_some_and(is_owned);
-    let mut stale = Vec::new();
-    for pod in live_pods(seen) {
-        let namespace = pod.namespace.as_deref().unwrap_or_default();
-        let key = format!("{namespace}/{}", pod.name.as_deref().unwrap_or_default());
-        if seen
-            .sandbox_failures
-            .get(&key)
-            .is_some_and(|f| f.since != SandboxSince::Created)
-        {
-            // No sandbox: "restart it to move it" does not apply; the sandboxes line says what it is.
-            continue;
-        }
-        let ns = namespaces.get(namespace).copied();
-        let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
-        // Aux-chain mode: there is no annotation to lack, and a pod still listing a NAD of ours gets
-        // the same rules twice (a repeated ADD replaces them), so the validator's verdict counts.
-        let aux = !s.decision.nad.attach.uses_nads();
-        let problem = if aux && seen.validator_failed.contains(&key) {
-            Some(format!(
-                "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
-                 aux-chain line for its node): restart it once its node is fixed \
-                 (operator.repair.enabled does)",
-                vocab::VALIDATOR_CONTAINER,
-                vocab::VALIDATOR_FAILED_EXIT_CODE
-            ))
-        } else if wanted {
-            let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
-            pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
-        } else if aux {
-            None
-        } else {
-            opted_out_user(pod, namespace, &s.decision)
-        };
-        if let Some(reason) = problem {
-            stale.push(format!(
-                "{namespace}/{}: {reason}",
-                pod.name.as_deref().unwrap_or_default()
-            ));
-        }
+    if seen
+        .sandbox_failures
+        .get(key)
+        .is_some_and(|f| f.since != SandboxSince::Created)
+    {
+        // No sandbox: "restart it to move it" does not apply; the sandboxes line says what it is.
+        return None;
     }
+    let namespace = pod.namespace.as_deref().unwrap_or_default();
+    let ns = cx.namespaces.get(namespace).copied();
+    let wanted = ns.is_some_and(|ns| want(ns, &s.decision.nad.linkerd_namespace) == Want::Nad);
+    // Aux-chain mode: there is no annotation to lack, and a pod still listing a NAD of ours gets
+    // the same rules twice (a repeated ADD replaces them), so the validator's verdict counts.
+    let aux = !s.decision.nad.attach.uses_nads();
+    let problem = if aux && validator_failed {
+        Some(format!(
+            "its {} exited with code {}: linkerd-cni set up no rules for it (see the \
+             aux-chain line for its node): restart it once its node is fixed \
+             (operator.repair.enabled does)",
+            vocab::VALIDATOR_CONTAINER,
+            vocab::VALIDATOR_FAILED_EXIT_CODE
+        ))
+    } else if wanted {
+        let ns_annotations = ns.and_then(|ns| ns.metadata.annotations.as_ref());
+        pod_problem(pod, namespace, ns_annotations, &s.decision, ours)
+    } else if aux {
+        None
+    } else {
+        opted_out_user(pod, namespace, &s.decision)
+    };
+    problem.map(|reason| format!("{key}: {reason}"))
+}
+
+pub(super) fn pods_verdict(stale: &[String], s: &CheckSettings) -> Verdict {
+    const CHECK: &str = "pods";
     if stale.is_empty() {
         return Verdict::pass(
             CHECK,
@@ -344,7 +351,7 @@ pub(super) fn pods_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
         "restart a pod with e.g. kubectl -n <namespace> rollout restart deploy/<name>; a restart keeps \
          what its pod template sets",
     )
-    .with_items(stale)
+    .with_items(stale.to_vec())
 }
 
 /// A pod whose namespace opted out but which still lists our NAD, its namespace's or the shared one
