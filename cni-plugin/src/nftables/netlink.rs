@@ -272,8 +272,16 @@ struct Socket {
     seq: u32,
 }
 
+/// Receive buffer of a socket that lists chains and rules: a dump message can be tens of KiB, and
+/// a short buffer would truncate it.
+const DUMP_BUF: usize = 1 << 17;
+/// Receive buffer of a socket that only sends batches (their acknowledgements) and lists tables:
+/// libmnl's `MNL_SOCKET_BUFFER_SIZE`, what nft reads its batches' acknowledgements with. Zeroing
+/// `DUMP_BUF` cost ADD as many instructions as the batch itself (issue #43).
+const ACK_BUF: usize = 1 << 13;
+
 impl Socket {
-    fn open() -> Result<Self, NftError> {
+    fn open(buf: usize) -> Result<Self, NftError> {
         let fd = socket(
             AddressFamily::Netlink,
             SockType::Raw,
@@ -290,8 +298,7 @@ impl Socket {
         .map_err(NftError::Socket)?;
         Ok(Self {
             fd,
-            // A dump message can be tens of KiB; a short buffer would truncate it.
-            buf: vec![0; 1 << 17],
+            buf: vec![0; buf],
             seq: 1,
         })
     }
@@ -396,13 +403,13 @@ impl Socket {
 
 /// Applies `batch` atomically in the calling thread's netns.
 pub fn apply(batch: &Batch) -> Result<(), NftError> {
-    Socket::open()?.apply(batch)
+    Socket::open(ACK_BUF)?.apply(batch)
 }
 
 /// Installs `tables` (ours, one per family) in one transaction in the calling thread's netns,
 /// replacing what our tables held.
 pub fn replace(tables: &[Table]) -> Result<(), NftError> {
-    let mut sock = Socket::open()?;
+    let mut sock = Socket::open(ACK_BUF)?;
     let mut batch = Batch::default();
     for t in tables {
         let existing = sock.has_table(t.family)?;
@@ -414,7 +421,7 @@ pub fn replace(tables: &[Table]) -> Result<(), NftError> {
 /// Deletes our tables of `families` that exist in the calling thread's netns. Looking first spares
 /// a netns without them the kernel's RCU wait a deletion costs (DEL runs for every pod).
 pub fn remove(families: &[Family]) -> Result<(), NftError> {
-    let mut sock = Socket::open()?;
+    let mut sock = Socket::open(ACK_BUF)?;
     let mut batch = Batch::default();
     for f in families {
         if sock.has_table(*f)? {
@@ -434,7 +441,7 @@ fn malformed(e: attr::Malformed) -> NftError {
 /// Our table's chains in `family` with their rules, as the kernel holds them (empty when the
 /// table does not exist). Other tables are read past, never touched.
 pub fn list(family: Family) -> Result<Vec<Chain>, NftError> {
-    let mut sock = Socket::open()?;
+    let mut sock = Socket::open(DUMP_BUF)?;
     let mut chains = Vec::new();
     for msg in sock.dump(GETCHAIN, family, "chains")? {
         let a = attr::parse(&msg).map_err(malformed)?;
