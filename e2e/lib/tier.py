@@ -72,7 +72,10 @@ def run(tier, summary, skip, only, args):
         proc = subprocess.Popen([exe, *args], cwd=pkg_dir, stdout=subprocess.PIPE, text=True)
         lines = []
         for line in proc.stdout:
+            # Flushed at once: the tests' own stderr (the node's `--nocapture`) goes straight to the
+            # same log, and the two stay in order.
             sys.stdout.write(line)
+            sys.stdout.flush()
             lines.append(line)
         proc.wait()
         p, f = count_lines(lines)

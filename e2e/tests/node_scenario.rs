@@ -28,41 +28,76 @@ use support::{chart_dir, path_str, temp_file};
 fn the_chart_on_the_node_redirects_a_meshed_pods_traffic() {
     let _one_release = one_release_at_a_time();
     let node = Node::shared();
-    let conf_before = step_node_cni_config(&node);
+    let conf_before = step("1 node CNI config", || step_node_cni_config(&node));
     let mut cleanup = Cleanup {
         node: &node,
         namespaces: vec![],
         cluster_objects: vec![],
     };
-    let plugin = step_install_chart(&node, &mut cleanup, &conf_before);
-    let meshed = step_meshed_deployment(&node, &mut cleanup);
-    let plain = step_traffic_redirected(&node, &mut cleanup, &meshed);
-    no_iptables::step_meshed_pod_without_iptables(&node, &meshed, &plain);
-    native_sidecar::step_native_sidecar_proxy(&node, &meshed, &plain, native_sidecar::Attach::Nad);
-    step_cni_rollout_while_creating_pods(&node, &meshed);
-    let repaired = step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain);
-    step_configmap_edit_reaches_new_pods(&node, &meshed, &plain);
-    isolation::step_shared_nad_refused_by_isolation(
-        &node,
-        &mut cleanup,
-        &meshed.ns,
-        &meshed.test_image,
-    );
-    step_check_in_the_operator_pod(&node);
-    step_repair_not_halted(&node, &repaired);
-    step_uid_collision_flagged(&node, &meshed);
-    aux_chain::step_attach_through_the_aux_chain(&node, &mut cleanup, &meshed, &plain);
-    lifecycle::Lifecycle {
-        node: &node,
-        sets: vec!["attach=nad".into()],
-        chain_file: None,
-        mode: "nad",
-        enabled: &meshed.ns,
-        reboot: |node| node.reboot(""),
-    }
-    .run(&mut cleanup);
-    step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin);
-    drop(cleanup);
+    let plugin = step("2 install chart", || {
+        step_install_chart(&node, &mut cleanup, &conf_before)
+    });
+    let meshed = step("3 meshed deployment", || {
+        step_meshed_deployment(&node, &mut cleanup)
+    });
+    let plain = step("4 traffic redirected", || {
+        step_traffic_redirected(&node, &mut cleanup, &meshed)
+    });
+    step("4b meshed pod without iptables", || {
+        no_iptables::step_meshed_pod_without_iptables(&node, &meshed, &plain)
+    });
+    step("4c native sidecar (nad)", || {
+        native_sidecar::step_native_sidecar_proxy(
+            &node,
+            &meshed,
+            &plain,
+            native_sidecar::Attach::Nad,
+        )
+    });
+    step("5 CNI rollout while creating pods (nad)", || {
+        step_cni_rollout_while_creating_pods(&node, &meshed)
+    });
+    let repaired = step("5b repair unattached pod", || {
+        step_repair_unattached_pod(&node, &mut cleanup, &meshed, &plain)
+    });
+    step("5c ConfigMap edit reaches new pods", || {
+        step_configmap_edit_reaches_new_pods(&node, &meshed, &plain)
+    });
+    step("5d shared NAD refused by isolation", || {
+        isolation::step_shared_nad_refused_by_isolation(
+            &node,
+            &mut cleanup,
+            &meshed.ns,
+            &meshed.test_image,
+        )
+    });
+    step("6 check in the operator pod", || {
+        step_check_in_the_operator_pod(&node)
+    });
+    step("6a repair not halted", || {
+        step_repair_not_halted(&node, &repaired)
+    });
+    step("6b uid collision flagged", || {
+        step_uid_collision_flagged(&node, &meshed)
+    });
+    step("aux chain (all)", || {
+        aux_chain::step_attach_through_the_aux_chain(&node, &mut cleanup, &meshed, &plain)
+    });
+    step("lifecycle nad (all)", || {
+        lifecycle::Lifecycle {
+            node: &node,
+            sets: vec!["attach=nad".into()],
+            chain_file: None,
+            mode: "nad",
+            enabled: &meshed.ns,
+            reboot: |node| node.reboot(""),
+        }
+        .run(&mut cleanup)
+    });
+    step("7 uninstall leaves plugin and NADs", || {
+        step_uninstall_leaves_plugin_and_nads(&node, &meshed, &plugin)
+    });
+    step("cleanup", || drop(cleanup));
 }
 
 /// The chart's default admission on a server that serves MutatingAdmissionPolicy: pods of an enabled
@@ -82,7 +117,9 @@ fn admission_policy_with_the_operator_at_zero() {
         );
         return;
     };
-    admission_policy::run(&node, api);
+    step("admission policy (all)", || {
+        admission_policy::run(&node, api)
+    });
 }
 
 /// The node's tests install the same release (and the policy is cluster-wide): one at a time.

@@ -55,17 +55,29 @@ pub fn step_attach_through_the_aux_chain(
     };
     let _aux_dir = RemovedOnDrop(node.in_node_mounts(&ours));
     write_multus(node, &multus, Some(CHAIN));
-    switch_to_aux_chain(node, meshed, plain);
-    unmeshed_pod_gets_no_rules(node, meshed, plain);
-    super::native_sidecar::step_native_sidecar_proxy(
-        node,
-        meshed,
-        plain,
-        super::native_sidecar::Attach::AuxChain,
-    );
-    reboot_window(node, cleanup, meshed, plain);
-    step_cni_rollout_while_creating_pods(node, meshed);
-    check_fails_without_the_chain(node, &multus);
+    step("aux: switch to the aux chain", || {
+        switch_to_aux_chain(node, meshed, plain)
+    });
+    step("aux: unmeshed pod gets no rules", || {
+        unmeshed_pod_gets_no_rules(node, meshed, plain)
+    });
+    step("aux: native sidecar", || {
+        super::native_sidecar::step_native_sidecar_proxy(
+            node,
+            meshed,
+            plain,
+            super::native_sidecar::Attach::AuxChain,
+        )
+    });
+    step("aux: reboot window", || {
+        reboot_window(node, cleanup, meshed, plain)
+    });
+    step("aux: CNI rollout while creating pods", || {
+        step_cni_rollout_while_creating_pods(node, meshed)
+    });
+    step("aux: check fails without the chain", || {
+        check_fails_without_the_chain(node, &multus)
+    });
     let lifecycle = Lifecycle {
         node,
         sets: vec![
@@ -78,10 +90,16 @@ pub fn step_attach_through_the_aux_chain(
         reboot: reboot_keeping_cluster_network,
     };
     lifecycle.upgrade_and_rollback(cleanup);
-    lifecycle.apiserver_unreachable(cleanup);
-    plugin_account_deleted(node, cleanup, meshed);
+    step("aux: apiserver unreachable", || {
+        lifecycle.apiserver_unreachable(cleanup)
+    });
+    step("aux: plugin account deleted", || {
+        plugin_account_deleted(node, cleanup, meshed)
+    });
     lifecycle.uninstall_and_reinstall(cleanup);
-    switch_back_to_nads(node, meshed);
+    step("aux: switch back to NADs", || {
+        switch_back_to_nads(node, meshed)
+    });
     drop(multus);
 }
 

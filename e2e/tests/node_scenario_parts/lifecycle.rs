@@ -137,21 +137,41 @@ impl Lifecycle<'_> {
     /// `helm uninstall` leaves nothing in the pods' path, also across a node reboot; the same install
     /// afterwards works and repairs the meshed pods the reboot left without rules.
     pub fn uninstall_and_reinstall(&self, cleanup: &mut Cleanup) {
+        let mode = self.mode;
         let targets = self.targets(cleanup);
-        let with_plain = self.plain_deployments_before_uninstall(&targets);
-        self.uninstall_leaves_nothing_in_the_path(cleanup);
-        let held = self.reboot_after_uninstall(&targets, &with_plain);
-        self.reinstall();
-        self.repaired_after_reinstall(&held);
-        for ns in targets.namespaces() {
-            delete_drill_objects(self.node, ns);
-        }
+        let with_plain = step(
+            &format!("{mode}: plain deployments before uninstall"),
+            || self.plain_deployments_before_uninstall(&targets),
+        );
+        step(
+            &format!("{mode}: uninstall leaves nothing in the path"),
+            || self.uninstall_leaves_nothing_in_the_path(cleanup),
+        );
+        let held = step(&format!("{mode}: reboot after uninstall"), || {
+            self.reboot_after_uninstall(&targets, &with_plain)
+        });
+        step(&format!("{mode}: reinstall"), || self.reinstall());
+        step(&format!("{mode}: repaired after reinstall"), || {
+            self.repaired_after_reinstall(&held)
+        });
+        step(&format!("{mode}: delete drill objects"), || {
+            for ns in targets.namespaces() {
+                delete_drill_objects(self.node, ns);
+            }
+        });
     }
 
     /// Runs `action` while [`PODS_PER_ROLLOUT`] pods are created, one per target in turn: every one
     /// Running and Ready (a meshed one with its validator's check passed), and no
     /// `FailedCreatePodSandBox` in any target namespace meanwhile.
     fn while_creating_pods(&self, targets: &Targets, what: &str, action: impl FnOnce() + Send) {
+        step(
+            &format!("{}: {what} while creating pods", self.mode),
+            || self.creating_pods_while(targets, what, action),
+        );
+    }
+
+    fn creating_pods_while(&self, targets: &Targets, what: &str, action: impl FnOnce() + Send) {
         let node = self.node;
         let before = targets.sandbox_failures(node);
         let start = Instant::now();

@@ -45,6 +45,15 @@ pub const READY_WITHIN: Duration = Duration::from_secs(120);
 /// enough for a replacement's start (12–20 s measured).
 pub const REPAIR_DEADLINE: Duration = Duration::from_secs(45);
 
+/// Runs one step of a scenario and prints how long it took (`step NAME: N s`): the tier's log then
+/// says where a slow run's time went.
+pub fn step<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = f();
+    eprintln!("step {name}: {:.1} s", start.elapsed().as_secs_f64());
+    out
+}
+
 /// `repository` and `tag` of a full image reference.
 pub fn split_ref(image: &str) -> (&str, &str) {
     image
