@@ -6,7 +6,8 @@
 //! nothing about time.
 //!
 //! Run: `e2e/testbed up && cargo bench -p linkerd-cni --bench add_latency` (as root). The ADD
-//! includes the pod lookup against the local apiserver (TLS), as on a node.
+//! includes the pod lookup against the local apiserver (TLS), as on a node. It times this bench's
+//! build of the plugin (dynamically linked), or the one in `LINKERD_CNI_BENCH_DIR`.
 //!
 //! A last line measures the plugin where Multus' auxiliary CNI chain runs it for every pod: ADD for
 //! a pod that is not meshed (process start, kubeconfig, TLS, the reads, skip, prevResult printed
@@ -29,6 +30,25 @@ use linkerd_multus_e2e::{client, TestNamespace};
 use serde_json::json;
 
 const ROUNDS: usize = 15;
+
+/// The directory of the `linkerd-cni` timed: `LINKERD_CNI_BENCH_DIR` when set (e.g. the static
+/// build the images ship, `target/x86_64-unknown-linux-gnu/release`: it starts without the dynamic
+/// loader), else this bench's own build.
+fn plugin_dirs() -> Vec<std::path::PathBuf> {
+    let dir = match std::env::var_os("LINKERD_CNI_BENCH_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"))
+            .parent()
+            .expect("bin dir")
+            .to_path_buf(),
+    };
+    assert!(
+        dir.join("linkerd-cni").is_file(),
+        "no linkerd-cni in {}",
+        dir.display()
+    );
+    vec![dir]
+}
 
 /// The settings the plugin computes for the benchmark pod with the config below.
 fn settings() -> RuleSettings {
@@ -182,8 +202,7 @@ async fn not_meshed_in_the_aux_chain(client: &kube::Client, namespace: &str) {
             .create(&Default::default(), &pod)
             .await
             .expect("create pod");
-    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
-    let dirs = vec![bin.parent().expect("bin dir").to_path_buf()];
+    let dirs = plugin_dirs();
     let entry = json!({
         "type": "linkerd-cni", "log_level": "warn",
         "kubernetes": {"kubeconfig": linkerd_multus_e2e::kubeconfig_path()},
@@ -301,8 +320,7 @@ async fn main() {
         .create(&Default::default(), &pod)
         .await
         .expect("create pod");
-    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_linkerd-cni"));
-    let dirs = vec![bin.parent().expect("bin dir").to_path_buf()];
+    let dirs = plugin_dirs();
     let plan = rules(&plan::plan(&settings(), Family::V4));
     let restore_input = plan.restore_input(&NatTable::default());
     let rule_lines: Vec<String> = restore_input
@@ -313,7 +331,8 @@ async fn main() {
     let get = TlsGet::new(&linkerd_multus_e2e::kubeconfig_path(), &tns.name, "web");
 
     println!(
-        "linkerd-cni vs. floors, {} rules, median of {ROUNDS} rounds, fresh netns each",
+        "linkerd-cni ({}) vs. floors, {} rules, median of {ROUNDS} rounds, fresh netns each",
+        dirs[0].join("linkerd-cni").display(),
         rule_lines.len()
     );
     // One line per mode, `|`-separated; bench/run reads the columns by position.
