@@ -155,9 +155,7 @@ impl Lifecycle<'_> {
             self.repaired_after_reinstall(&held)
         });
         step(&format!("{mode}: delete drill objects"), || {
-            for ns in targets.namespaces() {
-                delete_drill_objects(self.node, ns);
-            }
+            delete_drill_objects(self.node)
         });
     }
 
@@ -215,9 +213,7 @@ impl Lifecycle<'_> {
             "{}: no sandbox fails during {what}: {failed:?}",
             self.mode
         );
-        for ns in targets.namespaces() {
-            delete_drill_objects(node, ns);
-        }
+        delete_drill_objects(node);
     }
 
     /// The apiserver unreachable for [`CUT_FOR`] from the node's pods and processes (aux-chain mode:
@@ -286,9 +282,7 @@ impl Lifecycle<'_> {
             self.mode,
             back.elapsed()
         );
-        for ns in targets.namespaces() {
-            delete_drill_objects(node, ns);
-        }
+        delete_drill_objects(node);
     }
 
     /// A plain Deployment in every target namespace, Ready (in nad mode the enabled namespace's carries
@@ -676,16 +670,17 @@ fn drill_deployment(node: &Node, ns: &str, name: &str, kind: Kind) -> Value {
     })
 }
 
-/// Removes what the drill created in `ns`, waiting, so later steps count only their own pods.
-fn delete_drill_objects(node: &Node, ns: &str) {
+/// Removes what the drill created, waiting until it is gone, so later steps count only their own pods:
+/// in every namespace at once (the label is the drill's alone), so the namespaces' pods terminate side
+/// by side, not one namespace after another.
+fn delete_drill_objects(node: &Node) {
     let selector = format!("{DRILL}=true");
     node.kubectl_ok(&[
-        "-n",
-        ns,
         "delete",
         "deployments,pods",
         "-l",
         &selector,
+        "--all-namespaces",
         "--ignore-not-found",
         "--wait=true",
         "--timeout=120s",
