@@ -35,8 +35,7 @@ impl Judged for Pod {
         self.metadata.deletion_timestamp.is_some()
     }
     fn finished(&self) -> bool {
-        let phase = self.status.as_ref().and_then(|s| s.phase.as_deref());
-        matches!(phase, Some("Succeeded" | "Failed"))
+        is_finished(self)
     }
     fn meshed(&self) -> bool {
         is_meshed(self)
@@ -267,6 +266,12 @@ fn chain_ready(pod: &impl PodFacts, installers: &InstallerPods) -> bool {
 /// True when the pod runs Linkerd's proxy (a container, or a native-sidecar init container).
 pub fn is_meshed(pod: &Pod) -> bool {
     rules::pod::PodView::from_spec(pod.spec.as_ref()).has_proxy()
+}
+
+/// True when the pod's phase is Succeeded or Failed: it never runs again.
+pub fn is_finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 /// True when the validator's current or last run ended with exit code 95.

@@ -19,7 +19,7 @@ use rules::decision::{POD_ANNOTATIONS, POD_LABELS_READ};
 use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
-use super::decide::{is_meshed, recreating_owner, validator_failed, Judged};
+use super::decide::{is_finished, is_meshed, recreating_owner, validator_failed, Judged};
 
 /// The labels kept: those the decision reads, then the installer's.
 const LABELS: usize = POD_LABELS_READ.len() + 1;
@@ -120,7 +120,7 @@ impl From<Pod> for SlimPod {
     fn from(pod: Pod) -> Self {
         let ready = rules::pod::is_ready(&pod);
         let (meshed, validator_failed) = (is_meshed(&pod), validator_failed(&pod));
-        let phase = pod.status.and_then(|s| s.phase);
+        let finished = is_finished(&pod);
         let meta = pod.metadata;
         let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
             .and_then(|o| {
@@ -138,7 +138,7 @@ impl From<Pod> for SlimPod {
             node: pod.spec.and_then(|s| s.node_name).map(Arc::from),
             created: meta.creation_timestamp.map(|t| t.0),
             deleting: meta.deletion_timestamp.is_some(),
-            finished: matches!(phase.as_deref(), Some("Succeeded" | "Failed")),
+            finished,
             ready,
             meshed,
             validator_failed,
