@@ -1,5 +1,5 @@
-//! The README's Uninstall section, *By hand on a node*: each `linkerd-cni-install` line of its `sh`
-//! block, read from README.md and run as written (only the node's root, `/host` there, is a temp dir
+//! The book's Uninstall page, *By hand on a node*: each `linkerd-cni-install` line of its `sh`
+//! block, read from docs/src/tasks/uninstall.md and run as written (only the node's root, `/host` there, is a temp dir
 //! here), on a node that the installer laid out with the chart's flags for the configuration the
 //! line's comment names, beside Linkerd's own kubeconfig. Each line must take every file of ours off
 //! the node and leave everything else as it was: a line that drifts from the chart (a flag left out,
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use support::*;
 use vocab::{LINKERD_KUBECONFIG_NAME, PLUGIN_TYPE};
 
-/// One configuration of the chart's installer: the README comment naming it, the flags the chart
+/// One configuration of the chart's installer: the book comment naming it, the flags the chart
 /// renders for it (the node's paths), and its node.
 struct Case {
     comment: &'static str,
@@ -141,16 +141,11 @@ const LINKERDS_KUBECONFIG: &str = "# Kubeconfig file for linkerd CNI plugin.\nap
     - name: linkerd-cni-context\n  context:\n    cluster: local\n    user: linkerd-cni\n\
     current-context: linkerd-cni-context\n";
 
-/// The `sh` block after *By hand on a node* in the README's Uninstall section: each command (lines
+/// The `sh` block after *By hand on a node* on the book's Uninstall page (docs/src/tasks/uninstall.md): each command (lines
 /// joined at a trailing `\`) with the comment line above it.
 fn readme_lines() -> Vec<(String, Vec<String>)> {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-        .expect("README.md");
-    let section = readme
-        .split_once("\n## Uninstall\n")
-        .expect("README has ## Uninstall")
-        .1;
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/tasks/uninstall.md");
+    let section = fs::read_to_string(&page).expect("the book's Uninstall page");
     let by_hand = section
         .split_once("**By hand on a node.**")
         .expect("Uninstall has *By hand on a node*")
@@ -209,10 +204,10 @@ fn meaning(bytes: &[u8]) -> Result<Value, Vec<u8>> {
     serde_json::from_slice(bytes).map_err(|_| bytes.to_vec())
 }
 
-/// Each line of the README's block removes what the chart's installer wrote in that configuration
-/// and nothing else, Linkerd's own kubeconfig included; the README names exactly the configurations
+/// Each line of the book's block removes what the chart's installer wrote in that configuration
+/// and nothing else, Linkerd's own kubeconfig included; the book names exactly the configurations
 /// this test lays out. Would break: a manual line that leaves the chain file or the kubeconfig on a
-/// node (the README's aux-chain line without `--attach aux-chain`), or an uninstall taking Linkerd's
+/// node (the book's aux-chain line without `--attach aux-chain`), or an uninstall taking Linkerd's
 /// kubeconfig.
 #[test]
 fn the_readme_lines_remove_what_the_installer_wrote_and_nothing_else() {
@@ -221,7 +216,7 @@ fn the_readme_lines_remove_what_the_installer_wrote_and_nothing_else() {
     let cases: Vec<&str> = CASES.iter().map(|c| c.comment).collect();
     assert_eq!(
         named, cases,
-        "the README's lines and this test's configurations"
+        "the book's lines and this test's configurations"
     );
     for (case, (_, words)) in CASES.iter().zip(&lines) {
         eprintln!("=== {}: {}", case.comment, words.join(" "));
@@ -260,7 +255,7 @@ fn the_readme_lines_remove_what_the_installer_wrote_and_nothing_else() {
         let linkerds = on_node(case.net_dir).join(LINKERD_KUBECONFIG_NAME);
         fs::write(&linkerds, LINKERDS_KUBECONFIG).expect("Linkerd's kubeconfig");
 
-        // The README's line, word for word but for the node's root.
+        // The book's line, word for word but for the node's root.
         let mut args = words[1..].to_vec();
         let prefix = args
             .iter()
@@ -291,7 +286,7 @@ fn the_readme_lines_remove_what_the_installer_wrote_and_nothing_else() {
             "{}: Linkerd's kubeconfig is kept as it was",
             case.comment
         );
-        // The node after the README's line is the node before the install.
+        // The node after the book's line is the node before the install.
         let differ: BTreeSet<&PathBuf> = after
             .keys()
             .chain(before.keys())

@@ -1,7 +1,7 @@
 //! Logs to stderr and optionally to a file (`log_file`), each line prefixed `linkerd-cni:` so a grep
 //! finds them. Whoever runs the plugin (the container runtime, or Multus for its delegates, through
 //! libcni) copies its stderr to its own: the runtime's journal, or the Multus daemon pod's log (see the
-//! README's Troubleshooting). Never stdout: that carries only the CNI result.
+//! the book's Troubleshooting). Never stdout: that carries only the CNI result.
 
 use std::fmt;
 use std::fs::OpenOptions;

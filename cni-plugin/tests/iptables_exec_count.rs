@@ -1,7 +1,7 @@
 //! How many iptables binaries the plugin runs per ADD (property P7), counted on a real ADD in a real
 //! netns: the plugin finds its binaries through `$PATH` (then the sbin directories), so a directory of
 //! counting wrappers first in its `$PATH` sees every execution. A first ADD is one `-restore` per
-//! family and nothing else; a repeated ADD (README "How it works") is that restore, which fails on the
+//! family and nothing else; a repeated ADD (the book's "How it works") is that restore, which fails on the
 //! existing chains, then one `-save` of the nat table and one `-restore` replacing our rules; DEL is
 //! one `-save` and one `-restore`. Needs root and the testbed (`e2e/testbed up`).
 

@@ -133,7 +133,10 @@ fn rejects_install_into_linkerds_namespace() {
 
 // === values, flags and docs stay in step ===
 
-/// Every leaf of values.yaml appears (as `key`) in the values table of README.md; free-form
+/// The book's page with the values table.
+const VALUES_PAGE: &str = "docs/src/reference/values.md";
+
+/// Every leaf of values.yaml appears (as `key`) in the values table of the book's values page; free-form
 /// objects (resources, securityContext, ...) count as documented by their own key.
 #[test]
 fn every_value_is_documented() {
@@ -142,7 +145,7 @@ fn every_value_is_documented() {
         &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
     )
     .expect("values.yaml parses");
-    let docs = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let docs = std::fs::read_to_string(root.join(VALUES_PAGE)).expect(VALUES_PAGE);
     let mut leaves = Vec::new();
     collect_leaves(&values, String::new(), &mut leaves);
     assert!(leaves.len() > 50, "{leaves:?}");
@@ -154,7 +157,7 @@ fn every_value_is_documented() {
             .any(|prefix| docs.contains(&format!("| `{prefix}` |")));
         assert!(
             documented,
-            "value {leaf} is missing from the table in README.md"
+            "value {leaf} is missing from the table in {VALUES_PAGE}"
         );
     }
 }

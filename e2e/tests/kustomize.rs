@@ -309,15 +309,15 @@ fn certmanager_overlay_applies_with_server_side_dry_run() {
 
 // === deleting the tree: what `kubectl delete -k` takes and what the admin deletes by hand ===
 
-/// The README's ("With kustomize") line that renders this project's installer for a kustomize install.
+/// The book's ("With kustomize") line that renders this project's installer for a kustomize install.
 const README_INSTALLER_APPLY: &str = "helm template linkerd-multus ./helm -n linkerd-multus \
 --set cni.enabled=true --set attach=auxChain \\\n  --set podDisruptionBudget.enabled=false | kubectl apply -l app.kubernetes.io/component=cni -f -";
-/// The README's two deletion lines: the tree, then the installer `delete -k` cannot see.
+/// The book's two deletion lines: the tree, then the installer `delete -k` cannot see.
 const README_DELETE_TREE: &str = "kubectl delete -k config/default";
 const README_DELETE_INSTALLER: &str = "helm template linkerd-multus ./helm -n linkerd-multus \
 --set cni.enabled=true --set attach=auxChain \\\n  --set podDisruptionBudget.enabled=false | kubectl delete -l app.kubernetes.io/component=cni -f -";
 
-/// Runs a README line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
+/// Runs a book line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
 /// helm and the testbed's kubectl first on PATH.
 fn readme_line(bed: &DedicatedTestbed, line: &str) -> Command {
     let helm = helm_binary();
@@ -416,27 +416,29 @@ fn existing(bed: &DedicatedTestbed, docs: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The README's deletion lines, run as written against an apiserver of the test's own (the tree
+/// The book's deletion lines, run as written against an apiserver of the test's own (the tree
 /// deletes cluster-wide objects: both CRDs, the webhook configuration): `kubectl delete -k
 /// config/default` deletes every object of the tree — both CRDs and with them every NAD (the
 /// operator's and another tool's) and NodeMultus — and nothing else: the installer rendered from the
-/// chart as the README says is all still there, until the README's second line deletes every object
+/// chart as the book says is all still there, until the book's second line deletes every object
 /// of it. The installer is judged independently of the label the lines select by: the objects the
 /// chart renders with the installer on and not without it. If this breaks, an admin following the
-/// README leaves the installer running on every node (or its RBAC behind), or the README promises a
+/// book leaves the installer running on every node (or its RBAC behind), or the book promises a
 /// deletion `delete -k` does not do. No namespace controller runs on the bare apiserver: the test
 /// finalizes the tree's namespaces once `delete -k` has marked them for deletion, as it would.
 #[test]
 #[ignore = "needs the testbed (kube-apiserver, a dedicated one), kubectl and helm: run by e2e/test-all"]
 fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/src/getting-started/kustomize.md"))
+            .expect("docs/src/getting-started/kustomize.md");
     for block in [
         format!("```sh\n{README_INSTALLER_APPLY}\n```"),
         format!("```sh\n{README_DELETE_TREE}\n{README_DELETE_INSTALLER}\n```"),
     ] {
         assert!(
             readme.contains(&block),
-            "the README's With kustomize section no longer has:\n{block}"
+            "the book's With kustomize section no longer has:\n{block}"
         );
     }
     let bed = DedicatedTestbed::up("kustomize-delete");
@@ -462,7 +464,7 @@ fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
         "{installer_ids:?}"
     );
 
-    // Installed as the README says: the tree, the installer's namespace, the installer.
+    // Installed as the book says: the tree, the installer's namespace, the installer.
     bed.kubectl_ok(&[
         "apply",
         "-k",
@@ -471,7 +473,7 @@ fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
     bed.kubectl_ok(&["create", "namespace", "linkerd-cni"]);
     run_ok(
         readme_line(&bed, README_INSTALLER_APPLY),
-        "the README's installer line",
+        "the book's installer line",
     );
     assert_eq!(existing(&bed, &installer), installer_ids, "installed");
     // What the operator and the installer write at run time, and another tool's NAD.
@@ -574,15 +576,15 @@ fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
     );
     assert!(bed.get_json(&["namespace", "linkerd-cni"]).is_some());
 
-    // The README's second line deletes all of it; the namespace stays.
+    // The book's second line deletes all of it; the namespace stays.
     run_ok(
         readme_line(&bed, README_DELETE_INSTALLER),
-        "the README's installer deletion line",
+        "the book's installer deletion line",
     );
     assert_eq!(
         existing(&bed, &installer),
         BTreeSet::new(),
-        "left of the installer after the README's lines"
+        "left of the installer after the book's lines"
     );
     assert!(bed.get_json(&["namespace", "linkerd-cni"]).is_some());
 }

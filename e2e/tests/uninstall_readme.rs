@@ -1,4 +1,4 @@
-//! The README's Uninstall section, its cluster lines, read from README.md and run as written against
+//! The book's Uninstall section, its cluster lines, read from docs/src/tasks/uninstall.md and run as written against
 //! an apiserver of the test's own (one of them deletes NADs in every namespace): `helm uninstall`
 //! leaves what the section says it leaves (the NADs, the operator's certificate Secret, the NAD
 //! CRD), and each `kubectl` line then deletes exactly what it names. The node's lines (`linkerd-cni-
@@ -12,18 +12,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use support::*;
 
-/// The Uninstall section: from its heading to the next one.
+/// The book's Uninstall page (it was the book's Uninstall section).
 fn uninstall_section() -> String {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
-    let section = readme
-        .split_once("\n## Uninstall\n")
-        .expect("README has ## Uninstall")
-        .1;
-    section
-        .split("\n## ")
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    std::fs::read_to_string(workspace_root().join("docs/src/tasks/uninstall.md"))
+        .expect("docs/src/tasks/uninstall.md")
 }
 
 /// The section's first `sh` block (helm's line) and its inline `kubectl …` spans.
@@ -45,7 +37,7 @@ fn cluster_lines(section: &str) -> (String, BTreeSet<String>) {
     (helm, kubectl)
 }
 
-/// Runs a README line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
+/// Runs a book line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
 /// helm and the testbed's kubectl first on PATH.
 fn run_line(bed: &DedicatedTestbed, line: &str) -> String {
     let helm = helm_binary();
@@ -111,8 +103,8 @@ const NAD_LINE: &str = "kubectl delete network-attachment-definitions -A -l \
 const SECRET_LINE: &str =
     "kubectl -n linkerd-multus delete secret ld-controller-linkerd-multus-webhook-cert";
 
-/// The README's `helm uninstall` line removes the release and leaves, as the section says, the NADs
-/// the operator created, its certificate Secret and the NAD CRD the chart installed; the README's
+/// The book's `helm uninstall` line removes the release and leaves, as the section says, the NADs
+/// the operator created, its certificate Secret and the NAD CRD the chart installed; the book's
 /// NAD line then deletes the operator's NADs in every namespace and no other NAD, its Secret line
 /// that Secret (the name the chart gives the operator) and no other. The section's `kubectl` lines
 /// are exactly these (and `delete -k`, run by kustomize.rs). Would break: a section promising what
@@ -146,7 +138,7 @@ fn the_readme_cluster_lines_leave_and_delete_what_they_say() {
         ]),
         "the Uninstall section's kubectl lines, each run by a test or said here why not"
     );
-    // The Secret the README deletes is the one the chart names for the operator (selfManaged).
+    // The Secret the book deletes is the one the chart names for the operator (selfManaged).
     let docs = parse_docs(&helm_template(TEMPLATE_RELEASE, TEMPLATE_NAMESPACE, &[]));
     let secret = operator_env(&docs)["WEBHOOK_CERT_SECRET"]
         .as_str()
@@ -224,11 +216,11 @@ fn the_readme_cluster_lines_leave_and_delete_what_they_say() {
     assert_eq!(
         names(&bed, "network-attachment-definitions", None),
         set(&["app-b/macvlan"]),
-        "the README's NAD line deletes the operator's NADs only"
+        "the book's NAD line deletes the operator's NADs only"
     );
     assert_eq!(
         secrets(&bed),
         set(&["linkerd-multus/someone-elses"]),
-        "the README's Secret line deletes the operator's Secret only"
+        "the book's Secret line deletes the operator's Secret only"
     );
 }

@@ -168,6 +168,31 @@ impl RepairMetrics {
     }
 }
 
+/// Every family the operator's `/metrics` serves, as `run` registers them, in the text exposition
+/// (`# HELP`, `# TYPE` and one sample each: a labelled family shows only once it has a child). The one
+/// list the book's metrics reference and the chart's alerts are checked against
+/// (e2e/tests/docs_reference.rs, operator/tests/alert_series.rs).
+pub fn every_family() -> String {
+    let mut registry = Registry::with_prefix("linkerd_multus");
+    let nads = kube::runtime::reflector::store::Writer::default();
+    let controller = Metrics::register(&mut registry, nads.as_reader());
+    controller.failed("any");
+    controller.wrote("any");
+    RepairMetrics::register(&mut registry).count("any");
+    linkerd_multus_webhook::metrics::Metrics::register(&mut registry).record("any", 0.0);
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode_registry(&mut text, &registry);
+    // The input gauge is a collector over a running controller: its descriptor, from its one source.
+    let name = format!("linkerd_multus_{}", crate::inputs::GAUGE_NAME);
+    text.push_str(&format!(
+        "# HELP {name} {}\n# TYPE {name} gauge\n{name}{{input=\"configmap\"}} 1\n",
+        crate::inputs::GAUGE_HELP
+    ));
+    text.push_str("# EOF\n");
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use kube::runtime::{reflector, watcher};

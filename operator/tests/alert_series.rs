@@ -1,13 +1,11 @@
 //! The chart's alerts (helm/templates/monitoring.yaml) name only series the operator exposes, and each
-//! alert's runbook_url is a heading of the README. An alert on a misspelled or removed metric would never
-//! fire; this fails instead. Pure: the metrics are registered here as the operator registers them.
+//! alert's runbook_url is a heading of the book's alerts page. An alert on a misspelled or removed metric would never
+//! fire; this fails instead. Pure: the metrics are registered as the operator registers them.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use kube::runtime::reflector;
-use linkerd_multus_operator::metrics::{Metrics, RepairMetrics};
-use prometheus_client::registry::Registry;
+use linkerd_multus_operator::metrics::every_family;
 
 fn repo_file(relative: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -16,20 +14,10 @@ fn repo_file(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-/// The sample names of the operator's /metrics: the registries `run` fills (the controller's, the
-/// repairer's, the webhook's), named from their `# TYPE` lines with the suffixes prometheus-client
-/// gives samples. Not the input gauge (`input_healthy`): it reads a running controller; no alert uses it.
+/// The sample names of the operator's /metrics, named from the `# TYPE` lines of every family it
+/// registers ([`every_family`]) with the suffixes prometheus-client gives samples.
 fn exposed_series() -> BTreeSet<String> {
-    let mut registry = Registry::with_prefix("linkerd_multus");
-    let nads = reflector::store::Writer::default();
-    // A labelled family shows in the exposition once it has a child: one each.
-    let controller = Metrics::register(&mut registry, nads.as_reader());
-    controller.failed("any");
-    controller.wrote("any");
-    RepairMetrics::register(&mut registry).count("any");
-    linkerd_multus_webhook::metrics::Metrics::register(&mut registry).record("any", 0.0);
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    let text = every_family();
     let mut names = BTreeSet::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else {
@@ -85,10 +73,13 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The book's page each runbook_url points into.
+const ALERTS_PAGE: &str = "docs/src/troubleshooting/alerts.md";
+
 #[test]
-fn every_runbook_url_is_a_readme_heading() {
+fn every_runbook_url_is_a_heading_of_the_alerts_page() {
     let template = repo_file("helm/templates/monitoring.yaml");
-    let anchors: BTreeSet<String> = repo_file("README.md")
+    let anchors: BTreeSet<String> = repo_file(ALERTS_PAGE)
         .lines()
         .filter_map(|l| l.strip_prefix('#'))
         .map(|l| anchor(l.trim_start_matches('#')))
@@ -102,7 +93,7 @@ fn every_runbook_url_is_a_readme_heading() {
     for a in runbooks {
         assert!(
             anchors.contains(a),
-            "runbook_url #{a} is no heading of README.md"
+            "runbook_url #{a} is no heading of {ALERTS_PAGE}"
         );
     }
 }

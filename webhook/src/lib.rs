@@ -1,7 +1,7 @@
 //! The mutating admission webhook: attaches the `linkerd-cni` NetworkAttachmentDefinition to pods through
 //! Multus' networks annotation, copies the namespace's Linkerd annotations onto the pod and, on OpenShift,
 //! picks a proxy uid inside the namespace's uid range, then makes Linkerd's injected proxy and validator run
-//! inside it (it runs after Linkerd's injector; see the README's OpenShift section).
+//! inside it (it runs after Linkerd's injector; see the book's OpenShift page).
 //!
 //! The operator binary hosts it: it flattens [`WebhookArgs`] into its CLI, builds a [`Webhook`] with
 //! [`Webhook::new`] and drives [`Webhook::run`] until its shutdown token is cancelled.

@@ -96,7 +96,7 @@ async fn admit(
                     Ok(ns) => Ok(ns.metadata.annotations.as_ref().unwrap_or(&NO_ANNOTATIONS)),
                     Err(e) => {
                         // The one case where a pod of an enabled namespace can be admitted
-                        // unattached (the README's Troubleshooting): made visible.
+                        // unattached (the book's Troubleshooting): made visible.
                         state.metrics.record_namespace_lookup_failure();
                         Err(e.as_str())
                     }

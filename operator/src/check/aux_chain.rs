@@ -10,6 +10,7 @@
 //! - the cluster's nodes (`nodes` `list`, from `rbac.check`): the only way to see a node that runs no
 //!   installer pod and published nothing. Without it those stay unseen, which the line says (‼).
 
+use crate::check::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
@@ -18,7 +19,7 @@ pub use rules::installers::InstallerPod;
 
 use super::Verdict;
 
-const CHECK: &str = "aux-chain";
+const CHECK: Row = Row::AuxChain;
 
 /// What `check` read for the aux-chain line.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,7 +77,7 @@ pub fn verdict(seen: &AuxChainSeen) -> Verdict {
             CHECK,
             "no node published linkerd-cni's file in Multus' auxiliary chain (no NodeMultus, no installer pod)",
             "install the chart with attach=auxChain and cni.enabled=true (its installer runs with \
-             --attach aux-chain); see the README's Attach modes",
+             --attach aux-chain); see the book's Attach modes page",
         )
         .with_items(nodes_gap.into_iter().collect());
     }
