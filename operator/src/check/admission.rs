@@ -3,6 +3,7 @@
 //! binding as the operator renders them now, every enabled namespace labelled, the webhook narrowed;
 //! in webhook mode none of ours left and the webhook not narrowed (its pods would reach neither path).
 
+use crate::check::row::Row;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use rules::admission_mode::{self, Live};
@@ -14,7 +15,7 @@ use super::Verdict;
 use crate::admission::objects::{self, Kind};
 use crate::admission::{current, AdmissionSettings};
 
-const CHECK: &str = "admission";
+const CHECK: Row = Row::Admission;
 
 /// What `check` read for the line; each Err says why it could not be read.
 #[derive(Clone, Debug)]

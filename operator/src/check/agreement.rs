@@ -9,6 +9,7 @@
 //! The probe also meets every webhook that takes it (with `dryRun: true`: ours declares
 //! `sideEffects: None`); the narrowed webhook does not take it (its networks are a comma list).
 
+use crate::check::row::Row;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use super::admission::AdmissionSeen;
 use super::Verdict;
 use crate::admission::AdmissionSettings;
 
-const CHECK: &str = "admission-agreement";
+const CHECK: Row = Row::AdmissionAgreement;
 
 /// What to probe, decided before any request.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,6 +12,7 @@ mod aux_chain;
 mod evaluate;
 mod probe;
 mod report;
+pub mod row;
 mod uids;
 
 pub use aux_chain::{AuxChainSeen, InstallerPod};

@@ -27,6 +27,10 @@ pub fn render_human(verdicts: &[Verdict]) -> String {
         if let Some(hint) = &v.hint {
             let _ = writeln!(out, "    see: {hint}");
         }
+        // What the row means and how to fix it, for every row that is not a plain ✓.
+        if !v.ok || v.warning {
+            let _ = writeln!(out, "    docs: {}", v.check.docs());
+        }
     }
     let failed = verdicts.iter().filter(|v| !v.ok).count();
     // Not "N passed, N failed": CI log readers take that shape for a test runner's summary.
@@ -47,9 +51,18 @@ pub fn render_human(verdicts: &[Verdict]) -> String {
 }
 
 pub fn render_json(verdicts: &[Verdict]) -> String {
+    // Every row carries its section of the book, ✓ or not: a tool shows it where it wants.
+    let checks: Vec<serde_json::Value> = verdicts
+        .iter()
+        .map(|v| {
+            let mut row = serde_json::to_value(v).unwrap_or_default();
+            row["docs"] = v.check.docs().into();
+            row
+        })
+        .collect();
     let doc = serde_json::json!({
         "success": verdicts.iter().all(|v| v.ok),
-        "checks": verdicts,
+        "checks": checks,
     });
     // A Value of strings and bools always serialises.
     format!(
@@ -61,11 +74,12 @@ pub fn render_json(verdicts: &[Verdict]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::row::Row;
 
     fn verdicts() -> Vec<Verdict> {
         vec![
             Verdict {
-                check: "nad-crd",
+                check: Row::NadCrd,
                 ok: true,
                 message: "installed".into(),
                 hint: None,
@@ -73,7 +87,7 @@ mod tests {
                 warning: false,
             },
             Verdict {
-                check: "pods",
+                check: Row::Pods,
                 ok: false,
                 message: "1 pod(s) need a restart".into(),
                 hint: Some("restart them".into()),
@@ -88,8 +102,12 @@ mod tests {
         let out = render_human(&verdicts());
         assert_eq!(
             out,
-            "linkerd-multus\n--------------\n✓ nad-crd: installed\n× pods: 1 pod(s) need a restart\n    \
-             * app/web: not attached\n    see: restart them\n\nStatus check results are × (1 of 2 checks)\n"
+            format!(
+                "linkerd-multus\n--------------\n✓ nad-crd: installed\n× pods: 1 pod(s) need a restart\n    \
+                 * app/web: not attached\n    see: restart them\n    docs: {}\n\nStatus check results are \
+                 × (1 of 2 checks)\n",
+                Row::Pods.docs()
+            )
         );
     }
 
@@ -100,5 +118,6 @@ mod tests {
         assert_eq!(doc["checks"][0]["check"], "nad-crd");
         assert_eq!(doc["checks"][0].get("hint"), None);
         assert_eq!(doc["checks"][1]["items"][0], "app/web: not attached");
+        assert_eq!(doc["checks"][1]["docs"], Row::Pods.docs());
     }
 }

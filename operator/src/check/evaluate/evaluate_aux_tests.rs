@@ -57,7 +57,7 @@ fn aux_healthy() -> Observed {
 #[test]
 fn aux_chain_cluster_passes_without_any_nad() {
     let all = evaluate(&aux_healthy(), &aux_settings());
-    let names: Vec<&str> = all.iter().map(|v| v.check).collect();
+    let names: Vec<&str> = all.iter().map(|v| v.check.id()).collect();
     assert_eq!(
         names,
         [
@@ -174,7 +174,7 @@ fn a_node_without_the_chain_fails_only_the_aux_chain_line() {
         .published
         .insert("node-a".into(), Ok(spec));
     let all = evaluate(&seen, &aux_settings());
-    let failed: Vec<&str> = all.iter().filter(|v| !v.ok).map(|v| v.check).collect();
+    let failed: Vec<&str> = all.iter().filter(|v| !v.ok).map(|v| v.check.id()).collect();
     assert_eq!(failed, ["aux-chain"]);
     assert!(verdict(&all, "aux-chain").items[0].starts_with("node-a: "));
     assert!(verdict(&all, "aux-chain").items[0].ends_with("Multus sets no auxiliaryCNIChainName"));

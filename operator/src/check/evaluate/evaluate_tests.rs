@@ -164,7 +164,7 @@ fn verdict<'a>(all: &'a [Verdict], check: &str) -> &'a Verdict {
 #[test]
 fn healthy_cluster_passes_every_check() {
     let all = evaluate(&healthy(), &settings());
-    let names: Vec<&str> = all.iter().map(|v| v.check).collect();
+    let names: Vec<&str> = all.iter().map(|v| v.check.id()).collect();
     assert_eq!(
         names,
         [
@@ -332,7 +332,7 @@ fn each_broken_state_fails_its_own_check() {
         let mut seen = healthy();
         breaker(&mut seen);
         let all = evaluate(&seen, &settings());
-        let failed: Vec<&str> = all.iter().filter(|v| !v.ok).map(|v| v.check).collect();
+        let failed: Vec<&str> = all.iter().filter(|v| !v.ok).map(|v| v.check.id()).collect();
         assert_eq!(failed, [*check], "{name}: {all:#?}");
         let v = verdict(&all, check);
         assert!(v.hint.is_some(), "{name}: a failure without a hint");

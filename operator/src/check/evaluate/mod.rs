@@ -4,6 +4,7 @@
 //! Here: the report's types, the order of its lines and what they share; the lines themselves by what
 //! they judge: [`nads`], [`multus`] (the nodes' Multus), [`webhooks`], [`pods`].
 
+use crate::check::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -36,7 +37,7 @@ pub use self::webhooks::{WebhookConfiguration, WebhookProbe};
 /// One line of the report: a ✓ or ×, what was checked, and for a failure what to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
-    pub check: &'static str,
+    pub check: Row,
     pub ok: bool,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,27 +62,19 @@ impl Verdict {
         self
     }
 
-    pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn pass(check: Row, message: impl Into<String>) -> Self {
         Self::line(check, message.into(), None, Mark::Pass)
     }
 
-    pub(super) fn warn(
-        check: &'static str,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Self {
+    pub(super) fn warn(check: Row, message: impl Into<String>, hint: impl Into<String>) -> Self {
         Self::line(check, message.into(), Some(hint.into()), Mark::Warn)
     }
 
-    pub(super) fn fail(
-        check: &'static str,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Self {
+    pub(super) fn fail(check: Row, message: impl Into<String>, hint: impl Into<String>) -> Self {
         Self::line(check, message.into(), Some(hint.into()), Mark::Fail)
     }
 
-    fn line(check: &'static str, message: String, hint: Option<String>, mark: Mark) -> Self {
+    fn line(check: Row, message: String, hint: Option<String>, mark: Mark) -> Self {
         Self {
             check,
             ok: mark != Mark::Fail,
@@ -259,14 +252,14 @@ pub fn evaluate_with(seen: &Observed, s: &CheckSettings, pods: &PodFindings) -> 
 fn configmap_verdict(config: &Result<String, NadConfigError>, s: &CheckSettings) -> Verdict {
     match config {
         Ok(_) => Verdict::pass(
-            "cni-configmap",
+            Row::CniConfigmap,
             format!(
                 "ConfigMap {}/{} exists and parses",
                 s.source.namespace, s.source.configmap
             ),
         ),
         Err(e) => Verdict::fail(
-            "cni-configmap",
+            Row::CniConfigmap,
             vocab::report::chain(e),
             "install linkerd-cni (before or after this operator) or fix the ConfigMap (its \
              `cni_network_config` must be a JSON object); the operator keeps existing NADs, stays \
@@ -283,15 +276,15 @@ fn aux_chain_verdicts(seen: &Observed, s: &CheckSettings, pods: &PodFindings) ->
         match &seen.aux_chain {
             Some(chain) => aux_chain::verdict(chain),
             None => Verdict::fail(
-                "aux-chain",
+                Row::AuxChain,
                 "the nodes' auxiliary chain was not read",
                 "run check with the operator's own flags (--attach aux-chain)",
             ),
         },
-        Verdict::pass("shared-nad", format!("{NOT_USED}: no NAD is shared")),
+        Verdict::pass(Row::SharedNad, format!("{NOT_USED}: no NAD is shared")),
         left_nads_verdict(seen, pods),
         Verdict::pass(
-            "foreign-nads",
+            Row::ForeignNads,
             format!(
                 "{NOT_USED}: NADs named {} of others are left alone",
                 s.decision.nad.name
@@ -318,7 +311,7 @@ fn attach_verdict(s: &CheckSettings) -> Verdict {
         }
     };
     Verdict::pass(
-        "attach",
+        Row::Attach,
         format!("{} ({how})", s.decision.nad.attach.as_str()),
     )
 }

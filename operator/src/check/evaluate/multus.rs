@@ -2,6 +2,7 @@
 //! Objects of nodes that do not exist are left out before (`placement::of_existing_nodes`); the
 //! node-multus line says how many and why.
 
+use crate::check::row::Row;
 use rules::multus_node::{Isolation, NodeIsolation, Placement};
 
 use super::Verdict;
@@ -14,7 +15,7 @@ pub(super) fn node_multus_verdict(
     without_network: &[(String, String)],
     p: &Placement,
 ) -> Verdict {
-    const CHECK: &str = "node-multus";
+    const CHECK: Row = Row::NodeMultus;
     // Not "no Multus": where the installer looked there is no network config at all, so which
     // Multus the node runs is not known, and NADs or the chain may never run there.
     if !without_network.is_empty() {
@@ -103,7 +104,7 @@ pub(super) fn shared_nad_verdict(
     nodes: &Result<Vec<NodeIsolation>, String>,
     p: &Placement,
 ) -> Verdict {
-    const CHECK: &str = "shared-nad";
+    const CHECK: Row = Row::SharedNad;
     let Some(configured) = p.configured.as_deref() else {
         return Verdict::pass(
             CHECK,

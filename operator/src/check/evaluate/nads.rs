@@ -1,6 +1,7 @@
 //! The NAD lines: the CRD, our NADs where the operator keeps them (or, in aux-chain mode, those left
 //! from NAD mode), and NADs of our name that others own.
 
+use crate::check::row::Row;
 use std::collections::BTreeSet;
 
 use kube::api::ObjectMeta;
@@ -12,7 +13,7 @@ use super::{is_owned, nad_in, ns_name, CheckSettings, Observed, PodFindings, Ver
 use crate::desired::Existing;
 
 pub(super) fn crd_verdict(crd: &Result<bool, String>, aux: bool) -> Verdict {
-    const CHECK: &str = "nad-crd";
+    const CHECK: Row = Row::NadCrd;
     if aux {
         let state = match crd {
             Ok(true) => "installed".to_string(),
@@ -64,7 +65,7 @@ pub(super) fn left_nads_verdict(seen: &Observed, pods: &PodFindings) -> Verdict 
             left.len()
         )
     };
-    Verdict::pass("nads", message).with_items(left)
+    Verdict::pass(Row::Nads, message).with_items(left)
 }
 
 pub(super) fn nads_verdict(
@@ -73,7 +74,7 @@ pub(super) fn nads_verdict(
     config: Option<&str>,
     pods: &PodFindings,
 ) -> Verdict {
-    const CHECK: &str = "nads";
+    const CHECK: Row = Row::Nads;
     let mut problems = Vec::new();
     let mut good = 0;
     for ns in &seen.namespaces {
@@ -166,7 +167,7 @@ impl<'a> OwnedNads<'a> {
 }
 
 pub(super) fn foreign_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
-    const CHECK: &str = "foreign-nads";
+    const CHECK: Row = Row::ForeignNads;
     // The controller's own rule: with --nad-namespace only that namespace holds a NAD to adopt.
     let wanted = |namespace: &str| {
         seen.namespaces

@@ -1,6 +1,7 @@
 //! The pod lines: meshed pods attached (or redirected), pods without a sandbox because of
 //! linkerd-cni's attachment, the repairer's halts, and proxy uids inside their namespace's range.
 
+use crate::check::row::Row;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodStatus;
@@ -80,7 +81,7 @@ impl SandboxSince {
 /// and now wait for a new sandbox, because Multus refused their NAD, the NAD is missing, or
 /// linkerd-cni failed.
 pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
-    const CHECK: &str = "sandboxes";
+    const CHECK: Row = Row::Sandboxes;
     let mut failing = Vec::new();
     let mut advice = Vec::new();
     for (pod, failure) in without_sandbox(seen) {
@@ -124,7 +125,7 @@ pub(super) fn sandboxes_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
 /// `PodRepairWaiting` Event about a pod that still exists, still lacks its attachment, and whose NAD
 /// `check` does not see either).
 pub(super) fn repair_verdict(seen: &Observed, s: &CheckSettings, pods: &PodFindings) -> Verdict {
-    const CHECK: &str = "repair";
+    const CHECK: Row = Row::Repair;
     let mut what = Vec::new();
     let mut hints = Vec::new();
     let mut items = Vec::new();
@@ -249,7 +250,7 @@ pub(super) fn waiting_line(cx: &PodContext, pod: &ObjectMeta, e: &RepairWaiting)
 /// pods in a namespace with a uid range whose proxy, annotation and rules disagree, or whose validator
 /// the range would reject.
 pub(super) fn uids_verdict(wrong: &[String]) -> Verdict {
-    const CHECK: &str = "proxy-uids";
+    const CHECK: Row = Row::ProxyUids;
     if wrong.is_empty() {
         return Verdict::pass(
             CHECK,
@@ -331,7 +332,7 @@ pub(super) fn stale_line(
 }
 
 pub(super) fn pods_verdict(stale: &[String], s: &CheckSettings) -> Verdict {
-    const CHECK: &str = "pods";
+    const CHECK: Row = Row::Pods;
     if stale.is_empty() {
         return Verdict::pass(
             CHECK,

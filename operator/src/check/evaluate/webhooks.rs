@@ -1,6 +1,7 @@
 //! The webhook lines: every entry calling our path answers a verified TLS handshake, and the
 //! order the API server calls mutating webhooks in puts ours after Linkerd's injector.
 
+use crate::check::row::Row;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
 use rules::namespaces::{want, Want};
 
@@ -52,7 +53,7 @@ fn is_proxy_injector(hook: &MutatingWebhook) -> bool {
 }
 
 pub(super) fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
-    const CHECK: &str = "webhook";
+    const CHECK: Row = Row::Webhook;
     if probes.is_empty() {
         return Verdict::fail(
             CHECK,
@@ -95,7 +96,7 @@ pub(super) fn webhook_verdict(probes: &[WebhookProbe]) -> Verdict {
 /// server reruns its built-in mutating plugins (SCC among them) after a webhook changed the pod and
 /// before reinvoking earlier webhooks, so the injector's uids are rejected before ours could move them.
 pub(super) fn webhook_order_verdict(seen: &Observed, s: &CheckSettings) -> Verdict {
-    const CHECK: &str = "webhook-order";
+    const CHECK: Row = Row::WebhookOrder;
     let names = |pick: fn(&WebhookConfiguration) -> bool| -> Vec<&str> {
         seen.webhook_configurations
             .iter()
