@@ -122,7 +122,17 @@ fn promtool(dir: &std::path::Path, args: &[&str]) -> String {
 #[test]
 #[ignore = "needs helm (e2e/testbed install) and promtool (Debian's prometheus): run by e2e/test-all"]
 fn promtool_checks_and_tests_every_alert() {
-    let docs = render(&ON);
+    // Every alert rendered: those of linkerd-cni reached through Multus only, and the platform's.
+    let docs = render(&[
+        "--set",
+        "monitoring.enabled=true",
+        "--set",
+        "monitoring.platformAlerts=true",
+        "--set",
+        "cni.enabled=true",
+        "--set",
+        "cni.chainMode=none",
+    ]);
     let spec = &find(&docs, "PrometheusRule", None)["spec"];
     let tests_path = workspace_root().join("e2e/tests/monitoring/alerts-test.yaml");
     let tests = std::fs::read_to_string(&tests_path).expect("alerts-test.yaml");

@@ -29,7 +29,7 @@ use crate::error::watch_api_missing;
 use crate::events::Events;
 use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, NodeMultusGauges};
 use crate::nad_cache::{self, NadView};
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
@@ -132,6 +132,7 @@ impl NadController {
             .with_placement(&placement)
             .with_admission(admission_live, label_value),
         );
+        registry.register_collector(Box::new(NodeMultusGauges(placement.store.clone())));
         registry.register_collector(Box::new(InputGauge::new(
             ctx.clone(),
             namespaces.store(),

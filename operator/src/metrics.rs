@@ -11,6 +11,9 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use kube::api::DynamicObject;
+use linkerd_multus_crds::node_multus::{MultusKind, NodeMultusSpec};
+
 use crate::nad_cache::NadView;
 
 type Labels = Vec<(&'static str, &'static str)>;
@@ -168,6 +171,69 @@ impl RepairMetrics {
     }
 }
 
+/// `node_multus{multus}` and `node_aux_chain_missing`, counted from the NodeMultus objects at scrape
+/// time: how many nodes' installers published each kind of Multus (`thin`, `thick`, `none`, `unknown`;
+/// an object whose spec does not parse counts as `unknown`), and how many published an auxiliary-chain
+/// file that is not installed. Every kind is always a series, 0 included, so an alert on one compares
+/// a number, never an absent series.
+#[derive(Debug)]
+pub struct NodeMultusGauges(pub Store<DynamicObject>);
+
+/// What [`NodeMultusGauges`] counts, from the published specs (`None`: did not parse).
+pub fn count_nodes<'a>(
+    specs: impl IntoIterator<Item = Option<&'a NodeMultusSpec>>,
+) -> ([(&'static str, i64); 4], i64) {
+    let mut kinds = [("thin", 0), ("thick", 0), ("none", 0), ("unknown", 0)];
+    let mut aux_missing = 0;
+    for spec in specs {
+        let kind = match spec.map(|s| s.multus) {
+            Some(MultusKind::Thin) => 0,
+            Some(MultusKind::Thick) => 1,
+            Some(MultusKind::None) => 2,
+            Some(MultusKind::Unknown) | None => 3,
+        };
+        kinds[kind].1 += 1;
+        if spec
+            .and_then(|s| s.aux_chain.as_ref())
+            .is_some_and(|a| !a.installed)
+        {
+            aux_missing += 1;
+        }
+    }
+    (kinds, aux_missing)
+}
+
+impl Collector for NodeMultusGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let objects = self.0.state();
+        let specs: Vec<Option<NodeMultusSpec>> = objects
+            .iter()
+            .map(|o| serde_json::from_value(o.data["spec"].clone()).ok())
+            .collect();
+        let (kinds, aux_missing) = count_nodes(specs.iter().map(Option::as_ref));
+        let mut family = encoder.encode_descriptor(
+            "node_multus",
+            "Nodes by the Multus their linkerd-cni installer published in NodeMultus: thin, thick, none \
+             (the runtime's network config is not Multus', so NADs and the auxiliary chain do not reach \
+             pods there) or unknown (not readable)",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (kind, n) in kinds {
+            ConstGauge::new(n).encode(family.encode_family(&[("multus", kind)])?)?;
+        }
+        let gauge = ConstGauge::new(aux_missing);
+        let metric = encoder.encode_descriptor(
+            "node_aux_chain_missing",
+            "Nodes whose installer (--attach aux-chain) published that linkerd-cni's file is not in the \
+             auxiliary chain the node's Multus runs (spec.auxChain.installed false)",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
+    }
+}
+
 /// Every family the operator's `/metrics` serves, as `run` registers them, in the text exposition
 /// (`# HELP`, `# TYPE` and one sample each: a labelled family shows only once it has a child). The one
 /// list the book's metrics reference and the chart's alerts are checked against
@@ -180,6 +246,10 @@ pub fn every_family() -> String {
     controller.wrote("any");
     RepairMetrics::register(&mut registry).count("any");
     linkerd_multus_webhook::metrics::Metrics::register(&mut registry).record("any", 0.0);
+    let node_multus = kube::runtime::reflector::store::Writer::new(
+        linkerd_multus_crds::node_multus::api_resource(None),
+    );
+    registry.register_collector(Box::new(NodeMultusGauges(node_multus.as_reader())));
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode_registry(&mut text, &registry);
@@ -242,6 +312,49 @@ mod tests {
             "linkerd_multus_repair_halted_owners 3",
             "linkerd_multus_repair_all_halted 1",
             "linkerd_multus_repair_pods_listed 7",
+        ] {
+            assert!(out.contains(line), "missing {line} in\n{out}");
+        }
+    }
+
+    /// Each node object counted once, by its published Multus; a spec that does not parse is
+    /// `unknown`; only an auxiliary-chain file published as not installed counts as missing. Through
+    /// the collector, as /metrics shows it.
+    #[test]
+    fn node_gauges_count_the_published_nodes() {
+        let spec = |multus: &str, aux: Option<bool>| {
+            let mut spec = serde_json::json!({
+                "nodeName": "n", "observedAt": "2026-11-29T00:00:00Z", "netDir": "/etc/cni/net.d",
+                "multus": multus, "readable": true,
+            });
+            if let Some(installed) = aux {
+                spec["auxChain"] = serde_json::json!({"name": "vendor-cni-chain", "file": "/f", "installed": installed});
+            }
+            spec
+        };
+        let resource = linkerd_multus_crds::node_multus::api_resource(None);
+        let mut writer = reflector::store::Writer::new(resource.clone());
+        for (name, spec) in [
+            ("a", spec("thick", Some(true))),
+            ("b", spec("thick", Some(false))),
+            ("c", spec("none", None)),
+            ("e", spec("thin", Some(false))),
+            ("d", serde_json::json!({"multus": 7})),
+        ] {
+            let mut object = DynamicObject::new(name, &resource);
+            object.data = serde_json::json!({ "spec": spec });
+            writer.apply_watcher_event(&watcher::Event::Apply(object));
+        }
+        let mut registry = Registry::with_prefix("linkerd_multus");
+        registry.register_collector(Box::new(NodeMultusGauges(writer.as_reader())));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        for line in [
+            "linkerd_multus_node_multus{multus=\"thin\"} 1",
+            "linkerd_multus_node_multus{multus=\"thick\"} 2",
+            "linkerd_multus_node_multus{multus=\"none\"} 1",
+            "linkerd_multus_node_multus{multus=\"unknown\"} 1",
+            "linkerd_multus_node_aux_chain_missing 2",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

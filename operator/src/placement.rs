@@ -47,6 +47,8 @@ pub struct PlacementWatch {
     /// Listed once (or failed: then the flag alone decides until it lists).
     pub listed: Listed,
     pub health: WatchHealth,
+    /// The NodeMultus objects as watched (the node gauges count them at scrape time).
+    pub store: Store<DynamicObject>,
     /// Runs the watch; yields each new placement when it changes.
     pub changes: std::pin::Pin<Box<dyn Stream<Item = Placement> + Send>>,
 }
@@ -128,6 +130,7 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
     let failing = health.0.clone();
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
+    let published = store.clone();
     let api = Api::<DynamicObject>::all_with(client.clone(), resource);
     let kind = resource.api_version.clone();
     let objects = reflector::reflector(writer, watcher(api, watcher::Config::default()))
@@ -202,6 +205,7 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
         placement: rx,
         listed,
         health,
+        store: published,
         changes: Box::pin(changes),
     }
 }
