@@ -22,12 +22,25 @@ fn header(title: &str, source: &str) -> String {
     )
 }
 
-/// A table cell: one line, no `|`.
+/// A table cell: one line, no `|`, and `<name>` outside code spans written as text (Markdown would take
+/// it for an HTML tag).
 fn cell(text: &str) -> String {
-    text.split_whitespace()
+    prose_text(&text.split_whitespace().collect::<Vec<_>>().join(" ")).replace('|', "\\|")
+}
+
+/// `<` and `>` outside code spans escaped.
+fn prose_text(text: &str) -> String {
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 0 {
+                part.replace('<', "&lt;").replace('>', "&gt;")
+            } else {
+                part.to_string()
+            }
+        })
         .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+        .join("`")
 }
 
 /// The page at `relative` (under docs/src/reference) holds `want`, or is rewritten to it.
@@ -118,7 +131,7 @@ fn flag_rows(out: &mut String, cmd: &clap::Command) {
 fn command_section(out: &mut String, cmd: &clap::Command, path: &str, level: usize) {
     let _ = writeln!(out, "{} `{path}`\n", "#".repeat(level));
     if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
-        let _ = writeln!(out, "{}\n", about.to_string().trim());
+        let _ = writeln!(out, "{}\n", prose_text(about.to_string().trim()));
     }
     flag_rows(out, cmd);
     out.push('\n');
