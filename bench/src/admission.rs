@@ -5,10 +5,15 @@
 //! product's policy path (the policy, its binding and the warning policy, as `--admission=policy`
 //! renders them for the webhook's settings) too: its overhead p - c against the webhook's a - c.
 //! Blocks of each mode alternate, so all see the same noise.
+//!
+//! The storm ([`storm`]): as many creates as the apiserver takes (10,000 per mode, many in flight)
+//! through the real webhook, a constant-patch webhook (its floor: the same TLS stack answering a
+//! fixed small JSONPatch) and no webhook, blocks of each mode in turn; p50/p99 of each.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
@@ -19,7 +24,7 @@ use rules::admission_policy::{render_selecting, PolicyApi};
 use serde_json::json;
 
 use crate::fixture;
-use crate::row::pct;
+use crate::row::{self, pct};
 
 const CONFIG_NAME: &str = "linkerd-multus-bench-admission";
 /// Only the bench's pods go through the bench's webhook.
@@ -52,6 +57,34 @@ pub struct AdmissionArgs {
     /// Blocks per mode (none, floor, ours, in turn).
     #[arg(long, default_value_t = 3)]
     pub blocks: usize,
+}
+
+/// The pod-creation storm: the real webhook against the constant-patch floor and no webhook.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StormArgs {
+    #[arg(long)]
+    pub kubeconfig: std::path::PathBuf,
+    /// Base URL of the real webhook (served by `webhook`).
+    #[arg(long)]
+    pub ours: String,
+    /// Base URL of the constant-patch floor (`floor-webhook --echo-uid --patch`).
+    #[arg(long)]
+    pub floor_patch: String,
+    /// CA of the servers' certificate.
+    #[arg(long)]
+    pub ca: std::path::PathBuf,
+    /// Pods created per mode.
+    #[arg(long, default_value_t = 10_000)]
+    pub pods: usize,
+    /// Creates in flight.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Each mode's pods in this many blocks, the modes in turn.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// What the rows say of the cluster the storm runs on (e.g. its size).
+    #[arg(long, default_value = "")]
+    pub on: String,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -144,6 +177,125 @@ pub async fn run(args: AdmissionArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+pub async fn storm(args: StormArgs) -> anyhow::Result<()> {
+    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
+    let ca = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
+    let served = objects::served(&client).await?;
+    let modes = [
+        (Mode::None, Path::Nothing),
+        (Mode::FloorPatch, Path::Webhook(&args.floor_patch)),
+        (Mode::Ours, Path::Webhook(&args.ours)),
+    ];
+    let rounds = args.rounds.max(1);
+    let per_block = args.pods.div_ceil(rounds);
+    let mut samples = vec![Vec::new(); modes.len()];
+    let mut wall = vec![0.0; modes.len()];
+    for round in 0..rounds {
+        for (i, &(mode, path)) in modes.iter().enumerate() {
+            let n = per_block.min(args.pods - samples[i].len());
+            configure(&client, path, &ca, served, mode).await?;
+            let started = Instant::now();
+            samples[i].extend(storm_block(&client, mode, n, args.concurrency).await?);
+            wall[i] += started.elapsed().as_secs_f64();
+            eprintln!("storm: round {round}, mode {i}: {n} creates");
+            delete_bench_pods(&client).await?;
+        }
+    }
+    configure(&client, Path::Nothing, &ca, served, Mode::None).await?;
+    let rate = |i: usize| samples[i].len() as f64 / wall[i].max(1e-9);
+    for line in storm_rows(
+        &args.on,
+        args.concurrency,
+        &samples[0],
+        &samples[1],
+        &samples[2],
+    ) {
+        println!("ROW\t{}", line.join("\t"));
+    }
+    row::compare(
+        &format!(
+            "webhook storm{}: creates per second at {} in flight, real vs constant-patch webhook \
+             (no webhook: {:.0}/s)",
+            args.on,
+            args.concurrency,
+            rate(0)
+        ),
+        rate(2),
+        rate(1),
+        "/s",
+    );
+    Ok(())
+}
+
+/// The storm's rows (what, ours, floor, ratio) from each mode's create latencies in ms: the real
+/// webhook (a) against the constant-patch one (d) at p50 and p99, and each one's overhead over no
+/// webhook (c).
+pub fn storm_rows(
+    on: &str,
+    concurrency: usize,
+    none: &[f64],
+    patch: &[f64],
+    ours: &[f64],
+) -> Vec<[String; 4]> {
+    let ratio = |x: f64, y: f64| {
+        if y > 0.0 {
+            format!("{:.2}", x / y)
+        } else {
+            "-".into()
+        }
+    };
+    let mut rows = Vec::new();
+    for p in [50, 99] {
+        let (c, d, a) = (pct(none, p), pct(patch, p), pct(ours, p));
+        let goal = if p == 99 { ", goal <= 1.1x" } else { "" };
+        rows.push([
+            format!(
+                "webhook storm{on}: p{p} of {} creates at {concurrency} in flight, real vs \
+                 constant-patch webhook{goal}",
+                ours.len()
+            ),
+            format!("{a:.2} ms"),
+            format!("{d:.2} ms"),
+            ratio(a, d),
+        ]);
+        rows.push([
+            format!("  of which over no webhook (c {c:.2} ms), p{p}: a - c vs d - c"),
+            format!("{:.2} ms", a - c),
+            format!("{:.2} ms", d - c),
+            ratio(a - c, d - c),
+        ]);
+    }
+    rows
+}
+
+/// Creates `n` pods, `concurrency` in flight; each create's ms. Checks each was admitted as the
+/// mode wants (attached or not).
+async fn storm_block(
+    client: &Client,
+    mode: Mode,
+    n: usize,
+    concurrency: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let api = Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE);
+    let body = pod()?;
+    stream::iter(0..n)
+        .map(|_| {
+            let (api, body) = (api.clone(), body.clone());
+            async move {
+                let started = Instant::now();
+                let created = api.create(&PostParams::default(), &body).await?;
+                let ms = started.elapsed().as_secs_f64() * 1000.0;
+                if attached(&created) != mode.attaches() {
+                    bail!("a pod was admitted unlike its mode: the webhook configuration is not the one measured");
+                }
+                anyhow::Ok(ms)
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await
 }
 
 /// Labels the fixture namespace for the bench's binding (the operator labels enabled namespaces so).
@@ -259,12 +411,19 @@ async fn block(client: &Client, mode: Mode, n: usize) -> anyhow::Result<Vec<f64>
             bail!("a pod was admitted unlike its mode: the webhook configuration is not the one measured");
         }
     }
-    api.delete_collection(
-        &DeleteParams::default().grace_period(0),
-        &ListParams::default().labels(&format!("{POD_LABEL}=1")),
-    )
-    .await?;
+    delete_bench_pods(client).await?;
     Ok(out)
+}
+
+/// Deletes the bench's pods (no kubelet: gone at once).
+async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
+    Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE)
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default().labels(&format!("{POD_LABEL}=1")),
+        )
+        .await?;
+    Ok(())
 }
 
 /// The fixture review's pod, labelled for the bench's webhook.
@@ -276,4 +435,29 @@ fn pod() -> anyhow::Result<Pod> {
         .as_object_mut()
         .map(|m| m.remove("ownerReferences"));
     Ok(serde_json::from_value(pod)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storm_rows_hold_the_real_webhook_to_the_constant_patch_at_each_percentile() {
+        let none: Vec<f64> = (1..=100).map(f64::from).collect();
+        let patch: Vec<f64> = none.iter().map(|v| v + 2.0).collect();
+        let ours: Vec<f64> = none.iter().map(|v| v + 3.0).collect();
+        let rows = storm_rows(" at 15k pods", 64, &none, &patch, &ours);
+        assert_eq!(rows.len(), 4);
+        assert_eq!(
+            rows[0][0],
+            "webhook storm at 15k pods: p50 of 100 creates at 64 in flight, real vs constant-patch webhook"
+        );
+        assert_eq!(rows[0][1..], ["53.00 ms", "52.00 ms", "1.02"]);
+        assert_eq!(rows[1][1..], ["3.00 ms", "2.00 ms", "1.50"]);
+        assert!(rows[2][0].contains("p99") && rows[2][0].ends_with("goal <= 1.1x"));
+        assert_eq!(rows[2][1..], ["102.00 ms", "101.00 ms", "1.01"]);
+        // No overhead of the floor over no webhook: no ratio, not a division by zero.
+        let rows = storm_rows("", 1, &none, &none, &ours);
+        assert_eq!(rows[1][3], "-");
+    }
 }

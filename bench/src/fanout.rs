@@ -134,61 +134,22 @@ async fn measure(
         "s",
     );
 
-    // 2. ConfigMap edit.
-    let cpu_before = cpu_seconds(operator.pid())?;
-    let started = Instant::now();
-    put_config(client, "debug").await?;
-    wait_nads(
+    // 2. ConfigMap edit, 3. idle.
+    edit_then_idle(
         client,
-        vocab::NAD_NAME,
-        n,
-        |ns, g| g > created.get(ns).copied().unwrap_or(0),
-        Some(operator),
+        names,
+        operator,
+        &Edit {
+            rows: "controller",
+            level: "debug",
+            created: &created,
+            floor_created: &floor_created,
+            config: &config,
+            concurrency: args.concurrency,
+            resync: args.resync,
+        },
     )
     .await?;
-    let ours_update = started.elapsed().as_secs_f64();
-    let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
-    let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
-        .get(vocab::NAD_NAME)
-        .await?
-        .spec
-        .config
-        .unwrap_or_default();
-    if updated == config {
-        bail!("the NADs' generation moved but their config did not change");
-    }
-    let moved = |ns: &str, g: i64| g > floor_created.get(ns).copied().unwrap_or(0);
-    let floor_cpu_before = cpu_seconds(std::process::id())?;
-    let (floor_update, _) = floor_applies(client, names, &updated, args.concurrency, moved).await?;
-    let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
-    row::compare(
-        &format!("controller: ConfigMap edit -> {n} NADs updated"),
-        ours_update,
-        floor_update,
-        "s",
-    );
-    // On 2 cores the client's CPU is taken from the apiserver and etcd.
-    row::compare(
-        "  of which client CPU time (the operator process; the floor: the bench process)",
-        ours_cpu,
-        floor_cpu,
-        "s",
-    );
-
-    // 3. Idle: let the edit settle, then count writes over two resyncs.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = operator.writes().await?;
-    let idle = args.resync * 2 + Duration::from_secs(3);
-    tokio::time::sleep(idle).await;
-    let after = operator.writes().await?;
-    row::single(
-        &format!(
-            "controller: idle, 2 resyncs of {n} namespaces (--resync {})",
-            vocab::duration::format(args.resync)
-        ),
-        &format!("{} writes", after - before),
-        "target 0",
-    );
     let rss_idle = operator.rss_mb()?;
     row::single(
         &format!("operator RSS, {n} enabled namespaces"),
@@ -226,8 +187,96 @@ async fn measure(
     Ok(())
 }
 
+/// A ConfigMap edit measured against the floor (the fan-out part's steps 2 and 3, shared with the
+/// scale part): what was there before it.
+pub(crate) struct Edit<'a> {
+    /// The rows' prefix ("controller", or the scale part's size).
+    pub rows: &'a str,
+    /// The `log_level` the edit sets: another than the ConfigMap's, or nothing changes.
+    pub level: &'a str,
+    /// The generations of the operator's and of the floor's NADs before the edit.
+    pub created: &'a Generations,
+    pub floor_created: &'a Generations,
+    /// The NADs' config before the edit.
+    pub config: &'a str,
+    /// The floor's requests in flight (the operator's `--max-concurrent-reconciles`).
+    pub concurrency: usize,
+    /// The operator's `--resync`: the idle rows watch two.
+    pub resync: Duration,
+}
+
+/// The CNI ConfigMap edited -> every NAD of `names` updated, against the floor's `n` applies of
+/// the same change (step 2); then the operator's NAD writes over two resyncs once it settled
+/// (step 3, target 0).
+pub(crate) async fn edit_then_idle(
+    client: &Client,
+    names: &[String],
+    operator: &mut Operator,
+    edit: &Edit<'_>,
+) -> anyhow::Result<()> {
+    let n = names.len();
+    let cpu_before = cpu_seconds(operator.pid())?;
+    let started = Instant::now();
+    put_config(client, edit.level).await?;
+    wait_nads(
+        client,
+        vocab::NAD_NAME,
+        n,
+        |ns, g| g > edit.created.get(ns).copied().unwrap_or(0),
+        Some(operator),
+    )
+    .await?;
+    let ours_update = started.elapsed().as_secs_f64();
+    let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
+    let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
+        .get(vocab::NAD_NAME)
+        .await?
+        .spec
+        .config
+        .unwrap_or_default();
+    if updated == edit.config {
+        bail!("the NADs' generation moved but their config did not change");
+    }
+    let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
+    let floor_cpu_before = cpu_seconds(std::process::id())?;
+    let (floor_update, _) = floor_applies(client, names, &updated, edit.concurrency, moved).await?;
+    let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
+    row::compare(
+        &format!(
+            "{}: ConfigMap edit -> {n} NADs updated (goal <= 1.1x)",
+            edit.rows
+        ),
+        ours_update,
+        floor_update,
+        "s",
+    );
+    // On 2 cores the client's CPU is taken from the apiserver and etcd.
+    row::compare(
+        "  of which client CPU time (the operator process; the floor: the bench process)",
+        ours_cpu,
+        floor_cpu,
+        "s",
+    );
+
+    // Let the edit settle, then count writes over two resyncs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = operator.writes().await?;
+    tokio::time::sleep(edit.resync * 2 + Duration::from_secs(3)).await;
+    let after = operator.writes().await?;
+    row::single(
+        &format!(
+            "{}: idle, 2 resyncs of {n} namespaces (--resync {})",
+            edit.rows,
+            vocab::duration::format(edit.resync)
+        ),
+        &format!("{} writes", after - before),
+        "target 0",
+    );
+    Ok(())
+}
+
 /// Generation of each bench NAD, by namespace.
-type Generations = BTreeMap<String, i64>;
+pub(crate) type Generations = BTreeMap<String, i64>;
 
 /// Waits until `n` of the bench's namespaces have a NAD for which `ok(namespace, generation)`.
 /// Followed with a metadata watch, not by polling lists: a list of every NAD each 200 ms loaded the
@@ -284,7 +333,7 @@ pub(crate) async fn wait_nads(
 /// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight,
 /// timed like ours: until the same kind of watch has seen every NAD satisfy `ok` (the watch's
 /// cost on the apiserver is then in both). Returns the seconds and the generations seen.
-async fn floor_applies(
+pub(crate) async fn floor_applies(
     client: &Client,
     names: &[String],
     config: &str,

@@ -3,8 +3,9 @@
 //! (see [`row`]); it asserts nothing about time.
 //!
 //! Parts: [`admission`] (pod creation through the apiserver with the real, the floor and no
-//! webhook), [`fixture`] (the pod review every webhook measurement sends), [`floor_webhook`] (the same
-//! axum + rustls stack answering a constant review), [`webhook_serve`] (the real webhook, alone),
+//! webhook, one at a time and as a storm), [`fixture`] (the pod review every webhook measurement
+//! sends), [`floor_webhook`] (the same axum + rustls stack answering a constant review),
+//! [`webhook_serve`] (the real webhook, alone),
 //! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
 //! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client),
 //! [`shared`] (NAD writes and objects with one shared NAD against one per namespace), [`scale`] (the

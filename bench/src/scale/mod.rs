@@ -11,9 +11,12 @@
 //! - `check`: wall time and the requests the apiserver served for it, by verb and resource (a
 //!   request per namespace or per node shows as a count that grows with the size).
 //!
-//! The ConfigMap-edit fan-out over 10,000 NADs is the `fanout` part's.
+//! - a ConfigMap edit -> every NAD updated, against a minimal client's same applies, then the
+//!   operator's NAD writes over two idle resyncs (the `fanout` part's steps, [`fanout::edit_then_idle`]);
+//! - the nodes' load on the apiserver ([`nodes`]): a real installer's requests, and a plugin ADD's.
 
 pub mod cluster;
+pub mod nodes;
 pub mod requests;
 
 use std::path::Path;
@@ -24,6 +27,7 @@ use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
+use linkerd_multus_crds::NetworkAttachmentDefinition;
 
 use self::cluster::Size;
 use self::requests::Served;
@@ -45,6 +49,15 @@ pub struct ScaleArgs {
     /// How long repair's steady state is watched at each size.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = vocab::duration::flag)]
     pub steady: Duration,
+    /// Requests in flight for the ConfigMap edit: the operator's `--max-concurrent-reconciles` and
+    /// the floor client's (the operator's default).
+    #[arg(long, default_value_t = 16)]
+    pub edit_concurrency: usize,
+    /// The operator's `--resync` for the idle rows after the edit.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = vocab::duration::flag)]
+    pub resync: Duration,
+    #[command(flatten)]
+    pub nodes: nodes::NodesArgs,
 }
 
 /// How long the operator may take to list every pod or write every NAD.
@@ -84,7 +97,7 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
         pods: 0,
     };
     let mut namespaces = Vec::new();
-    for pods in sizes {
+    for (i, pods) in sizes.into_iter().enumerate() {
         let size = Size::for_pods(pods);
         let started = Instant::now();
         cluster::add_nodes(&client, built.nodes..size.nodes, args.concurrency).await?;
@@ -115,7 +128,18 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         );
         measure(&args, &client, &dir, size, empty).await?;
+        // The ConfigMap says "info" at first: each size's edit sets the other level.
+        edit(
+            &args,
+            &client,
+            &dir,
+            size,
+            &namespaces,
+            ["debug", "info"][i % 2],
+        )
+        .await?;
     }
+    nodes::measure(&args.nodes, &args.target, &client, built).await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -127,12 +151,7 @@ async fn measure(
     size: Size,
     empty: f64,
 ) -> anyhow::Result<()> {
-    let at = format!(
-        "{}k pods, {}k namespaces, {} nodes",
-        size.pods / 1000,
-        size.namespaces as f64 / 1000.0,
-        size.nodes
-    );
+    let at = at(size);
 
     // Repair off: the controller alone, once every NAD is written.
     let off = {
@@ -214,6 +233,70 @@ async fn measure(
     );
     eprintln!("scale: check served: {}", served.describe());
     Ok(())
+}
+
+/// The ConfigMap edit at this size: the operator (repair off, the edit's concurrency and resync) has
+/// written every NAD; the floor has written its own; then the edit to `level`, timed on both sides.
+async fn edit(
+    args: &ScaleArgs,
+    client: &Client,
+    dir: &Path,
+    size: Size,
+    names: &[String],
+    level: &str,
+) -> anyhow::Result<()> {
+    let concurrency = args.edit_concurrency.to_string();
+    let flags = [
+        "--admission",
+        "webhook",
+        "--max-concurrent-reconciles",
+        &concurrency,
+    ];
+    let mut operator = Operator::start(&args.target, args.resync, dir, &flags)?;
+    let created = fanout::wait_nads(
+        client,
+        vocab::NAD_NAME,
+        names.len(),
+        |_, _| true,
+        Some(&mut operator),
+    )
+    .await?;
+    let config = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
+        .get(vocab::NAD_NAME)
+        .await?
+        .spec
+        .config
+        .unwrap_or_default();
+    let (_, floor_created) =
+        fanout::floor_applies(client, names, &config, args.edit_concurrency, |_, _| true).await?;
+    let rows = format!("scale {}", at(size));
+    let result = fanout::edit_then_idle(
+        client,
+        names,
+        &mut operator,
+        &fanout::Edit {
+            rows: &rows,
+            level,
+            created: &created,
+            floor_created: &floor_created,
+            config: &config,
+            concurrency: args.edit_concurrency,
+            resync: args.resync,
+        },
+    )
+    .await;
+    operator.stop();
+    result
+}
+
+/// The size, as the rows name it.
+fn at(size: Size) -> String {
+    format!(
+        "{}k pods, {}k namespaces, {} nodes",
+        size.pods / 1000,
+        size.namespaces as f64 / 1000.0,
+        size.nodes
+    )
 }
 
 fn start(args: &ScaleArgs, dir: &Path, repair: bool) -> anyhow::Result<Operator> {
