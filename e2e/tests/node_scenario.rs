@@ -466,7 +466,10 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
             "pod {pod}: the plugin's reads (user, code): {of_pod:?}"
         );
     }
-    node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", "--replicas=4"]);
+    // Back to the count before: every later step restarts, evicts or holds each meshed pod, and
+    // repair evicts 5 a minute at most (this used to leave 4, later 5 and 6, meshed pods).
+    let back = format!("--replicas={replicas_before}");
+    node.kubectl_ok(&["-n", ns, "scale", "deployment/meshed", &back]);
     wait_deployment_ready(node, ns, "meshed");
 }
 
@@ -708,7 +711,7 @@ fn step_uid_collision_flagged(node: &Node, meshed: &Meshed) {
         uids.to_string().contains(&format!("{ns}/collides")),
         "check names the pod: {uids}"
     );
-    node.kubectl_ok(&["-n", ns, "delete", "pod", "collides", "--wait=true"]);
+    delete_pod_now(node, ns, "collides");
     let report = check_json(node);
     assert_eq!(line(&report, "proxy-uids")["ok"], true, "{report:#}");
 }

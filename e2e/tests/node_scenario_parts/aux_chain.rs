@@ -412,7 +412,7 @@ fn unmeshed_pod_gets_no_rules(node: &Node, meshed: &Meshed, plain: &str) {
         "app unmeshed",
         "a pod that is not meshed gets no rules: {addr} reaches the app itself"
     );
-    node.kubectl_ok(&["-n", ns, "delete", "pod", "unmeshed", "--wait=true"]);
+    delete_pod_now(node, ns, "unmeshed");
 }
 
 /// The validator's exit code in `pod`'s current or last run.

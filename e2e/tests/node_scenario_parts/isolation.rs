@@ -158,12 +158,13 @@ pub fn step_shared_nad_refused_by_isolation(
         "-o",
         "jsonpath={.spec.replicas}",
     ]);
-    let more = format!(
-        "--replicas={}",
-        replicas.trim().parse::<u32>().unwrap_or(1) + 1
-    );
+    let replicas = replicas.trim().parse::<u32>().unwrap_or(1);
+    let more = format!("--replicas={}", replicas + 1);
     node.kubectl_ok(&["-n", meshed_ns, "scale", "deployment/meshed", &more]);
     wait_deployment_ready(node, meshed_ns, "meshed");
+    // Back to the count before: each meshed pod left is restarted twice more in this step.
+    let as_before = format!("--replicas={replicas}");
+    node.kubectl_ok(&["-n", meshed_ns, "scale", "deployment/meshed", &as_before]);
 
     // A pod whose template names the refused NAD itself: its sandbox fails, and check says why.
     let bad = "names-nad-home";
@@ -194,7 +195,7 @@ pub fn step_shared_nad_refused_by_isolation(
             && item.contains("namespace isolation enabled, annotation violates permission"),
         "{sandboxes}"
     );
-    node.kubectl_ok(&["-n", meshed_ns, "delete", "pod", bad, "--wait=true"]);
+    delete_pod_now(node, meshed_ns, bad);
 
     // Repair evicted nothing into a failing sandbox.
     let failed = event_pods(node, meshed_ns, "FailedCreatePodSandBox");
@@ -269,8 +270,13 @@ pub fn step_shared_nad_refused_by_isolation(
     );
     wait_deployment_ready(node, meshed_ns, "meshed");
 
+    eprintln!(
+        "isolation healed, then the shared NAD in default used: {:?} after the refusal was reported",
+        switched.elapsed()
+    );
     drop(multus);
     helm_upgrade(node, &["operator.nadNamespace="]);
+    let back = Instant::now();
     // Repair (on in this scenario) moves the pods it attached to the shared NAD meanwhile back to
     // their namespace's own, within its rate limit, and the operator then deletes the unused shared
     // NAD: `check` passes once both happened. It passes in between too (a NAD some pod still lists
@@ -285,5 +291,9 @@ pub fn step_shared_nad_refused_by_isolation(
             (gone && check_json(node)["success"] == true).then_some(())
         },
         || check_json(node).to_string(),
+    );
+    eprintln!(
+        "nadNamespace unset -> every pod back on its namespace's NAD, the shared one gone in {:?}",
+        back.elapsed()
     );
 }
