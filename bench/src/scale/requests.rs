@@ -59,6 +59,31 @@ impl Served {
         Served(by)
     }
 
+    /// `self` less `floor` x `factor`, per verb and resource, none below 0: a window's requests
+    /// without the idle apiserver's own (`factor`: this window's length over the floor's).
+    pub fn less(&self, floor: &Served, factor: f64) -> Served {
+        let mut by = BTreeMap::new();
+        for (key, v) in &self.0 {
+            let d = v - floor.0.get(key).copied().unwrap_or(0.0) * factor;
+            if d > 0.0 {
+                by.insert(key.clone(), d);
+            }
+        }
+        Served(by)
+    }
+
+    /// Takes off `n` requests of `verb` on `resource` the bench itself sent in the window.
+    pub fn without_own(mut self, verb: &str, resource: &str, n: f64) -> Served {
+        let key = (verb.to_string(), resource.to_string());
+        if let Some(v) = self.0.get_mut(&key) {
+            *v -= n;
+            if *v <= 0.0 {
+                self.0.remove(&key);
+            }
+        }
+        self
+    }
+
     pub fn total(&self) -> f64 {
         // A fold from 0.0: `sum()` of no f64 is -0.0, which would print as "-0".
         self.0.values().fold(0.0, |a, b| a + b)
@@ -104,6 +129,21 @@ apiserver_request_total_other{verb="LIST"} 9
         assert_eq!(served.total(), 7.0);
         assert_eq!(served.writes(), 4.0);
         assert_eq!(served.describe(), "PATCH pods/status x4, LIST pods x3");
+        // The idle apiserver's own (here: 1 LIST pods per window) is taken off per verb and
+        // resource, scaled to the window, and so are the bench's own requests.
+        let idle = Served(BTreeMap::from([(("LIST".into(), "pods".into()), 1.0)]));
+        assert_eq!(
+            served.less(&idle, 2.0).describe(),
+            "PATCH pods/status x4, LIST pods x1"
+        );
+        assert_eq!(served.less(&idle, 5.0).describe(), "PATCH pods/status x4");
+        assert_eq!(
+            served
+                .without_own("PATCH", "pods/status", 1.0)
+                .without_own("LIST", "pods", 3.0)
+                .describe(),
+            "PATCH pods/status x3"
+        );
         let idle = Served::parse(BEFORE).since(&Served::parse(BEFORE));
         assert_eq!(
             format!("{:.1} {:.1}", idle.total(), idle.writes()),
