@@ -63,6 +63,7 @@ pub mod pod_network;
 mod pod_status;
 mod port;
 pub mod recorder;
+pub mod runnable;
 pub mod stand_ins;
 mod testbed;
 pub mod traffic;

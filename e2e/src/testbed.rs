@@ -123,7 +123,7 @@ pub fn kubectl_ok_with(kubeconfig: &Path, args: &[&str]) -> String {
 }
 
 /// The kubectl the testbed chose (it records it in `$TESTBED/kubectl-path`), else the one on PATH.
-fn kubectl_binary() -> PathBuf {
+pub(crate) fn kubectl_binary() -> PathBuf {
     std::fs::read_to_string(testbed_dir().join("kubectl-path"))
         .map(|s| PathBuf::from(s.trim()))
         .unwrap_or_else(|_| PathBuf::from("kubectl"))
