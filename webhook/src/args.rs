@@ -49,8 +49,9 @@ pub struct WebhookArgs {
     pub webhook_cert_check_interval: std::time::Duration,
 
     /// Most connections the webhook holds open at once; at the limit further clients wait (in the
-    /// kernel's accept backlog) until one closes. Idle connections, slow TLS handshakes and slow
-    /// requests are closed within seconds regardless (see the book's Reliability page).
+    /// kernel's accept backlog) until one closes. Connections that never send a request, slow TLS
+    /// handshakes and slow requests are closed within seconds regardless, a connection idle between
+    /// requests after 120 s (see the book's Reliability page).
     #[arg(long, global = true, env = "WEBHOOK_MAX_CONNECTIONS",
           default_value_t = vocab::DEFAULT_WEBHOOK_MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..))]

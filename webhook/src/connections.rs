@@ -1,10 +1,11 @@
 //! What one client can hold of the webhook: how many connections are open at once, and how long a TLS
-//! handshake, request headers (also the idle time between keep-alive requests on HTTP/1) and a whole
-//! request with its body may take. The apiserver does each in milliseconds; without bounds, idle or
+//! handshake, a connection's first request, a whole request with its body, and the idle time between
+//! keep-alive requests may take. The apiserver does each in milliseconds; without bounds, idle or
 //! half-sent connections would hold memory and file descriptors for as long as their clients like.
 //!
-//! Every timeout is well under the chart's `timeoutSeconds` (10): a stuck client is gone before the
-//! apiserver would give up on a request behind it.
+//! Every timeout of a request in flight is well under the chart's `timeoutSeconds` (10): a stuck
+//! client is gone before the apiserver would give up on a request behind it. The keep-alive idle time
+//! is the exception, and must be longer than the apiserver's own: see [`KEEP_ALIVE_IDLE`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,9 +25,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A client that has not finished its TLS handshake by then is disconnected.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
-/// A connection whose (next) request headers are not complete by then is closed: covers TCP/TLS
-/// connections that never send a request and, on HTTP/1, idle keep-alive connections.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// A connection whose first request is not complete by then is closed: TCP/TLS connections that never
+/// send a request, or half of one.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long an HTTP/1 connection may wait for its next request (and then for that request's headers).
+/// Longer than the apiserver's idle-connection timeout (90 s: its webhook client keeps Go's
+/// `IdleConnTimeout`), so the apiserver always closes an idle connection first. The other way round,
+/// it sometimes sends a review on a connection the webhook has just closed, gets `broken pipe`, and
+/// does not retry a POST: the pod is refused (failurePolicy Fail). The scale bench's pod-creation storm
+/// hit that with the earlier 3 s here. Idle connections stay bounded by --webhook-max-connections.
+pub const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(120);
 /// A request not answered by then (a body sent slowly, in the end) gets 408. The answer itself
 /// takes at most the namespace lookup's 3 s.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -181,12 +181,12 @@ impl TlsListener {
             .handshake_timeout(connections::HANDSHAKE_TIMEOUT);
         let mut server = axum_server::Server::<Peer>::from_listener(listener)
             .acceptor(acceptor)
-            .first_request_timeout(connections::HEADER_READ_TIMEOUT)
+            .first_request_timeout(connections::FIRST_REQUEST_TIMEOUT)
             .handle(handle.clone());
         server
             .http_builder()
             .http1()
-            .header_read_timeout(connections::HEADER_READ_TIMEOUT);
+            .header_read_timeout(connections::KEEP_ALIVE_IDLE);
         tracing::info!(
             ?addr,
             path = vocab::WEBHOOK_PATH,

@@ -7,7 +7,9 @@ mod support;
 
 use linkerd_multus_e2e::admission::review;
 use linkerd_multus_e2e::{client, wait_for};
-use linkerd_multus_webhook::connections::{HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
+use linkerd_multus_webhook::connections::{
+    FIRST_REQUEST_TIMEOUT, HANDSHAKE_TIMEOUT, KEEP_ALIVE_IDLE, REQUEST_TIMEOUT,
+};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -115,6 +117,57 @@ async fn at_most_max_connections_are_held_and_idle_ones_are_closed() {
         most, 10,
         "never more than --webhook-max-connections held at once"
     );
+}
+
+/// One request on `stream` (a GET of a path the router does not serve: the 404 is an answer), read up
+/// to the end of its empty body; `None` when the server closed the connection instead.
+async fn one_request<S: AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> Option<String> {
+    let request = b"GET /nothing-here HTTP/1.1\r\nhost: localhost\r\n\r\n";
+    if stream.write_all(request).await.is_err() {
+        return None;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&got).into_owned())
+}
+
+/// A keep-alive connection idle longer than the first request's timeout still takes the next request:
+/// the apiserver reuses idle connections for up to 90 s and does not retry a POST that hits one the
+/// server closed (`broken pipe`: the pod is refused). With the idle timeout at 3 s this connection was
+/// closed before the second request.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_keep_alive_connection_outlives_the_first_request_timeout() {
+    let dir = temp_dir();
+    let bundle = write_cert(dir.path());
+    let wh = Running::tls_only(&args(dir.path()));
+    let mut stream = tls_connect(wh.addr, &bundle.ca_pem).await;
+    let first = one_request(&mut stream)
+        .await
+        .expect("the first request is answered");
+    assert!(first.starts_with("HTTP/1.1 404"), "{first}");
+    tokio::time::sleep(FIRST_REQUEST_TIMEOUT + Duration::from_secs(2)).await;
+    let second = one_request(&mut stream).await;
+    assert!(
+        second
+            .as_deref()
+            .is_some_and(|s| s.starts_with("HTTP/1.1 404")),
+        "the connection was closed after {:?} idle: {second:?}",
+        FIRST_REQUEST_TIMEOUT + Duration::from_secs(2)
+    );
+    const {
+        assert!(
+            KEEP_ALIVE_IDLE.as_secs() > 90,
+            "longer than the apiserver's 90 s"
+        )
+    };
 }
 
 /// Drill 4: a bounded loop of AdmissionReviews (a new TLS connection each, the hardest case) while
