@@ -42,6 +42,7 @@
 //! `e2e/test-all` lists them at the end).
 
 pub mod admission;
+pub mod book;
 pub mod chart;
 mod cluster;
 pub mod cni;

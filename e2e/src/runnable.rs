@@ -53,10 +53,10 @@ pub fn blocks(markdown: &str) -> Vec<String> {
     out
 }
 
-/// Runs `block` as written with bash (`-euo pipefail`) in the workspace root against the cluster of
-/// `kubeconfig`, helm and the testbed's kubectl first on PATH, after `prelude` (shell functions a test
-/// defines, e.g. a `helm` that adds the node's image values).
-pub fn run(block: &str, kubeconfig: &Path, prelude: &str) -> Output {
+/// bash (`-euo pipefail`) running `script` in the workspace root against the cluster of `kubeconfig`, with
+/// helm and the testbed's kubectl first on PATH and helm's own directories in a fresh temp dir: how
+/// the book's lines are run as written.
+pub fn command(script: &str, kubeconfig: &Path) -> Command {
     let mut path =
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
     for tool in [helm_binary(), crate::testbed::kubectl_binary()] {
@@ -64,19 +64,24 @@ pub fn run(block: &str, kubeconfig: &Path, prelude: &str) -> Output {
             path.insert(0, dir.to_path_buf());
         }
     }
-    let home = std::env::temp_dir().join(unique_name("runnable-helm-home"));
-    let out = Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &format!("{prelude}\n{block}")])
+    let home = std::env::temp_dir().join(unique_name("book-helm-home"));
+    let mut cmd = Command::new("bash");
+    cmd.args(["-euo", "pipefail", "-c", script])
         .current_dir(workspace_root())
         .env("PATH", std::env::join_paths(path).expect("PATH"))
         .env("KUBECONFIG", kubeconfig)
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    cmd
+}
+
+/// Runs `block` ([`command`]) after `prelude` (shell functions a test defines, e.g. a `helm` that adds
+/// the node's image values).
+pub fn run(block: &str, kubeconfig: &Path, prelude: &str) -> Output {
+    command(&format!("{prelude}\n{block}"), kubeconfig)
         .output()
-        .unwrap_or_else(|e| panic!("bash: {e}"));
-    let _ = std::fs::remove_dir_all(&home);
-    out
+        .unwrap_or_else(|e| panic!("bash: {e}"))
 }
 
 #[cfg(test)]

@@ -2,55 +2,11 @@
 //! repository, every `#anchor` a heading of the page it names (as mdBook and GitHub make anchors), and
 //! every page of the book is in its SUMMARY (mdBook renders nothing else). Pure: reads files only.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use linkerd_multus_e2e::book::{anchors, prose};
 use linkerd_multus_e2e::workspace_root;
-
-/// mdBook's and GitHub's anchor of a heading: lower case, spaces as hyphens, other punctuation dropped
-/// (backquotes included); a repeated heading gets `-1`, `-2`, ...
-fn anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
-/// The text outside fenced code blocks, line by line (links in code are not links).
-fn prose(text: &str) -> Vec<&str> {
-    let mut fenced = false;
-    text.lines()
-        .filter(|l| {
-            if l.trim_start().starts_with("```") {
-                fenced = !fenced;
-                return false;
-            }
-            !fenced
-        })
-        .collect()
-}
-
-fn anchors(text: &str) -> BTreeSet<String> {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut all = BTreeSet::new();
-    for line in prose(text) {
-        let Some(heading) = line.strip_prefix('#') else {
-            continue;
-        };
-        let base = anchor(heading.trim_start_matches('#'));
-        let n = seen.entry(base.clone()).or_default();
-        all.insert(if *n == 0 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        });
-        *n += 1;
-    }
-    all
-}
 
 /// The targets of the inline links `[text](target)` of a line, outside inline code.
 fn link_targets(line: &str) -> Vec<String> {

@@ -8,8 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use linkerd_multus_e2e::{
-    kubectl, kubectl_ok, testbed_dir, unique_name, wait_for_within, workspace_root,
-    DedicatedTestbed,
+    kubectl, kubectl_ok, runnable, unique_name, wait_for_within, workspace_root, DedicatedTestbed,
 };
 use serde_json::{json, Value};
 use support::*;
@@ -317,29 +316,9 @@ const README_DELETE_TREE: &str = "kubectl delete -k config/default";
 const README_DELETE_INSTALLER: &str = "helm template linkerd-multus ./helm -n linkerd-multus \
 --set cni.enabled=true --set attach=auxChain \\\n  --set podDisruptionBudget.enabled=false | kubectl delete -l app.kubernetes.io/component=cni -f -";
 
-/// Runs a book line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
-/// helm and the testbed's kubectl first on PATH.
+/// A book line as written, to run against `bed` ([`runnable::command`]).
 fn readme_line(bed: &DedicatedTestbed, line: &str) -> Command {
-    let helm = helm_binary();
-    let kubectl = std::fs::read_to_string(testbed_dir().join("kubectl-path"))
-        .map_or_else(|_| "kubectl".to_string(), |p| p.trim().to_string());
-    let mut path =
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
-    for tool in [helm.as_path(), std::path::Path::new(&kubectl)] {
-        if let Some(dir) = tool.parent().filter(|d| !d.as_os_str().is_empty()) {
-            path.insert(0, dir.to_path_buf());
-        }
-    }
-    let home = std::env::temp_dir().join(unique_name("kustomize-helm-home"));
-    let mut cmd = Command::new("bash");
-    cmd.args(["-euo", "pipefail", "-c", line])
-        .current_dir(workspace_root())
-        .env("PATH", std::env::join_paths(path).expect("PATH"))
-        .env("KUBECONFIG", bed.kubeconfig())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"));
-    cmd
+    runnable::command(line, &bed.kubeconfig())
 }
 
 fn run_ok(mut cmd: Command, what: &str) -> String {

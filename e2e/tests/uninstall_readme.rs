@@ -7,9 +7,8 @@
 
 mod support;
 
-use linkerd_multus_e2e::{testbed_dir, unique_name, workspace_root, DedicatedTestbed};
+use linkerd_multus_e2e::{runnable, workspace_root, DedicatedTestbed};
 use std::collections::BTreeSet;
-use std::process::Command;
 use support::*;
 
 /// The book's Uninstall page (it was the book's Uninstall section).
@@ -37,31 +36,9 @@ fn cluster_lines(section: &str) -> (String, BTreeSet<String>) {
     (helm, kubectl)
 }
 
-/// Runs a book line as written, with bash (`-euo pipefail`) in the workspace root against `bed`,
-/// helm and the testbed's kubectl first on PATH.
+/// Runs a book line as written against `bed` ([`runnable::run`]); its stdout.
 fn run_line(bed: &DedicatedTestbed, line: &str) -> String {
-    let helm = helm_binary();
-    let kubectl = std::fs::read_to_string(testbed_dir().join("kubectl-path"))
-        .map_or_else(|_| "kubectl".to_string(), |p| p.trim().to_string());
-    let mut path =
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
-    for tool in [helm.as_path(), std::path::Path::new(&kubectl)] {
-        if let Some(dir) = tool.parent().filter(|d| !d.as_os_str().is_empty()) {
-            path.insert(0, dir.to_path_buf());
-        }
-    }
-    let home = std::env::temp_dir().join(unique_name("uninstall-readme-helm-home"));
-    let out = Command::new("bash")
-        .args(["-euo", "pipefail", "-c", line])
-        .current_dir(workspace_root())
-        .env("PATH", std::env::join_paths(path).expect("PATH"))
-        .env("KUBECONFIG", bed.kubeconfig())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .unwrap_or_else(|e| panic!("{line}: {e}"));
-    let _ = std::fs::remove_dir_all(&home);
+    let out = runnable::run(line, &bed.kubeconfig(), "");
     assert!(
         out.status.success(),
         "{line} failed: {}\n{}",

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use linkerd_multus_e2e::book::anchors;
 use linkerd_multus_operator::metrics::every_family;
 
 fn repo_file(relative: &str) -> String {
@@ -62,28 +63,13 @@ fn every_alert_series_is_registered_by_the_operator() {
     );
 }
 
-/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
-fn anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
 /// The book's page each runbook_url points into.
 const ALERTS_PAGE: &str = "docs/src/troubleshooting/alerts.md";
 
 #[test]
 fn every_runbook_url_is_a_heading_of_the_alerts_page() {
     let template = repo_file("helm/templates/monitoring.yaml");
-    let anchors: BTreeSet<String> = repo_file(ALERTS_PAGE)
-        .lines()
-        .filter_map(|l| l.strip_prefix('#'))
-        .map(|l| anchor(l.trim_start_matches('#')))
-        .collect();
+    let anchors = anchors(&repo_file(ALERTS_PAGE));
     let runbooks: Vec<&str> = template
         .lines()
         .filter_map(|l| l.trim().strip_prefix("runbook_url: {{ $runbook }}"))
