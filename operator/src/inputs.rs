@@ -11,6 +11,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::listed::Listed;
+use crate::metrics::{INPUT_GAUGE_HELP, INPUT_GAUGE_NAME};
 use crate::reconcile::Context;
 use rules::namespaces::Want;
 
@@ -63,17 +64,6 @@ pub fn healthy(s: &Snapshot) -> [(&'static str, bool); 6] {
         ),
     ]
 }
-
-/// The gauge's name (under the `linkerd_multus_` prefix) and help.
-pub const GAUGE_NAME: &str = "input_healthy";
-pub const GAUGE_HELP: &str =
-    "1 when the NAD controller's input is usable (configmap: the CNI ConfigMap exists, is \
-     readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
-     foreign_nads: no NAD of our name is someone else's where ours is wanted; \
-     shared_namespace: the --nad-namespace namespace, if set, is watched and every node's \
-     Multus shares it; node_multus: the NodeMultus watch lists), else 0. With --attach \
-     aux-chain no NAD is needed: a NAD kind not served, foreign NADs and the shared \
-     namespace read 1";
 
 /// The collector behind the gauge.
 pub struct InputGauge {
@@ -146,8 +136,8 @@ impl Collector for InputGauge {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let states = healthy(&self.snapshot());
         let mut family = encoder.encode_descriptor(
-            GAUGE_NAME,
-            GAUGE_HELP,
+            INPUT_GAUGE_NAME,
+            INPUT_GAUGE_HELP,
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;

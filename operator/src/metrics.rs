@@ -18,6 +18,18 @@ use crate::nad_cache::NadView;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
+/// The input gauge's name (under the `linkerd_multus_` prefix) and help: a collector over the running
+/// controller (`inputs.rs`), named here with every other family.
+pub const INPUT_GAUGE_NAME: &str = "input_healthy";
+pub const INPUT_GAUGE_HELP: &str =
+    "1 when the NAD controller's input is usable (configmap: the CNI ConfigMap exists, is \
+     readable and parses; nad_crd: the NAD kind is served; nad_watch: the NAD watch lists; \
+     foreign_nads: no NAD of our name is someone else's where ours is wanted; \
+     shared_namespace: the --nad-namespace namespace, if set, is watched and every node's \
+     Multus shares it; node_multus: the NodeMultus watch lists), else 0. With --attach \
+     aux-chain no NAD is needed: a NAD kind not served, foreign NADs and the shared \
+     namespace read 1";
+
 /// Counters and gauges the reconciler updates.
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -254,10 +266,10 @@ pub fn every_family() -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode_registry(&mut text, &registry);
     // The input gauge is a collector over a running controller: its descriptor, from its one source.
-    let name = format!("linkerd_multus_{}", crate::inputs::GAUGE_NAME);
+    let name = format!("linkerd_multus_{INPUT_GAUGE_NAME}");
     text.push_str(&format!(
         "# HELP {name} {}\n# TYPE {name} gauge\n{name}{{input=\"configmap\"}} 1\n",
-        crate::inputs::GAUGE_HELP
+        INPUT_GAUGE_HELP
     ));
     text.push_str("# EOF\n");
     text
