@@ -132,15 +132,37 @@ impl Drop for Cleanup<'_> {
             "-n",
             RELEASE_NS,
         ]);
-        // Waited for, so the next run on this node can create the same namespaces again.
+        // Waited for, so the next run on this node can create the same namespaces again. Terminating
+        // first (no pod can be created in them then), the test's workload pods are then removed at
+        // once: waiting for each to end gracefully took 114 s for 18 namespaces on the v1.20 node (38 s
+        // against 8 s for 9 pods in 3, measured). The release's own pods end as they would: the
+        // installer's SIGTERM removes its files from the node.
+        let start = std::time::Instant::now();
+        let namespaces = self.namespaces.iter().map(String::as_str);
+        let mut args = vec!["delete", "namespace", "--ignore-not-found", "--wait=false"];
+        args.extend(namespaces.clone());
+        let _ = self.node.kubectl(&args);
+        for ns in namespaces
+            .clone()
+            .filter(|ns| ![CNI_NS, RELEASE_NS].contains(ns))
+        {
+            let _ = self.node.kubectl(&[
+                "-n",
+                ns,
+                "delete",
+                "pods",
+                "--all",
+                "--force",
+                "--grace-period=0",
+            ]);
+        }
         let mut args = vec![
             "delete",
             "namespace",
             "--ignore-not-found",
             "--timeout=120s",
         ];
-        args.extend(self.namespaces.iter().map(String::as_str));
-        let start = std::time::Instant::now();
+        args.extend(namespaces);
         let _ = self.node.kubectl(&args);
         eprintln!(
             "cleanup: {} namespaces deleted in {:?}",
