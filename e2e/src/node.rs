@@ -220,6 +220,12 @@ impl Node {
             .find_map(|l| l.strip_prefix(&format!("{var}=")).map(str::to_string))
     }
 
+    /// [`Node::image`], which must have been built: panics saying so otherwise.
+    pub fn built_image(&self, key: &str) -> String {
+        self.image(key)
+            .unwrap_or_else(|| panic!("no {key} image recorded for the node: did e2e/images run?"))
+    }
+
     /// The sandbox image `e2e/images` builds for this node (always built: it needs no Rust binary).
     pub fn pause_image() -> String {
         let out = Command::new(workspace_root().join("e2e/images"))
@@ -456,6 +462,13 @@ fn cmdline(pid: u32) -> String {
                 .to_string()
         })
         .unwrap_or_default()
+}
+
+/// `repository` and `tag` of a full image reference.
+pub fn split_ref(image: &str) -> (&str, &str) {
+    image
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("image reference without a tag: {image}"))
 }
 
 #[cfg(test)]

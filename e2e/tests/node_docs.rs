@@ -6,7 +6,7 @@
 //! function named `helm`. The
 //! NAD CRD is applied first, as Multus would have.
 
-use linkerd_multus_e2e::node::Node;
+use linkerd_multus_e2e::node::{split_ref, Node};
 use linkerd_multus_e2e::{not_run, runnable, unique_name, workspace_root};
 
 /// The pages whose runnable blocks run, in this order.
@@ -19,16 +19,8 @@ const PAGES: [&str; 3] = [
 /// `helm` as the blocks call it, with the node's images and its CNI directories (the testbed keeps them
 /// under its state directory; on a plain cluster they are the chart's defaults) added to an install.
 fn helm_prelude(node: &Node) -> String {
-    let image = |key: &str| {
-        node.image(key)
-            .unwrap_or_else(|| panic!("no {key} image recorded for the node: did e2e/images run?"))
-    };
-    let split = |r: String| -> (String, String) {
-        let (repo, tag) = r.rsplit_once(':').expect("image:tag");
-        (repo.to_string(), tag.to_string())
-    };
-    let (op_repo, op_tag) = split(image("operator"));
-    let (cni_repo, cni_tag) = split(image("cni"));
+    let (operator, cni) = (node.built_image("operator"), node.built_image("cni"));
+    let ((op_repo, op_tag), (cni_repo, cni_tag)) = (split_ref(&operator), split_ref(&cni));
     let profile = node.profile();
     format!(
         "helm() {{ if [ \"$1\" = install ]; then command helm \"$@\" \
@@ -114,7 +106,7 @@ fn the_books_runnable_blocks_run_on_the_node() {
             "template": {
                 "metadata": {"labels": {"app": "web"}},
                 "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-                    "name": "app", "image": node.image("test").expect("the test image"),
+                    "name": "app", "image": node.built_image("test"),
                     "imagePullPolicy": "Never", "args": ["app"],
                 }]},
             },

@@ -192,7 +192,7 @@ impl RepairMetrics {
 pub struct NodeMultusGauges(pub Store<DynamicObject>);
 
 /// What [`NodeMultusGauges`] counts, from the published specs (`None`: did not parse).
-pub fn count_nodes<'a>(
+fn count_nodes<'a>(
     specs: impl IntoIterator<Item = Option<&'a NodeMultusSpec>>,
 ) -> ([(&'static str, i64); 4], i64) {
     let mut kinds = [("thin", 0), ("thick", 0), ("none", 0), ("unknown", 0)];
@@ -220,7 +220,7 @@ impl Collector for NodeMultusGauges {
         let objects = self.0.state();
         let specs: Vec<Option<NodeMultusSpec>> = objects
             .iter()
-            .map(|o| serde_json::from_value(o.data["spec"].clone()).ok())
+            .map(|o| crate::placement::published_spec(o).ok())
             .collect();
         let (kinds, aux_missing) = count_nodes(specs.iter().map(Option::as_ref));
         let mut family = encoder.encode_descriptor(

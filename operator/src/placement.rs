@@ -268,9 +268,14 @@ fn log_ignored(ignored: &[String]) {
     }
 }
 
+/// A watched NodeMultus object's spec (the watch is of `DynamicObject`s: the kind's group is a flag).
+pub fn published_spec(object: &DynamicObject) -> Result<NodeMultusSpec, serde_json::Error> {
+    serde_json::from_value(object.data["spec"].clone())
+}
+
 /// One NodeMultus as the decision reads it; an object whose spec does not parse is not known.
 pub fn node_isolation(object: &DynamicObject) -> NodeIsolation {
-    let isolation = match serde_json::from_value::<NodeMultusSpec>(object.data["spec"].clone()) {
+    let isolation = match published_spec(object) {
         Ok(spec) => spec.isolation(),
         Err(e) => Isolation::Unknown {
             reason: format!("its NodeMultus spec does not parse: {e}"),

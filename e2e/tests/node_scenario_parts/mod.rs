@@ -54,16 +54,10 @@ pub fn step<T>(name: &str, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// `repository` and `tag` of a full image reference.
-pub fn split_ref(image: &str) -> (&str, &str) {
-    image
-        .rsplit_once(':')
-        .unwrap_or_else(|| panic!("image reference without a tag: {image}"))
-}
+pub use linkerd_multus_e2e::node::split_ref;
 
 pub fn image(node: &Node, key: &str) -> String {
-    node.image(key)
-        .unwrap_or_else(|| panic!("no {key} image recorded for the node: did e2e/images run?"))
+    node.built_image(key)
 }
 
 /// The values an admin would give on this node: local images, the installer in Multus mode writing

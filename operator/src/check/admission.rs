@@ -3,7 +3,6 @@
 //! binding as the operator renders them now, every enabled namespace labelled, the webhook narrowed;
 //! in webhook mode none of ours left and the webhook not narrowed (its pods would reach neither path).
 
-use crate::check::row::Row;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use rules::admission_mode::{self, Live};
@@ -14,6 +13,7 @@ use serde_json::Value;
 use super::Verdict;
 use crate::admission::objects::{self, Kind};
 use crate::admission::{current, AdmissionSettings};
+use crate::check::row::Row;
 
 const CHECK: Row = Row::Admission;
 

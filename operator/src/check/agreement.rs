@@ -9,7 +9,6 @@
 //! The probe also meets every webhook that takes it (with `dryRun: true`: ours declares
 //! `sideEffects: None`); the narrowed webhook does not take it (its networks are a comma list).
 
-use crate::check::row::Row;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,6 +23,7 @@ use serde_json::Value;
 use super::admission::AdmissionSeen;
 use super::Verdict;
 use crate::admission::AdmissionSettings;
+use crate::check::row::Row;
 
 const CHECK: Row = Row::AdmissionAgreement;
 

@@ -10,7 +10,6 @@
 //! - the cluster's nodes (`nodes` `list`, from `rbac.check`): the only way to see a node that runs no
 //!   installer pod and published nothing. Without it those stay unseen, which the line says (‼).
 
-use crate::check::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
@@ -18,6 +17,7 @@ use linkerd_multus_crds::node_multus::NodeMultusSpec;
 pub use rules::installers::InstallerPod;
 
 use super::Verdict;
+use crate::check::row::Row;
 
 const CHECK: Row = Row::AuxChain;
 

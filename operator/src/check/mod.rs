@@ -96,7 +96,7 @@ pub async fn check_with_admission(
     let probed = agreement::verdict(&agreement::probe(client, planned).await);
     let at = verdicts
         .iter()
-        .position(|v| v.check == "webhook-order")
+        .position(|v| v.check == row::Row::WebhookOrder)
         .map_or(verdicts.len(), |i| i + 1);
     verdicts.insert(at, line);
     verdicts.insert(at + 1, probed);

@@ -4,7 +4,6 @@
 //! Here: the report's types, the order of its lines and what they share; the lines themselves by what
 //! they judge: [`nads`], [`multus`] (the nodes' Multus), [`webhooks`], [`pods`].
 
-use crate::check::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -17,6 +16,7 @@ use rules::pod::PodView;
 use serde::Serialize;
 
 use super::aux_chain::{self, AuxChainSeen};
+use crate::check::row::Row;
 use crate::nad_config::{build_config, ConfigSource, NadConfigError};
 use crate::repair::state::{Published, StateLocation};
 

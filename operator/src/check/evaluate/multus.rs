@@ -2,10 +2,10 @@
 //! Objects of nodes that do not exist are left out before (`placement::of_existing_nodes`); the
 //! node-multus line says how many and why.
 
-use crate::check::row::Row;
 use rules::multus_node::{Isolation, NodeIsolation, Placement};
 
 use super::Verdict;
+use crate::check::row::Row;
 
 /// Nodes whose Multus could not be read (a warning: the shared NAD is not held back for them), and
 /// the objects ignored for want of their node (or the nodes not listed: a warning, all count).

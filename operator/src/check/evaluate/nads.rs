@@ -1,7 +1,6 @@
 //! The NAD lines: the CRD, our NADs where the operator keeps them (or, in aux-chain mode, those left
 //! from NAD mode), and NADs of our name that others own.
 
-use crate::check::row::Row;
 use std::collections::BTreeSet;
 
 use kube::api::ObjectMeta;
@@ -10,6 +9,7 @@ use rules::namespaces::Want;
 use rules::ownership::is_adoptable;
 
 use super::{is_owned, nad_in, ns_name, CheckSettings, Observed, PodFindings, Verdict, NOT_USED};
+use crate::check::row::Row;
 use crate::desired::Existing;
 
 pub(super) fn crd_verdict(crd: &Result<bool, String>, aux: bool) -> Verdict {

@@ -1,7 +1,6 @@
 //! The pod lines: meshed pods attached (or redirected), pods without a sandbox because of
 //! linkerd-cni's attachment, the repairer's halts, and proxy uids inside their namespace's range.
 
-use crate::check::row::Row;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodStatus;
@@ -19,6 +18,7 @@ use super::{
     is_owned, nad_in, without_sandbox, CheckSettings, Observed, PodContext, PodFindings,
     RepairWaiting, Verdict,
 };
+use crate::check::row::Row;
 use crate::check::uids;
 
 /// Where a pod stands with the sandbox the kubelet last failed to create, as its containers tell.

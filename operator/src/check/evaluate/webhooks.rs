@@ -1,12 +1,12 @@
 //! The webhook lines: every entry calling our path answers a verified TLS handshake, and the
 //! order the API server calls mutating webhooks in puts ours after Linkerd's injector.
 
-use crate::check::row::Row;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
 use rules::namespaces::{want, Want};
 
 use super::{CheckSettings, Observed, Verdict};
 use crate::check::probe;
+use crate::check::row::Row;
 
 /// A webhook entry that calls our path, and what probing its endpoint gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
