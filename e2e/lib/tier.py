@@ -6,12 +6,18 @@
       `TIER<TAB>passed<TAB>failed<TAB>NOT_RUN_FILE<TAB>SKIPPED<TAB>ONLY`, appended to SUMMARY
       (NOT_RUN_FILE: the tier's $LINKERD_MULTUS_NOT_RUN_FILE, where linkerd_multus_e2e::not_run
       recorded its cases; ONLY: the test targets the log covers, empty for all).
-  tier.py run TIER SUMMARY [--skip-target NAME]... [--only-target NAME]... -- [ARGS...]
+  tier.py run TIER SUMMARY [--skip-target NAME]... [--only-target NAME]... [--beside-target NAME]...
+          -- [ARGS...]
       build the workspace's test executables (`cargo test --no-run`; with --only-target those alone,
       as `--test NAME`: integration test targets), run each of the named targets
       (all when none is named) but the skipped ones, as cargo would (from its package's directory,
       ARGS passed to each), and append the counts to SUMMARY. Tiers run side by side, and against
       other servers, this way: cargo test cannot leave out one test target of a package.
+      The targets named by --beside-target run one after another in a second lane, beside the
+      others' lane: targets that never use the tier's shared apiserver (they start control planes of
+      their own, or none). They are fenced from it: no KUBECONFIG, and LINKERD_MULTUS_TESTBED_DIR an
+      empty directory (only the testbed's kubectl-path), so one that reached for it fails, loudly.
+      Their output is shown whole when each ends.
   tier.py skipped TIER REASON SUMMARY
       record a tier that was not run at all, and why.
   tier.py report SUMMARY
@@ -24,8 +30,11 @@ proves nothing), else 0."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;")
@@ -63,30 +72,92 @@ def executables(only=()):
             yield msg["target"]["name"], msg["executable"], os.path.dirname(msg["manifest_path"])
 
 
-def run(tier, summary, skip, only, args):
-    passed = failed = 0
-    for name, exe, pkg_dir in executables(only):
-        if name in skip or (only and name not in only):
-            continue
-        started = time.monotonic()
-        proc = subprocess.Popen([exe, *args], cwd=pkg_dir, stdout=subprocess.PIPE, text=True)
-        lines = []
-        for line in proc.stdout:
+def run_target(tier, name, exe, pkg_dir, args, env=None, out_lock=None):
+    """One test executable: (passed, failed). Streamed as it goes, or with `out_lock` (the beside
+    lane) its stdout and stderr kept and written whole at its end."""
+    started = time.monotonic()
+    buffered = out_lock is not None
+    proc = subprocess.Popen([exe, *args], cwd=pkg_dir, stdout=subprocess.PIPE, text=True, env=env,
+                            stderr=subprocess.STDOUT if buffered else None)
+    lines = []
+    for line in proc.stdout:
+        if not buffered:
             # Flushed at once: the tests' own stderr (the node's `--nocapture`) goes straight to the
             # same log, and the two stay in order.
             sys.stdout.write(line)
             sys.stdout.flush()
-            lines.append(line)
-        proc.wait()
-        p, f = count_lines(lines)
-        print(f"tier {tier}: {name}: {p} passed, {f} failed in {time.monotonic() - started:.0f} s",
-              file=sys.stderr)
-        if proc.returncode != 0 and f == 0:
-            f = 1  # a test binary that died without its summary line
-            print(f"tier {tier}: {name} exited with {proc.returncode}", file=sys.stderr)
-        passed += p
-        failed += f
-    return record(summary, tier, passed, failed, skip, only)
+        lines.append(line)
+    proc.wait()
+    p, f = count_lines(lines)
+    notes = [f"tier {tier}: {name}: {p} passed, {f} failed in {time.monotonic() - started:.0f} s"
+             + (" (beside)" if buffered else "")]
+    if proc.returncode != 0 and f == 0:
+        f = 1  # a test binary that died without its summary line
+        notes.append(f"tier {tier}: {name} exited with {proc.returncode}")
+    if buffered:
+        with out_lock:
+            sys.stdout.write(f"--- {name} (beside) ---\n" + "".join(lines))
+            sys.stdout.flush()
+            print("\n".join(notes), file=sys.stderr, flush=True)
+    else:
+        print("\n".join(notes), file=sys.stderr, flush=True)
+    return p, f
+
+
+def fenced_env(fence):
+    """The environment of the beside lane: the tier's shared apiserver out of reach."""
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)
+    shared = os.environ.get("LINKERD_MULTUS_TESTBED_DIR") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".testbed")
+    kubectl = os.path.join(shared, "kubectl-path")
+    if os.path.exists(kubectl):
+        shutil.copy(kubectl, os.path.join(fence, "kubectl-path"))
+    env["LINKERD_MULTUS_TESTBED_DIR"] = fence
+    return env
+
+
+def run(tier, summary, skip, only, beside, args):
+    chosen = [(name, exe, pkg_dir) for name, exe, pkg_dir in executables(only)
+              if name not in skip and (not only or name in only)]
+    lock = threading.Lock()
+    totals = [0, 0]
+    fence = tempfile.mkdtemp(prefix="linkerd-multus-fence.")
+
+    def add(pf):
+        with lock:
+            totals[0] += pf[0]
+            totals[1] += pf[1]
+
+    lanes = {}
+
+    def beside_lane():
+        started = time.monotonic()
+        env = fenced_env(fence)
+        for name, exe, pkg_dir in chosen:
+            if name in beside:
+                try:
+                    add(run_target(tier, name, exe, pkg_dir, args, env, lock))
+                except Exception as e:  # counted, never lost with the thread
+                    print(f"tier {tier}: {name}: could not run: {e}", file=sys.stderr, flush=True)
+                    add((0, 1))
+        lanes["beside"] = time.monotonic() - started
+
+    lane = threading.Thread(target=beside_lane)
+    lane.start()
+    started = time.monotonic()
+    try:
+        for name, exe, pkg_dir in chosen:
+            if name not in beside:
+                add(run_target(tier, name, exe, pkg_dir, args))
+    finally:
+        lanes["shared"] = time.monotonic() - started
+        lane.join()
+        shutil.rmtree(fence, ignore_errors=True)
+    if beside:
+        print(f"tier {tier}: the shared apiserver's lane took {lanes['shared']:.0f} s, the lane "
+              f"beside it {lanes.get('beside', 0):.0f} s", file=sys.stderr, flush=True)
+    return record(summary, tier, totals[0], totals[1], skip, only)
 
 
 def not_run_cases(path):
@@ -133,24 +204,24 @@ def report(summary):
 
 
 def targets(rest):
-    """The --skip-target and --only-target names before `--`, and what follows it."""
-    skip, only = [], []
-    while len(rest) >= 2 and rest[0] in ("--skip-target", "--only-target"):
-        (skip if rest[0] == "--skip-target" else only).append(rest[1])
+    """The --skip-target, --only-target and --beside-target names before `--`, and what follows it."""
+    named = {"--skip-target": [], "--only-target": [], "--beside-target": []}
+    while len(rest) >= 2 and rest[0] in named:
+        named[rest[0]].append(rest[1])
         rest = rest[2:]
     if rest and rest[0] == "--":
         rest = rest[1:]
-    return skip, only, rest
+    return named["--skip-target"], named["--only-target"], named["--beside-target"], rest
 
 
 def main(argv):
     if len(argv) >= 5 and argv[1] == "count":
-        _, only, _ = targets(argv[5:])
+        _, only, _, _ = targets(argv[5:])
         with open(argv[3], errors="replace") as log:
             return record(argv[4], argv[2], *count_lines(log), only=only)
     if len(argv) >= 4 and argv[1] == "run":
-        skip, only, rest = targets(argv[4:])
-        return run(argv[2], argv[3], skip, only, rest)
+        skip, only, beside, rest = targets(argv[4:])
+        return run(argv[2], argv[3], skip, only, set(beside), rest)
     if len(argv) == 5 and argv[1] == "skipped":
         with open(argv[4], "a") as f:
             f.write(f"{argv[2]}\tnot run\t{argv[3]}\n")
