@@ -16,9 +16,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use std::time::{Duration, SystemTime};
 
-/// Share of a token's lifetime after which it is renewed: early enough that a failing apiserver has
-/// a fifth of the lifetime to come back before the plugin's token expires.
-pub const RENEW_AT: f64 = 0.8;
+pub use rules::credential::RENEW_AT;
 
 /// The token the next pass writes into the plugin's kubeconfig.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,6 +235,11 @@ impl Keeper {
             },
         };
         (token, failure)
+    }
+
+    /// When the token held now was issued and expires (what the node's NodeMultus publishes).
+    pub fn held_validity(&self) -> Option<(SystemTime, SystemTime)> {
+        self.held.as_ref().map(|h| (h.issued_at, h.expires_at))
     }
 
     /// The plugin's token held now, if any.

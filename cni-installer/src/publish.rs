@@ -3,20 +3,25 @@
 //! retried, never an install error (the node's install does not depend on it).
 //!
 //! The object is written at start and whenever the observation (or, in `aux-chain` mode, the chain
-//! file's state, `spec.auxChain`) changes; `observedAt` is when it did.
+//! file's state, `spec.auxChain`) changes; `observedAt` is when it did. With a TokenRequest token
+//! for the plugin, each renewal is written too (`spec.pluginCredential`; once per 80% of the token's
+//! lifetime: 19.2 h by default), for the operator's expiring-credential gauge.
 //!
 //! It is owned by its Node (an ownerReference with the Node's uid, read once), so the garbage
 //! collector deletes it with the Node. A Node that cannot be read never holds publishing back: the
 //! object is published without the reference and the reason is logged once.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
-use linkerd_multus_crds::node_multus::{self, AuxChainFile, NodeIptables, NodeMultusSpec};
+use linkerd_multus_crds::node_multus::{
+    self, AuxChainFile, NodeIptables, NodeMultusSpec, PluginCredential,
+};
 use rules::multus_node::Observation;
 use tokio::sync::watch;
 
@@ -35,6 +40,7 @@ struct Observed {
     observation: Observation,
     aux_chain: Option<AuxChainFile>,
     iptables: Option<NodeIptables>,
+    credential: Option<PluginCredential>,
 }
 
 /// What the loop hands the publisher after a pass.
@@ -61,19 +67,28 @@ impl Publisher {
     }
 
     /// Hands over what a pass observed (`aux_chain`: the chain file's state in `aux-chain` mode;
-    /// `iptables`: the node's rules backend); wakes the publisher only when that or the credentials
-    /// changed.
+    /// `iptables`: the node's rules backend; `credential`: the plugin token's validity, when issued);
+    /// wakes the publisher only when that or the installer's own credentials changed.
     pub fn offer(
         &self,
         observation: Observation,
         aux_chain: Option<AuxChainFile>,
         iptables: Option<NodeIptables>,
+        credential: Option<(SystemTime, SystemTime)>,
         kubeconfig: Result<String, String>,
     ) {
+        let time = |t: SystemTime| Timestamp::try_from(t).ok().map(Time);
+        let credential = credential.and_then(|(issued, expires)| {
+            Some(PluginCredential {
+                issued_at: time(issued)?,
+                expires_at: time(expires)?,
+            })
+        });
         let observed = Observed {
             observation,
             aux_chain,
             iptables,
+            credential,
         };
         self.tx.send_if_modified(|current| {
             let (same_observed, same_kubeconfig) = match current {
@@ -85,7 +100,7 @@ impl Publisher {
             }
             let observed_at = match current {
                 Some(c) if same_observed => c.observed_at.clone(),
-                _ => Time(k8s_openapi::jiff::Timestamp::now()),
+                _ => Time(Timestamp::now()),
             };
             *current = Some(Offer {
                 observed,
@@ -268,6 +283,7 @@ async fn apply(
     );
     spec.aux_chain = offer.observed.aux_chain.clone();
     spec.iptables = offer.observed.iptables.clone();
+    spec.plugin_credential = offer.observed.credential.clone();
     let resource = node_multus::api_resource(publish.api_group.as_deref());
     let mut object = DynamicObject::new(&publish.node_name, &resource);
     object.metadata.owner_references = owner

@@ -172,6 +172,7 @@ pub async fn run(settings: Settings) -> Result<(), InstallError> {
                 observation,
                 report.aux_chain.take(),
                 report.iptables.take(),
+                keeper.as_ref().and_then(credential::Keeper::held_validity),
                 credential::installer_kubeconfig(installer.settings())
                     .map_err(|e| vocab::report::chain(&e)),
             );

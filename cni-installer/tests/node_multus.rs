@@ -7,9 +7,13 @@
 mod support;
 
 use k8s_openapi::api::core::v1::Node as NodeObject;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, PostParams};
 use kube::Api;
-use linkerd_multus_e2e::{client, eventually, node_multus, DeleteOnDrop};
+use linkerd_multus_e2e::credentials::{kubeconfig_token, token_claims};
+use linkerd_multus_e2e::{
+    client, eventually, kubectl_ok, node_multus, DeleteOnDrop, TestNamespace,
+};
 use serde_json::{json, Value};
 use std::fs;
 use support::*;
@@ -171,6 +175,62 @@ async fn owned_by_its_node() {
 /// In `aux-chain` mode the NodeMultus also carries linkerd-cni's file in the chain (`spec.auxChain`):
 /// installed while Multus runs the chain; republished, not installed and with the refusal as the
 /// reason, when Multus' config drops the chain (the file itself stays). Other modes publish none.
+/// With `--plugin-service-account` the plugin token's validity is published (`spec.pluginCredential`,
+/// what the operator's `node_plugin_credential_expiring` gauge reads), and it is the token the plugin's
+/// kubeconfig holds: its `exp` claim is `expiresAt`.
+#[tokio::test]
+#[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
+async fn publishes_the_plugin_tokens_validity() {
+    let client = client().await;
+    let group = node_multus::test_group("nm-cred");
+    let _crd = node_multus::install_crd_in(&client, &group).await;
+    let objects = node_multus::api(&client, &group);
+    let node_name = linkerd_multus_e2e::unique_name("node");
+    let ns = TestNamespace::create(&client, "nm-cred").await;
+    kubectl_ok(&["-n", &ns.name, "create", "serviceaccount", "plugin"]);
+
+    let mut node = Node::with(&["00-multus.conf"]);
+    node.use_testbed_service_account();
+    fs::write(node.sa.join("namespace"), &ns.name).expect("namespace");
+    node.env.extend([
+        ("NODE_NAME".to_string(), node_name.clone()),
+        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
+    ]);
+    let running = node.spawn(&[
+        "--chain-mode",
+        "none",
+        "--resync-seconds",
+        "1",
+        "--plugin-service-account",
+        "plugin",
+        "--plugin-token-lifetime",
+        "10m",
+    ]);
+    let published = eventually("the plugin token's validity is published", || async {
+        let obj = objects.get_opt(&node_name).await.ok().flatten()?;
+        spec(&obj).get("pluginCredential").is_some().then_some(obj)
+    })
+    .await;
+    let credential = &spec(&published)["pluginCredential"];
+    let at = |key: &str| -> Timestamp {
+        credential[key]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {credential}\n{}", running.log()))
+    };
+    let lifetime = at("expiresAt").as_second() - at("issuedAt").as_second();
+    assert!(
+        (595..=605).contains(&lifetime),
+        "{credential}: lifetime {lifetime} s, asked 600"
+    );
+    let claims = token_claims(&kubeconfig_token(&node.kubeconfig_path()));
+    assert_eq!(
+        claims["exp"].as_i64(),
+        Some(at("expiresAt").as_second()),
+        "the kubeconfig's token is not the published one: {claims}"
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
 async fn publishes_the_aux_chain_file_in_aux_chain_mode() {

@@ -88,6 +88,20 @@ pub struct NodeMultusSpec {
     /// The backend of the pods' rules on this node (`check` names it per node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iptables: Option<NodeIptables>,
+    /// The token the plugin's kubeconfig holds on this node, when the installer issued it
+    /// (`--plugin-service-account`): the operator counts the nodes whose token nears its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_credential: Option<PluginCredential>,
+}
+
+/// A token the installer obtained from the TokenRequest API for the plugin.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginCredential {
+    /// When the apiserver issued it (the installer renews it at 80% of its lifetime).
+    pub issued_at: Time,
+    /// When the apiserver stops accepting it.
+    pub expires_at: Time,
 }
 
 /// Which backend linkerd-cni writes the pods' rules with on this node.
@@ -165,6 +179,7 @@ impl NodeMultusSpec {
             daemon_config: None,
             aux_chain: None,
             iptables: None,
+            plugin_credential: None,
         };
         match observation {
             Observation::NoMultus { primary } => {

@@ -33,6 +33,7 @@ use crate::metrics::{Metrics, NodeMultusGauges};
 use crate::nad_cache::{self, NadView};
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
+use crate::sandboxes::{self, SandboxGauge};
 use rules::admission_mode::Live;
 use rules::multus_node::Placement;
 use rules::namespaces::Want;
@@ -51,6 +52,8 @@ pub struct NadController {
     ns_listed: Listed,
     /// Runs the NodeMultus watch; yields where pods are attached from when it changes.
     placement_changes: std::pin::Pin<Box<dyn Stream<Item = Placement> + Send>>,
+    /// Fills the store of [`SandboxGauge`].
+    sandbox_watch: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
 
 /// Answers `/ready`: this replica can serve admission reviews. The webhook's listener holds its
@@ -133,6 +136,11 @@ impl NadController {
             .with_admission(admission_live, label_value),
         );
         registry.register_collector(Box::new(NodeMultusGauges(placement.store.clone())));
+        let (sandbox_events, sandbox_watch) = sandboxes::watch(client.clone());
+        registry.register_collector(Box::new(SandboxGauge {
+            events: sandbox_events,
+            nad_name: ctx.settings.nad.name.clone(),
+        }));
         registry.register_collector(Box::new(InputGauge::new(
             ctx.clone(),
             namespaces.store(),
@@ -149,6 +157,7 @@ impl NadController {
             mark_nads_listed,
             ns_listed,
             placement_changes: placement.changes,
+            sandbox_watch: Box::pin(sandbox_watch),
         }
     }
 
@@ -187,6 +196,7 @@ impl NadController {
             mark_nads_listed,
             ns_listed,
             placement_changes,
+            sandbox_watch,
         } = self;
         let settings = ctx.settings.clone();
         let ns_store = namespaces.store();
@@ -274,6 +284,8 @@ impl NadController {
         tokio::select! {
             () = controller => {}
             () = synced => {}
+            // Never ends: its watch retries.
+            () = sandbox_watch => {}
         }
         tracing::info!("NAD controller stopped");
     }

@@ -19,6 +19,7 @@ pub mod nad_config;
 pub mod placement;
 pub mod reconcile;
 pub mod repair;
+pub mod sandboxes;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The controller's Prometheus metrics (prometheus-client), registered under `controller_`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
@@ -183,20 +183,34 @@ impl RepairMetrics {
     }
 }
 
-/// `node_multus{multus}` and `node_aux_chain_missing`, counted from the NodeMultus objects at scrape
-/// time: how many nodes' installers published each kind of Multus (`thin`, `thick`, `none`, `unknown`;
-/// an object whose spec does not parse counts as `unknown`), and how many published an auxiliary-chain
-/// file that is not installed. Every kind is always a series, 0 included, so an alert on one compares
-/// a number, never an absent series.
+/// `node_multus{multus}`, `node_aux_chain_missing` and `node_plugin_credential_expiring`, counted
+/// from the NodeMultus objects at scrape time: how many nodes' installers published each kind of
+/// Multus (`thin`, `thick`, `none`, `unknown`; an object whose spec does not parse counts as
+/// `unknown`), how many published an auxiliary-chain file that is not installed, and how many hold a
+/// plugin token in the last tenth of its life ([`rules::credential::expiring`]: renewal has been
+/// failing). Every series is always there, 0 included, so an alert compares a number, never an
+/// absent series.
 #[derive(Debug)]
 pub struct NodeMultusGauges(pub Store<DynamicObject>);
 
-/// What [`NodeMultusGauges`] counts, from the published specs (`None`: did not parse).
+/// What [`NodeMultusGauges`] counts.
+#[derive(Debug, PartialEq, Eq)]
+struct NodeCounts {
+    kinds: [(&'static str, i64); 4],
+    aux_missing: i64,
+    credential_expiring: i64,
+}
+
+/// Counts the published specs (`None`: did not parse) at `now`.
 fn count_nodes<'a>(
     specs: impl IntoIterator<Item = Option<&'a NodeMultusSpec>>,
-) -> ([(&'static str, i64); 4], i64) {
-    let mut kinds = [("thin", 0), ("thick", 0), ("none", 0), ("unknown", 0)];
-    let mut aux_missing = 0;
+    now: SystemTime,
+) -> NodeCounts {
+    let mut counts = NodeCounts {
+        kinds: [("thin", 0), ("thick", 0), ("none", 0), ("unknown", 0)],
+        aux_missing: 0,
+        credential_expiring: 0,
+    };
     for spec in specs {
         let kind = match spec.map(|s| s.multus) {
             Some(MultusKind::Thin) => 0,
@@ -204,15 +218,34 @@ fn count_nodes<'a>(
             Some(MultusKind::None) => 2,
             Some(MultusKind::Unknown) | None => 3,
         };
-        kinds[kind].1 += 1;
-        if spec
-            .and_then(|s| s.aux_chain.as_ref())
-            .is_some_and(|a| !a.installed)
-        {
-            aux_missing += 1;
+        counts.kinds[kind].1 += 1;
+        let Some(spec) = spec else { continue };
+        if spec.aux_chain.as_ref().is_some_and(|a| !a.installed) {
+            counts.aux_missing += 1;
+        }
+        if let Some(c) = &spec.plugin_credential {
+            let (issued, expires) = (
+                SystemTime::from(c.issued_at.0),
+                SystemTime::from(c.expires_at.0),
+            );
+            if rules::credential::expiring(issued, expires, now) {
+                counts.credential_expiring += 1;
+            }
         }
     }
-    (kinds, aux_missing)
+    counts
+}
+
+/// One unlabelled gauge.
+fn encode_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let gauge = ConstGauge::new(value);
+    let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+    gauge.encode(metric)
 }
 
 impl Collector for NodeMultusGauges {
@@ -222,7 +255,7 @@ impl Collector for NodeMultusGauges {
             .iter()
             .map(|o| crate::placement::published_spec(o).ok())
             .collect();
-        let (kinds, aux_missing) = count_nodes(specs.iter().map(Option::as_ref));
+        let counts = count_nodes(specs.iter().map(Option::as_ref), SystemTime::now());
         let mut family = encoder.encode_descriptor(
             "node_multus",
             "Nodes by the Multus their linkerd-cni installer published in NodeMultus: thin, thick, none \
@@ -231,18 +264,24 @@ impl Collector for NodeMultusGauges {
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
-        for (kind, n) in kinds {
+        for (kind, n) in counts.kinds {
             ConstGauge::new(n).encode(family.encode_family(&[("multus", kind)])?)?;
         }
-        let gauge = ConstGauge::new(aux_missing);
-        let metric = encoder.encode_descriptor(
+        encode_gauge(
+            &mut encoder,
             "node_aux_chain_missing",
             "Nodes whose installer (--attach aux-chain) published that linkerd-cni's file is not in the \
              auxiliary chain the node's Multus runs (spec.auxChain.installed false)",
-            None,
-            gauge.metric_type(),
+            counts.aux_missing,
         )?;
-        gauge.encode(metric)
+        encode_gauge(
+            &mut encoder,
+            "node_plugin_credential_expiring",
+            "Nodes whose installer published a plugin token (spec.pluginCredential) with less than a \
+             tenth of its lifetime left, or expired: its renewal at 80% has been failing; once it \
+             expires, the apiserver refuses linkerd-cni's reads on that node (401)",
+            counts.credential_expiring,
+        )
     }
 }
 
@@ -262,6 +301,10 @@ pub fn every_family() -> String {
         linkerd_multus_crds::node_multus::api_resource(None),
     );
     registry.register_collector(Box::new(NodeMultusGauges(node_multus.as_reader())));
+    registry.register_collector(Box::new(crate::sandboxes::SandboxGauge {
+        events: kube::runtime::reflector::store::Writer::default().as_reader(),
+        nad_name: String::new(),
+    }));
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode_registry(&mut text, &registry);
@@ -330,8 +373,8 @@ mod tests {
     }
 
     /// Each node object counted once, by its published Multus; a spec that does not parse is
-    /// `unknown`; only an auxiliary-chain file published as not installed counts as missing. Through
-    /// the collector, as /metrics shows it.
+    /// `unknown`; only an auxiliary-chain file published as not installed counts as missing; only a
+    /// plugin token near its end counts as expiring. Through the collector, as /metrics shows it.
     #[test]
     fn node_gauges_count_the_published_nodes() {
         let spec = |multus: &str, aux: Option<bool>| {
@@ -353,6 +396,22 @@ mod tests {
             ("e", spec("thin", Some(false))),
             ("d", serde_json::json!({"multus": 7})),
         ] {
+            let mut spec = spec;
+            // a: expired long ago; b: issued now for a day.
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let day = k8s_openapi::jiff::SignedDuration::from_hours(24);
+            let credential = match name {
+                "a" => Some((
+                    "2000-01-01T00:00:00Z".to_string(),
+                    "2000-01-02T00:00:00Z".to_string(),
+                )),
+                "b" => Some((now.to_string(), (now + day).to_string())),
+                _ => None,
+            };
+            if let Some((issued, expires)) = credential {
+                spec["pluginCredential"] =
+                    serde_json::json!({"issuedAt": issued, "expiresAt": expires});
+            }
             let mut object = DynamicObject::new(name, &resource);
             object.data = serde_json::json!({ "spec": spec });
             writer.apply_watcher_event(&watcher::Event::Apply(object));
@@ -367,6 +426,7 @@ mod tests {
             "linkerd_multus_node_multus{multus=\"none\"} 1",
             "linkerd_multus_node_multus{multus=\"unknown\"} 1",
             "linkerd_multus_node_aux_chain_missing 2",
+            "linkerd_multus_node_plugin_credential_expiring 1",
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

@@ -168,3 +168,65 @@ async fn pods_waiting_for_a_sandbox_multus_refuses_are_listed() {
         "{v:?}"
     );
 }
+
+/// The alert's input: `pods_sandbox_failing` counts the kubelet's Events through the operator's
+/// filtered watch. Cluster-wide (other tests' pods count too), so the store is checked for this
+/// test's pods exactly and the gauge for at least them.
+/// If this breaks, LinkerdMultusSandboxFailures never fires while pods cannot start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn the_sandbox_gauge_counts_failing_pods_from_a_watch() {
+    use linkerd_multus_operator::sandboxes::{self, SandboxGauge};
+    let kube = linkerd_multus_e2e::client().await;
+    let ns = TestNamespace::create(&kube, "sandbox-gauge").await;
+    let (events, watch) = sandboxes::watch(kube.clone());
+    let watch = tokio::spawn(watch);
+    let mut registry = prometheus_client::registry::Registry::with_prefix("linkerd_multus");
+    registry.register_collector(Box::new(SandboxGauge {
+        events: events.clone(),
+        nad_name: vocab::NAD_NAME.into(),
+    }));
+    let isolation = |text: &str| -> i64 {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    "linkerd_multus_pods_sandbox_failing{cause=\"namespace-isolation\"} ",
+                )
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no namespace-isolation series in:\n{text}"))
+    };
+    let now = Timestamp::now();
+    let mut uids = Vec::new();
+    for name in ["a", "b"] {
+        let p = pod(&kube, &ns.name, name, None).await;
+        refused(&kube, &p, now - SignedDuration::from_secs(30), 2).await;
+        uids.push(p.metadata.uid.clone());
+    }
+    // Long ago: started or gone since, not counted (the unit tests pin the window's edge).
+    let old = pod(&kube, &ns.name, "old", None).await;
+    refused(&kube, &old, now - SignedDuration::from_secs(3600), 1).await;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut seen: Vec<Option<String>> = events
+            .state()
+            .iter()
+            .filter(|e| e.involved_object.namespace.as_deref() == Some(ns.name.as_str()))
+            .map(|e| e.involved_object.uid.clone())
+            .collect();
+        seen.sort();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        if seen.len() == 3 && isolation(&text) >= 2 {
+            assert!(uids.iter().all(|u| seen.contains(u)), "{seen:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after 30 s the watch holds {seen:?} of this namespace and the gauge says:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    watch.abort();
+}

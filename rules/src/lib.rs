@@ -22,6 +22,7 @@
 //! - [`policy_agreement`]: does the live policy decide a probe pod as the webhook would (`check`).
 //! - [`admission_mode`]: `--admission`: the webhook, the policy, or (`auto`) the policy where it is served.
 //! - [`sandbox`]: whether a failed sandbox is this product's attachment, and what to do.
+//! - [`credential`]: when the plugin's token is renewed, and when it is expiring.
 //! - [`cni_template`]: Linkerd's linkerd-cni config template, read by the operator and the installer.
 //! - [`multus_node`]: a node's Multus read from its CNI config, and where the shared NAD may live.
 //! - [`backend_choice`]: `iptables-mode: auto`, the backend a node gets from what it shows.
@@ -35,6 +36,7 @@ pub mod attachment;
 pub mod backend_choice;
 pub mod cni_template;
 pub mod containers;
+pub mod credential;
 pub mod decision;
 pub mod installers;
 pub mod multus_node;

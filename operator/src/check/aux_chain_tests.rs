@@ -27,6 +27,7 @@ fn spec(node: &str, multus_chain: Option<&str>, aux: Option<AuxChainFile>) -> No
         daemon_config: None,
         aux_chain: aux,
         iptables: None,
+        plugin_credential: None,
     }
 }
 

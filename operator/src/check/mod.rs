@@ -541,8 +541,7 @@ async fn sandbox_failures(
     client: &Client,
     namespaces: &BTreeSet<&str>,
 ) -> Result<BTreeMap<String, SandboxFailure>, CheckError> {
-    let failed =
-        ListParams::default().fields("reason=FailedCreatePodSandBox,involvedObject.kind=Pod");
+    let failed = ListParams::default().fields(crate::sandboxes::FIELD_SELECTOR);
     let events = Api::<Event>::all(client.clone())
         .list(&failed)
         .await
