@@ -38,10 +38,14 @@
 //! [`validator`]: who plays Linkerd's network validator (the test workload's, or Linkerd's real one
 //! where the platform is given) and [`validator::passed`], the one test of a passing validator's logs.
 //!
+//! [`alerts`]: the chart's PrometheusRule and ServiceMonitor as Prometheus reads them;
+//! [`prometheus::Prometheus`]: Debian's real Prometheus server as a child process.
+//!
 //! [`not_run()`]: the one way a test reports a case this server cannot run (never counted as passed;
 //! `e2e/test-all` lists them at the end).
 
 pub mod admission;
+pub mod alerts;
 pub mod book;
 pub mod chart;
 mod cluster;
@@ -63,6 +67,7 @@ pub mod platform;
 pub mod pod_network;
 mod pod_status;
 mod port;
+pub mod prometheus;
 pub mod recorder;
 pub mod runnable;
 pub mod stand_ins;

@@ -158,9 +158,14 @@ impl Node {
     /// Runs `f` in the node's network namespace (where its apiserver, kubelet and pods live): a listener
     /// bound in `f` on 127.0.0.1 is what the node's apiserver reaches as `https://127.0.0.1:<port>`.
     pub fn run_in_netns<T: Send, F: FnOnce() -> T + Send>(&self, f: F) -> T {
+        crate::netns::run_in(&self.netns(), f)
+    }
+
+    /// The node's network namespace (`/proc/<holder>/ns/net`), for a process to join (`nsenter --net`).
+    pub fn netns(&self) -> PathBuf {
         let pid = std::fs::read_to_string(self.dir.join("holder.pid"))
             .unwrap_or_else(|e| panic!("the node's holder.pid in {}: {e}", self.dir.display()));
-        crate::netns::run_in(&PathBuf::from(format!("/proc/{}/ns/net", pid.trim())), f)
+        PathBuf::from(format!("/proc/{}/ns/net", pid.trim()))
     }
 
     /// The node's CNI directories as containerd uses them: `bin` and `net.d` under this path.

@@ -1,12 +1,14 @@
 //! The chart's monitoring objects (`monitoring.*`): when they render, what the ServiceMonitor scrapes, and
 //! the PrometheusRule's alerts checked and unit-tested by the real promtool (Debian's `prometheus`
 //! package) against `e2e/tests/monitoring/alerts-test.yaml`. That each alert's series is one the operator
-//! registers: `operator/tests/alert_series.rs`.
+//! registers: `operator/tests/alert_series.rs`; that each is present in a real Prometheus scraping the
+//! operator on the node: `e2e/tests/node_monitoring.rs`.
 
 mod support;
 
 use std::process::Command;
 
+use linkerd_multus_e2e::alerts::{alert_name, alert_rules};
 use linkerd_multus_e2e::workspace_root;
 use serde_json::Value;
 use support::*;
@@ -144,13 +146,7 @@ fn promtool_checks_and_tests_every_alert() {
         .iter()
         .flat_map(|t| t["alert_rule_test"].as_array().expect("alert_rule_test"))
         .collect();
-    let alerts: Vec<&str> = spec["groups"]
-        .as_array()
-        .expect("groups")
-        .iter()
-        .flat_map(|g| g["rules"].as_array().expect("rules"))
-        .filter_map(|r| r["alert"].as_str())
-        .collect();
+    let alerts: Vec<&str> = alert_rules(spec).into_iter().map(alert_name).collect();
     assert!(!alerts.is_empty(), "no alerts in {spec}");
     for alert in &alerts {
         let fires = |want: bool| {

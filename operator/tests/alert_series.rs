@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use linkerd_multus_e2e::alerts::operator_series;
 use linkerd_multus_e2e::book::anchors;
 use linkerd_multus_operator::metrics::every_family;
 
@@ -35,25 +36,10 @@ fn exposed_series() -> BTreeSet<String> {
     names
 }
 
-/// Every `linkerd_multus_*` token of the template.
-fn alert_metric_names(template: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = template;
-    while let Some(at) = rest.find("linkerd_multus_") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
-            .unwrap_or(tail.len());
-        names.insert(tail[..end].to_string());
-        rest = &tail[end..];
-    }
-    names
-}
-
 #[test]
 fn every_alert_series_is_registered_by_the_operator() {
     let template = repo_file("helm/templates/monitoring.yaml");
-    let used = alert_metric_names(&template);
+    let used = operator_series(&template);
     assert!(!used.is_empty(), "no linkerd_multus_ series in the alerts");
     let exposed = exposed_series();
     let missing: Vec<_> = used.difference(&exposed).collect();
