@@ -207,7 +207,11 @@ fn a_real_prometheus_scrapes_every_alert_series_and_fires_repair_halted() {
 
     let image = node.built_image("operator");
     let (repository, tag) = split_ref(&image);
+    // The webhook, not `auto`: where the server serves MutatingAdmissionPolicy (v1.35.6) `auto` admits
+    // through the policy, the webhook then sees no pod and its request counter, labelled by outcome,
+    // has no series (seen on that node: `linkerd_multus_webhook_requests_total` missing).
     let values = json!({
+        "admission": "webhook",
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "operator": {"cniNamespace": cni_ns, "repair": {"enabled": true, "deadline": DEADLINE}},
         "cni": {"enabled": false},
