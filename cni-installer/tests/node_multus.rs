@@ -22,6 +22,15 @@ fn spec(obj: &DynamicObject) -> &Value {
     &obj.data["spec"]
 }
 
+/// `node` publishing as Node `node_name` into this test's NodeMultus `group`, with the testbed's account.
+fn publishing(node: &mut Node, node_name: &str, group: &str) {
+    node.use_testbed_service_account();
+    node.env.extend([
+        ("NODE_NAME".to_string(), node_name.to_string()),
+        ("NODE_MULTUS_API_GROUP".to_string(), group.to_string()),
+    ]);
+}
+
 #[tokio::test]
 #[ignore = "needs the testbed (kube-apiserver) and the built binary: run by e2e/test-all"]
 async fn publishes_the_nodes_multus_and_its_changes() {
@@ -32,12 +41,10 @@ async fn publishes_the_nodes_multus_and_its_changes() {
     let node_name = linkerd_multus_e2e::unique_name("node");
 
     let mut node = Node::with(&["00-multus.conf"]);
-    node.use_testbed_service_account();
+    publishing(&mut node, &node_name, &group);
     node.env.extend([
-        ("NODE_NAME".to_string(), node_name.clone()),
         ("POD_NAME".to_string(), "cni-abc".to_string()),
         ("POD_NAMESPACE".to_string(), "linkerd-cni".to_string()),
-        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
     ]);
     let running = node.spawn(&["--chain-mode", "none", "--resync-seconds", "1"]);
 
@@ -143,11 +150,7 @@ async fn owned_by_its_node() {
     let uid = created.metadata.uid.expect("the Node's uid");
 
     let mut node = Node::with(&["00-multus.conf"]);
-    node.use_testbed_service_account();
-    node.env.extend([
-        ("NODE_NAME".to_string(), node_name.clone()),
-        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
-    ]);
+    publishing(&mut node, &node_name, &group);
     let running = node.spawn(&["--chain-mode", "none", "--resync-seconds", "1"]);
     let owned = |o: &DynamicObject| serde_json::to_value(&o.metadata.owner_references).ok();
     let expected = json!([{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid}]);
@@ -190,12 +193,8 @@ async fn publishes_the_plugin_tokens_validity() {
     kubectl_ok(&["-n", &ns.name, "create", "serviceaccount", "plugin"]);
 
     let mut node = Node::with(&["00-multus.conf"]);
-    node.use_testbed_service_account();
+    publishing(&mut node, &node_name, &group);
     fs::write(node.sa.join("namespace"), &ns.name).expect("namespace");
-    node.env.extend([
-        ("NODE_NAME".to_string(), node_name.clone()),
-        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
-    ]);
     let running = node.spawn(&[
         "--chain-mode",
         "none",
@@ -255,11 +254,7 @@ async fn publishes_the_aux_chain_file_in_aux_chain_mode() {
         multus(Some("vendor-cni-chain")),
     )
     .expect("conf");
-    node.use_testbed_service_account();
-    node.env.extend([
-        ("NODE_NAME".to_string(), node_name.clone()),
-        ("NODE_MULTUS_API_GROUP".to_string(), group.clone()),
-    ]);
+    publishing(&mut node, &node_name, &group);
     let running = node.spawn(&[
         "--chain-mode",
         "none",

@@ -62,23 +62,10 @@ struct Cleanup<'a> {
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         let start = Instant::now();
-        // The test's namespaces terminating first (no pod is created in them then), their pods then
-        // removed at once: waiting for pods whose sandbox never came up to end took 100 s (measured).
+        // Their pods never became Ready: removed at once.
         let namespaces = self.namespaces.iter().map(String::as_str);
-        let mut args = vec!["delete", "namespace", "--ignore-not-found", "--wait=false"];
-        args.extend(namespaces.clone());
-        let _ = self.node.kubectl(&args);
-        for ns in namespaces.clone() {
-            let _ = self.node.kubectl(&[
-                "-n",
-                ns,
-                "delete",
-                "pods",
-                "--all",
-                "--force",
-                "--grace-period=0",
-            ]);
-        }
+        let listed: Vec<&str> = namespaces.clone().collect();
+        self.node.start_deleting_namespaces(&listed, |_| true);
         let _ = self
             .node
             .helm(&["uninstall", RELEASE, "-n", RELEASE_NS, "--wait"]);

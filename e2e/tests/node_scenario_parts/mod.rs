@@ -133,23 +133,9 @@ impl Drop for Cleanup<'_> {
         // installer's SIGTERM removes its files from the node.
         let start = std::time::Instant::now();
         let namespaces = self.namespaces.iter().map(String::as_str);
-        let mut args = vec!["delete", "namespace", "--ignore-not-found", "--wait=false"];
-        args.extend(namespaces.clone());
-        let _ = self.node.kubectl(&args);
-        for ns in namespaces
-            .clone()
-            .filter(|ns| ![CNI_NS, RELEASE_NS].contains(ns))
-        {
-            let _ = self.node.kubectl(&[
-                "-n",
-                ns,
-                "delete",
-                "pods",
-                "--all",
-                "--force",
-                "--grace-period=0",
-            ]);
-        }
+        let listed: Vec<&str> = namespaces.clone().collect();
+        self.node
+            .start_deleting_namespaces(&listed, |ns| ![CNI_NS, RELEASE_NS].contains(&ns));
         let mut args = vec![
             "delete",
             "namespace",
