@@ -35,9 +35,13 @@ fn wait_published(node: &Node, name: &str, global_namespaces: &str) {
 }
 
 /// `linkerd_multus_input_healthy{input="shared_namespace"}` of the operator, read through the
-/// apiserver's pod proxy (the image has no shell).
+/// apiserver's pod proxy (the image has no shell): the value every replica not being deleted serves,
+/// None while they differ or one does not answer. Right after a `helm upgrade` the old replicas may
+/// still be terminating with the old flag's value: reading only the first pod listed timed out a
+/// 60 s wait in CI (2026-11-29, load 12-14), the value flipping right at the deadline, most likely
+/// as such an old replica went away.
 fn shared_namespace_gauge(node: &Node) -> Option<String> {
-    let pod = node.kubectl_ok(&[
+    let pods: serde_json::Value = serde_json::from_str(&node.kubectl_ok(&[
         "-n",
         RELEASE_NS,
         "get",
@@ -45,17 +49,32 @@ fn shared_namespace_gauge(node: &Node) -> Option<String> {
         "-l",
         "app.kubernetes.io/component=operator",
         "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
-    let out = node.kubectl(&[
-        "get",
-        "--raw",
-        &format!("/api/v1/namespaces/{RELEASE_NS}/pods/{pod}:8081/proxy/metrics"),
-    ]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.starts_with("linkerd_multus_input_healthy{") && l.contains("shared_namespace"))
-        .and_then(|l| l.rsplit(' ').next().map(str::to_string))
+        "json",
+    ]))
+    .ok()?;
+    let live: Vec<&str> = pods["items"]
+        .as_array()?
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    let mut values = live.iter().map(|pod| {
+        let out = node.kubectl(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces/{RELEASE_NS}/pods/{pod}:8081/proxy/metrics"),
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| {
+                l.starts_with("linkerd_multus_input_healthy{") && l.contains("shared_namespace")
+            })
+            .and_then(|l| l.rsplit(' ').next().map(str::to_string))
+    });
+    let first = values.next()??;
+    values
+        .all(|v| v.as_deref() == Some(first.as_str()))
+        .then_some(first)
 }
 
 /// The shared NAD `linkerd-cni` in `ns`, if it exists.
