@@ -20,7 +20,8 @@
 //! [`stand_ins`]: other products' admission webhooks (Linkerd's injector, OpenShift's SCC uid check)
 //! as real HTTPS webhooks, for tests of this project's webhook beside them.
 //!
-//! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name).
+//! [`chart`]: helm and the project's chart (rendering, the webhook configuration's name); [`bundle`]:
+//! the OLM bundle generated from it (`bundlegen`).
 //!
 //! [`Cluster`] (a kubeconfig: kubectl, kubectl_ok, helm_ok, client, get_json, describe) is what
 //! [`DedicatedTestbed`] and [`node::Node`] deref to; [`kubectl_ok`] is its runner for the shared
@@ -47,6 +48,7 @@
 pub mod admission;
 pub mod alerts;
 pub mod book;
+pub mod bundle;
 pub mod chart;
 mod cluster;
 pub mod cni;

@@ -22,6 +22,10 @@ pub const MULTUS_DAEMON: &str = "multus-v4.2.2-multus-daemon";
 pub const MULTUS_SHIM: &str = "multus-v4.2.2-multus-shim";
 /// Linkerd's network validator (linkerd2-proxy-init's `validator/`, static): see [`crate::validator`].
 pub const NETWORK_VALIDATOR: &str = "linkerd-network-validator-v0.1.9";
+/// OLM v0's `olm` operator and the validators `operator-sdk bundle validate` runs (`bundlevalidate DIR
+/// [--good-practices]`), from operator-lifecycle-manager's tree: see [`crate::bundle`].
+pub const OLM: &str = "olm-0.0.0-992bb097";
+pub const BUNDLEVALIDATE: &str = "bundlevalidate-0.0.0-992bb097";
 
 /// A platform folder that was given and looks whole.
 #[derive(Debug, Clone)]
