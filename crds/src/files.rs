@@ -9,7 +9,8 @@
 //! `.Files.Get` reads inside the chart (`helm/`), kustomize's load restrictor inside `config/`, and
 //! `crds/` is the crate's own copy (the testbed applies it; it is the file to `kubectl apply -f` by hand).
 //! The copies are identical. What the chart adds to a CRD — its release's labels, and for the NAD CRD
-//! `helm.sh/resource-policy: keep` — `helm/templates/nad-crd.yaml` and `helm/templates/node-multus-crd.yaml`
+//! `helm.sh/resource-policy: keep` — `helm/templates/nad-crd.yaml`, `helm/templates/node-multus-crd.yaml` and
+//! `helm/templates/node-agent-crd.yaml`
 //! merge in at render time (the labels depend on the release); the files hold only the CRD.
 
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::NodeMultus;
+use crate::{NodeAgent, NodeMultus};
 
 /// The files holding Multus' NetworkAttachmentDefinition CRD (as [`crate::crd`] renders it), relative
 /// to the workspace root. The chart installs its copy only with `installNADCRD=true`.
@@ -32,6 +33,14 @@ pub const NODE_MULTUS_CRD_FILES: [&str; 3] = [
     "crds/node-multus.yaml",
     "config/crd/node-multus.yaml",
     "helm/files/node-multus.yaml",
+];
+
+/// The files holding this project's NodeAgent CRD, relative to the workspace root. The chart installs
+/// its copy only with `nodeAgent.enabled`.
+pub const NODE_AGENT_CRD_FILES: [&str; 3] = [
+    "crds/node-agent.yaml",
+    "config/crd/node-agent.yaml",
+    "helm/files/node-agent.yaml",
 ];
 
 /// The command that writes every file of [`generated`]; failures name it.
@@ -50,6 +59,7 @@ pub fn generated() -> Result<Vec<GeneratedFile>, serde_yaml_ng::Error> {
     for (paths, crd) in [
         (NAD_CRD_FILES, crate::crd()),
         (NODE_MULTUS_CRD_FILES, NodeMultus::crd()),
+        (NODE_AGENT_CRD_FILES, NodeAgent::crd()),
     ] {
         let yaml = render(&crd)?;
         files.extend(paths.into_iter().map(|path| GeneratedFile {
@@ -88,7 +98,7 @@ mod tests {
         paths.dedup();
         assert_eq!(paths.len(), files.len(), "{paths:?}");
         for root in ["crds/", "config/crd/", "helm/"] {
-            for list in [NAD_CRD_FILES, NODE_MULTUS_CRD_FILES] {
+            for list in [NAD_CRD_FILES, NODE_MULTUS_CRD_FILES, NODE_AGENT_CRD_FILES] {
                 assert_eq!(
                     list.iter().filter(|p| p.starts_with(root)).count(),
                     1,

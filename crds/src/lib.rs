@@ -1,6 +1,7 @@
 //! The custom resources linkerd-multus uses, as Rust types, and their CRDs: Multus'
 //! `NetworkAttachmentDefinition` (`k8s.cni.cncf.io/v1`, here) and our own [`NodeMultus`]
-//! (`linkerd-multus.io/v1alpha1`, [`node_multus`]).
+//! (`linkerd-multus.io/v1alpha1`, [`node_multus`]) and [`NodeAgent`] (the installer DaemonSet the
+//! operator keeps, [`node_agent`]).
 //!
 //! The shape follows the upstream Multus CRD: namespaced, plural `network-attachment-definitions`,
 //! short name `net-attach-def`, and a `spec` holding only an optional `config` string (the CNI
@@ -9,7 +10,7 @@
 //! readers that may meet foreign NADs should not rely on [`NetworkAttachmentDefinition`] deserialising
 //! every object (kube's derive makes the Rust `spec` field mandatory).
 //!
-//! These types are the one source of both CRDs' YAML: [`files`] lists every file holding it, which the
+//! These types are the one source of the CRDs' YAML: [`files`] lists every file holding it, which the
 //! `crdgen` binary writes.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,8 +19,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod files;
+pub mod node_agent;
 pub mod node_multus;
 
+pub use node_agent::{InstallerSettings, NodeAgent, NodeAgentSpec, NodeAgentStatus};
 pub use node_multus::{MultusKind, NodeMultus, NodeMultusSpec};
 
 /// The intent to attach pods to a network: `config` is a CNI configuration (or configuration list)

@@ -247,9 +247,12 @@ fn the_custom_resources_page_is_the_crds_own() {
     page.push_str(
         "NodeMultus is this project's own: each node's installer publishes what the node's Multus \
          allows (see [Each node's Multus](../tasks/node-multus.md)). The NetworkAttachmentDefinition CRD \
-         is Multus'; the chart installs it only with `installNADCRD=true`.\n\n",
+         is Multus'; the chart installs it only with `installNADCRD=true`. NodeAgent is this project's \
+         own too: the installer DaemonSet the operator keeps when started with `--node-agent=NAME` \
+         (the path an OLM bundle takes; the chart installs it only with `nodeAgent.enabled=true`).\n\n",
     );
     crd_section(&mut page, &linkerd_multus_crds::NodeMultus::crd());
+    crd_section(&mut page, &linkerd_multus_crds::NodeAgent::crd());
     crd_section(&mut page, &linkerd_multus_crds::crd());
     assert_page("crds.md", &page);
 }
