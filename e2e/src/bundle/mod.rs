@@ -5,6 +5,7 @@
 //! `e2e/tests/bundle.rs` fails when `bundle/` is not what it makes now and runs the real validator.
 
 mod csv;
+mod direct;
 #[cfg(test)]
 mod tests;
 
@@ -58,6 +59,8 @@ pub struct Inputs {
     pub installer_rendered: String,
     /// This project's CRDs (group `linkerd-multus.io`) from `config/crd/`, file name and text.
     pub crds: Vec<(String, String)>,
+    /// `helm/values-openshift.yaml`: its `cni:` block is the example NodeAgent's spec.
+    pub openshift_values: String,
 }
 
 /// One file of the bundle: its path under `bundle/` and its text.
@@ -90,6 +93,11 @@ pub enum BundleError {
     #[error("{0} is missing from the inputs (did the chart or crdgen change?)")]
     Missing(String),
     #[error(
+        "the OpenShift preset's cni values are not a NodeAgent spec (crds/src/node_agent.rs): \
+         {0}"
+    )]
+    NotANodeAgentSpec(String),
+    #[error(
         "the chart renders {kind} {name}, which a registry+v1 bundle cannot hold: render it off for \
          the bundle, or have the operator own it (e2e/src/bundle/csv.rs lists the kinds)"
     )]
@@ -114,7 +122,9 @@ pub fn inputs() -> Result<Inputs, BundleError> {
     let mut set: Vec<String> = CHART_VALUES.iter().map(|v| v.to_string()).collect();
     set.push(format!("webhook.certDir={WEBHOOK_CERT_DIR}"));
     if has_top_level_key(&values, "nodeAgent") {
+        // The installer's objects in the operator's namespace: the one OLM puts a bundle's objects in.
         set.push("nodeAgent.enabled=true".to_string());
+        set.push(format!("operator.cniNamespace={PACKAGE}"));
     }
     let mut args = vec!["-f", openshift.as_str()];
     args.extend(set.iter().flat_map(|v| ["--set", v.as_str()]));
@@ -141,11 +151,13 @@ pub fn inputs() -> Result<Inputs, BundleError> {
             crds.push((name, text));
         }
     }
+    let openshift_values = read(Path::new(&openshift))?;
     Ok(Inputs {
         chart_yaml,
         rendered,
         installer_rendered,
         crds,
+        openshift_values,
     })
 }
 
