@@ -62,6 +62,7 @@ mod namespace;
 pub mod netns;
 pub mod node;
 pub mod node_multus;
+pub mod olm;
 pub mod not_run;
 pub mod openshift;
 pub mod operator_process;

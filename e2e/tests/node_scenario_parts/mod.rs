@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod multus_conf;
 pub mod native_sidecar;
 pub mod no_iptables;
+pub mod olm;
 pub mod without_nad_crd;
 
 pub use multus_conf::MultusConf;
