@@ -11,7 +11,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{parse_all, BundleError, File, Inputs, CHANNEL, PACKAGE};
+use super::{examples, parse_all, BundleError, File, Inputs, CHANNEL, PACKAGE};
 
 /// Where OLM mounts the serving certificate it signs for a webhook's Deployment (`tls.crt`, `tls.key`):
 /// the chart's `webhook.certDir` for the bundle, so the operator serves it (`--tls-cert-file`), re-read
@@ -135,9 +135,10 @@ pub fn build(inputs: &Inputs) -> Result<Vec<File>, BundleError> {
         });
     }
 
-    if owned.iter().any(|c| c.kind == node_agent_kind()) {
-        examples.push(node_agent_example(deployment, &inputs.openshift_values)?);
+    if owned.iter().any(|c| c.kind == examples::node_agent_kind()) {
+        examples.push(examples::node_agent(deployment, &inputs.openshift_values)?);
     }
+    examples.push(examples::node_multus()?);
     let images = related_images(deployment, &inputs.installer_rendered)?;
     let csv = json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
@@ -368,51 +369,6 @@ fn container_port(
         .find(|p| p.get("name") == Some(target))
         .and_then(|p| p.get("containerPort").and_then(Value::as_i64))
         .ok_or_else(|| BundleError::Missing(format!("the Deployment's container port {target}")))
-}
-
-fn node_agent_kind() -> String {
-    <linkerd_multus_crds::NodeAgent as kube::Resource>::kind(&()).into_owned()
-}
-
-/// The NodeAgent the operator keeps (named by its `NODE_AGENT`), its spec the OpenShift preset's `cni:`
-/// block (a chart `cni:` block is a NodeAgent spec, same names), checked against the Rust type: a
-/// field it would drop fails here rather than in a user's cluster.
-fn node_agent_example(deployment: &Value, openshift_values: &str) -> Result<Value, BundleError> {
-    let env = deployment
-        .pointer("/spec/template/spec/containers/0/env")
-        .and_then(Value::as_array);
-    let name = env
-        .into_iter()
-        .flatten()
-        .find(|e| e.get("name").and_then(Value::as_str) == Some("NODE_AGENT"))
-        .and_then(|e| e.get("value").and_then(Value::as_str))
-        .ok_or_else(|| BundleError::Missing("the Deployment's NODE_AGENT".into()))?;
-    let preset: Value =
-        serde_yaml_ng::from_str(openshift_values).map_err(|source| BundleError::Yaml {
-            what: "helm/values-openshift.yaml".into(),
-            source,
-        })?;
-    let mut spec = preset.get("cni").cloned().unwrap_or(json!({}));
-    if let Some(map) = spec.as_object_mut() {
-        map.remove("enabled");
-    }
-    let typed: linkerd_multus_crds::NodeAgentSpec = serde_json::from_value(spec.clone())
-        .map_err(|e| BundleError::NotANodeAgentSpec(e.to_string()))?;
-    let back =
-        serde_json::to_value(&typed).map_err(|e| BundleError::NotANodeAgentSpec(e.to_string()))?;
-    if back != spec {
-        return Err(BundleError::NotANodeAgentSpec(format!(
-            "{spec} reads back as {back}"
-        )));
-    }
-    Ok(json!({
-        "apiVersion": format!("{}/{}",
-            <linkerd_multus_crds::NodeAgent as kube::Resource>::group(&()),
-            <linkerd_multus_crds::NodeAgent as kube::Resource>::version(&())),
-        "kind": node_agent_kind(),
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
 }
 
 /// The Services the webhook configuration calls (OLM creates its own in their place).

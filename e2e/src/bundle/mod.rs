@@ -6,6 +6,7 @@
 
 mod csv;
 mod direct;
+mod examples;
 #[cfg(test)]
 mod tests;
 
