@@ -294,8 +294,10 @@ fn every_binary_flag_is_a_chart_value() {
     let self_managed = helm_template(RELEASE, NAMESPACE, &all);
     let mut files_mode = all.to_vec();
     files_mode.extend_from_slice(&["--set", "webhook.certs.mode=helm"]);
+    // nodeAgent.enabled excludes cni.enabled: rendered apart (NODE_AGENT).
+    let node_agent = helm_template(RELEASE, NAMESPACE, &["--set", "nodeAgent.enabled=true"]);
     let rendered = format!(
-        "{self_managed}\n{}",
+        "{self_managed}\n{}\n{node_agent}",
         helm_template(RELEASE, NAMESPACE, &files_mode)
     );
     let sources = [

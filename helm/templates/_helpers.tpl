@@ -169,11 +169,12 @@ and a fresh certificate is generated on each run.
 {{- end -}}
 
 {{/* The plugin's kubeconfig on the nodes (the operator's --cni-kubeconfig): operator.cniKubeconfig, or,
-empty, where this chart's installer writes it (cni.enabled) or else where Linkerd's linkerd2-cni does. */}}
+empty, where this chart's installer writes it (cni.enabled, or nodeAgent.enabled with the NodeAgent's
+spec taken from the cni values) or else where Linkerd's linkerd2-cni does. */}}
 {{- define "linkerd-multus.cniKubeconfig" -}}
 {{- if .Values.operator.cniKubeconfig -}}
 {{- .Values.operator.cniKubeconfig -}}
-{{- else if .Values.cni.enabled -}}
+{{- else if or .Values.cni.enabled (.Values.nodeAgent | default dict).enabled -}}
 {{- printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName -}}
 {{- else -}}
 /etc/cni/net.d/ZZZ-linkerd-cni-kubeconfig
@@ -185,8 +186,8 @@ empty, where this chart's installer writes it (cni.enabled) or else where Linker
 {{- if and .Values.cni.enabled .Values.operator.cniKubeconfig (ne .Values.operator.cniKubeconfig (printf "%s/%s" (trimSuffix "/" .Values.cni.destCNINetDir) .Values.cni.kubeconfigName)) -}}
 {{- fail (printf "operator.cniKubeconfig (%s) must be cni.destCNINetDir/cni.kubeconfigName (%s/%s) when cni.enabled: the NADs would point at a kubeconfig the installer never writes" .Values.operator.cniKubeconfig .Values.cni.destCNINetDir .Values.cni.kubeconfigName) -}}
 {{- end -}}
-{{- if and (eq .Values.attach "auxChain") (not .Values.cni.enabled) -}}
-{{- fail "attach=auxChain needs cni.enabled=true: only this chart's installer (--attach aux-chain) puts linkerd-cni into Multus' auxiliary chain, Linkerd's own linkerd2-cni does not" -}}
+{{- if and (eq .Values.attach "auxChain") (not (or .Values.cni.enabled (.Values.nodeAgent | default dict).enabled)) -}}
+{{- fail "attach=auxChain needs cni.enabled=true (or nodeAgent.enabled=true): only this chart's installer (--attach aux-chain) puts linkerd-cni into Multus' auxiliary chain, Linkerd's own linkerd2-cni does not" -}}
 {{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElect) -}}
 {{- fail "replicas > 1 needs leaderElect=true: several replicas would write the same NADs" -}}

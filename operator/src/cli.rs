@@ -158,6 +158,13 @@ pub struct RunArgs {
     /// another type or one another manager labels. Off: such NADs are left alone and reported.
     #[arg(long, global = true, env = "ADOPT_UNOWNED_NADS")]
     pub adopt_unowned_nads: bool,
+
+    /// Keep the linkerd-cni installer DaemonSet and linkerd-cni's ConfigMap (in --cni-namespace,
+    /// named --cni-configmap) from the cluster-scoped NodeAgent of this name, which owns them (the
+    /// path an OLM bundle takes; the chart renders the DaemonSet itself with cni.enabled). The
+    /// DaemonSet is <NAME>-cni. A NodeAgent of any other name is left alone. Unset: off.
+    #[arg(long, global = true, env = "NODE_AGENT", value_name = "NAME")]
+    pub node_agent: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +224,7 @@ mod tests {
         assert_eq!(a.cni_kubeconfig, vocab::DEFAULT_CNI_KUBECONFIG);
         assert!(!a.leader_elect);
         assert!(!a.adopt_unowned_nads);
+        assert_eq!(a.node_agent, None);
         assert_eq!(a.admission, AdmissionMode::Auto);
         assert_eq!(a.admission_policy_name, vocab::ADMISSION_POLICY_NAME);
         assert_eq!(a.admin_addr.to_string(), vocab::DEFAULT_ADMIN_ADDR);

@@ -10,6 +10,7 @@ use crate::admission::AdmissionSettings;
 use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::nad_config::ConfigSource;
+use crate::node_agent::AgentSettings;
 use crate::reconcile::{self, ReconcileSettings};
 use crate::repair::state::StateLocation;
 use crate::repair::RepairSettings;
@@ -49,6 +50,8 @@ pub struct ControllerConfig {
     pub repair: Option<RepairSettings>,
     /// `--admission`: the policy (and the webhook's narrowing) the operator keeps.
     pub admission: AdmissionSettings,
+    /// `--node-agent`: the NodeAgent whose installer DaemonSet the operator keeps.
+    pub node_agent: Option<AgentSettings>,
 }
 
 #[derive(Clone, Debug)]
@@ -154,7 +157,23 @@ fn controller(
         }),
         admin_addr: run.admin_addr,
         repair: None,
+        node_agent: node_agent(run, decision),
     }
+}
+
+/// What the node agent renders from besides its NodeAgent: the operator's own settings, so the
+/// installer's `--attach` and the ConfigMap's name are the ones the operator itself works with.
+pub fn node_agent(run: &RunArgs, decision: &DecisionConfig) -> Option<AgentSettings> {
+    let name = run.node_agent.clone().filter(|n| !n.is_empty())?;
+    Some(AgentSettings {
+        name,
+        cni_namespace: run.cni_namespace.clone(),
+        cni_configmap: run.cni_configmap.clone(),
+        cni_kubeconfig: run.cni_kubeconfig.clone(),
+        attach: decision.nad.attach,
+        linkerd_namespace: decision.nad.linkerd_namespace.clone(),
+        default_tag: env!("CARGO_PKG_VERSION").to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -269,6 +288,39 @@ mod tests {
             panic!("not run")
         };
         assert!(r.controller.lease.is_none());
+    }
+
+    /// `--node-agent` turns the node agent on with the operator's own attach mode and CNI names; unset
+    /// or empty (the chart's env when off) it is off.
+    #[test]
+    fn node_agent_takes_the_operators_settings() {
+        let Config::Run(r) = config(&["x"]) else {
+            panic!("not run")
+        };
+        assert_eq!(r.controller.node_agent, None);
+        let Config::Run(r) = config(&["x", "--node-agent="]) else {
+            panic!("not run")
+        };
+        assert_eq!(r.controller.node_agent, None);
+        let Config::Run(r) = config(&[
+            "x",
+            "--node-agent=ld",
+            "--attach=aux-chain",
+            "--cni-namespace=cni",
+            "--cni-configmap=cm",
+            "--linkerd-namespace=l",
+        ]) else {
+            panic!("not run")
+        };
+        let agent = r.controller.node_agent.expect("on");
+        assert_eq!(agent.name, "ld");
+        assert_eq!(agent.daemonset_name(), "ld-cni");
+        assert_eq!(agent.attach, rules::attach::Attach::AuxChain);
+        assert_eq!(
+            (agent.cni_namespace.as_str(), agent.cni_configmap.as_str()),
+            ("cni", "cm")
+        );
+        assert_eq!(agent.linkerd_namespace, "l");
     }
 
     /// `--attach` reaches the controller, the webhook and `check` as one value; a bad one is refused.

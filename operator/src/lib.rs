@@ -16,6 +16,7 @@ pub mod listed;
 pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;
+pub mod node_agent;
 pub mod placement;
 pub mod reconcile;
 pub mod repair;
@@ -176,6 +177,9 @@ async fn build_controller_tasks(
     log_attach_mode(&config.settings.nad);
     let repair_client = client.clone();
     let admission_client = client.clone();
+    let node_agent_client = client.clone();
+    let node_agent_resync = config.settings.resync;
+    let node_agent_leader = leadership.subscribe();
     let (live_tx, live_rx) = tokio::sync::watch::channel(None);
     let controller = NadController::new(
         client,
@@ -252,6 +256,23 @@ async fn build_controller_tasks(
             .boxed(),
         ),
     ];
+    if let Some(settings) = config.node_agent {
+        let keeper = node_agent::NodeAgentKeeper::new(
+            node_agent_client,
+            settings,
+            node_agent_resync,
+            node_agent_leader,
+        );
+        let t6 = shutdown.clone();
+        tasks.push((
+            "node-agent",
+            async move {
+                keeper.run(t6).await;
+                Ok(())
+            }
+            .boxed(),
+        ));
+    }
     if let Some(repairer) = repairer {
         let t4 = shutdown.clone();
         tasks.push((
