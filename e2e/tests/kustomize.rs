@@ -99,6 +99,7 @@ fn rbac_agrees_with_the_chart() {
             "certmanager",
             vec!["--set", "webhook.certs.mode=certManager"],
         ),
+        ("node-agent", vec!["--set", "nodeAgent.enabled=true"]),
     ] {
         let from_kustomize = rbac(&kustomize(dir));
         let from_chart = rbac(&chart(&extra));
@@ -149,6 +150,7 @@ fn operator_and_webhook_agree_with_the_chart() {
             "aux-chain",
             vec!["--set", "attach=auxChain", "--set", "cni.enabled=true"],
         ),
+        ("node-agent", vec!["--set", "nodeAgent.enabled=true"]),
     ] {
         let (k, c) = (kustomize(dir), chart(&extra));
         assert_eq!(
