@@ -7,9 +7,11 @@
       (NOT_RUN_FILE: the tier's $LINKERD_MULTUS_NOT_RUN_FILE, where linkerd_multus_e2e::not_run
       recorded its cases; ONLY: the test targets the log covers, empty for all).
   tier.py run TIER SUMMARY [--skip-target NAME]... [--only-target NAME]... [--beside-target NAME]...
-          -- [ARGS...]
+          [--executables FILE] -- [ARGS...]
       build the workspace's test executables (`cargo test --no-run`; with --only-target those alone,
-      as `--test NAME`: integration test targets), run each of the named targets
+      as `--test NAME`: integration test targets), or with --executables read them from FILE (the
+      JSON lines of a `cargo test --no-run --message-format=json` that built them: no cargo run, so
+      no wait on the target directory's lock that clippy holds beside), run each of the named targets
       (all when none is named) but the skipped ones, as cargo would (from its package's directory,
       ARGS passed to each), and append the counts to SUMMARY. Tiers run side by side, and against
       other servers, this way: cargo test cannot leave out one test target of a package.
@@ -58,15 +60,21 @@ def record(summary, tier, passed, failed, skipped=(), only=()):
     return 1 if failed or not passed else 0
 
 
-def executables(only=()):
-    # Only the named targets are built when there are some: the node tiers start before the rest of
-    # the workspace's tests are built.
-    targets = [arg for name in only for arg in ("--test", name)]
-    out = subprocess.run(
-        ["cargo", "test", "--workspace", "--no-run", *targets, "--message-format=json", "--quiet"],
-        check=True, stdout=subprocess.PIPE, text=True,
-    ).stdout
+def executables(only=(), listing=None):
+    if listing:
+        with open(listing) as f:
+            out = f.read()
+    else:
+        # Only the named targets are built when there are some: the node tiers start before the rest
+        # of the workspace's tests are built.
+        targets = [arg for name in only for arg in ("--test", name)]
+        out = subprocess.run(
+            ["cargo", "test", "--workspace", "--no-run", *targets, "--message-format=json", "--quiet"],
+            check=True, stdout=subprocess.PIPE, text=True,
+        ).stdout
     for line in out.splitlines():
+        if not line.startswith("{"):
+            continue
         msg = json.loads(line)
         if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["profile"]["test"]:
             yield msg["target"]["name"], msg["executable"], os.path.dirname(msg["manifest_path"])
@@ -117,8 +125,8 @@ def fenced_env(fence):
     return env
 
 
-def run(tier, summary, skip, only, beside, args):
-    chosen = [(name, exe, pkg_dir) for name, exe, pkg_dir in executables(only)
+def run(tier, summary, skip, only, beside, args, listing=None):
+    chosen = [(name, exe, pkg_dir) for name, exe, pkg_dir in executables(only, listing)
               if name not in skip and (not only or name in only)]
     lock = threading.Lock()
     totals = [0, 0]
@@ -204,24 +212,26 @@ def report(summary):
 
 
 def targets(rest):
-    """The --skip-target, --only-target and --beside-target names before `--`, and what follows it."""
-    named = {"--skip-target": [], "--only-target": [], "--beside-target": []}
+    """The --skip-target, --only-target, --beside-target and --executables values before `--`, and
+    what follows it."""
+    named = {"--skip-target": [], "--only-target": [], "--beside-target": [], "--executables": []}
     while len(rest) >= 2 and rest[0] in named:
         named[rest[0]].append(rest[1])
         rest = rest[2:]
     if rest and rest[0] == "--":
         rest = rest[1:]
-    return named["--skip-target"], named["--only-target"], named["--beside-target"], rest
+    listing = named["--executables"][-1] if named["--executables"] else None
+    return named["--skip-target"], named["--only-target"], named["--beside-target"], listing, rest
 
 
 def main(argv):
     if len(argv) >= 5 and argv[1] == "count":
-        _, only, _, _ = targets(argv[5:])
+        _, only, _, _, _ = targets(argv[5:])
         with open(argv[3], errors="replace") as log:
             return record(argv[4], argv[2], *count_lines(log), only=only)
     if len(argv) >= 4 and argv[1] == "run":
-        skip, only, beside, rest = targets(argv[4:])
-        return run(argv[2], argv[3], skip, only, set(beside), rest)
+        skip, only, beside, listing, rest = targets(argv[4:])
+        return run(argv[2], argv[3], skip, only, set(beside), rest, listing)
     if len(argv) == 5 and argv[1] == "skipped":
         with open(argv[4], "a") as f:
             f.write(f"{argv[2]}\tnot run\t{argv[3]}\n")
