@@ -262,3 +262,43 @@ pub fn csv_phase(cluster: &Cluster, namespace: &str, name: &str) -> Option<(Stri
     );
     Some((phase, why))
 }
+
+/// Why OLM would refuse the bundle on this cluster, if it would: the CSV's `minKubeVersion` above the
+/// server's version (OLM checks it before anything else, RequirementsNotMet). Read from the bundle and
+/// the server, so a server that meets it runs the case, whatever its version.
+pub fn below_min_kube_version(cluster: &Cluster, bundle: &Bundle) -> Option<String> {
+    let min = bundle.csv["spec"]["minKubeVersion"].as_str()?;
+    let version: Value = serde_json::from_str(&cluster.kubectl_ok(&["version", "-o", "json"]))
+        .expect("kubectl version -o json");
+    let server = version["serverVersion"]["gitVersion"].as_str()?;
+    (release(server)? < release(min)?).then(|| {
+        format!(
+            "the bundle's minKubeVersion {min} is above the server's {server}: OLM refuses to install it"
+        )
+    })
+}
+
+/// `(major, minor, patch)` of `v1.20.2` or `1.28.0` (a pre-release or build suffix ignored).
+fn release(version: &str) -> Option<(u32, u32, u32)> {
+    let core = version.trim_start_matches('v').split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u32>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release;
+
+    #[test]
+    fn releases_compare_as_numbers() {
+        assert_eq!(release("v1.20.2"), Some((1, 20, 2)));
+        assert_eq!(release("1.28.0"), Some((1, 28, 0)));
+        assert_eq!(release("v1.35.6-rc.1+abc"), Some((1, 35, 6)));
+        assert!(release("v1.9.0") < release("1.28.0"));
+        assert_eq!(release("latest"), None);
+    }
+}

@@ -40,13 +40,17 @@ pub fn run() {
         return;
     };
     let node = Node::shared();
+    let bundle = Bundle::read(&bundle::bundle_dir());
+    if let Some(why) = olm::below_min_kube_version(&node, &bundle) {
+        linkerd_multus_e2e::not_run(CASE, &why);
+        return;
+    }
     let mut cleanup = Cleanup {
         node: &node,
         namespaces: vec![],
         cluster_objects: vec![],
     };
     let logs = tempfile::tempdir().expect("temp dir");
-    let bundle = Bundle::read(&bundle::bundle_dir());
     let olm = Olm::start(
         &node,
         &platform.binary(OLM),
