@@ -462,8 +462,15 @@ node_check_nothing_left() {
     for d in "${NODE_DAEMONS[@]}"; do
         alive "$STATE/${d%%:*}.pid" "${d#*:}" && left+=" process ${d#*:} ($(cat "$STATE/${d%%:*}.pid"))"
     done
-    p="$(namespace_procs | tr '\n' ' ')"
-    [ -n "$p" ] && left+=" processes in the node's namespaces: $p"
+    # A process killed under load may still be exiting: given 10 s to go, then named with its command.
+    for _ in $(seq 20); do
+        p="$(namespace_procs | tr '\n' ' ')"
+        [ -z "$p" ] && break
+        sleep 0.5
+    done
+    for d in $p; do
+        left+=" process in the node's namespaces: $d ($(tr '\0' ' ' <"/proc/$d/cmdline" 2>/dev/null || echo gone))"
+    done
     for d in $(cgroup_hierarchies); do [ -d "$d/$CGROUP_NAME" ] && left+=" cgroup $d/$CGROUP_NAME"; done
     grep -F " $STATE" /proc/self/mountinfo >/dev/null && left+=" host mounts under $STATE"
     [ -z "$left" ] || fail "left behind:$left"
