@@ -268,14 +268,7 @@ struct Meshed {
 fn step_meshed_deployment(node: &Node, cleanup: &mut Cleanup) -> Meshed {
     // The runtime's directory as the node names it (the NAD's path is read by the plugin on the node).
     let net_d = node.profile().cni_net_dir;
-    let ns = create_namespace(node, cleanup, "meshed");
-    node.kubectl_ok(&[
-        "annotate",
-        "namespace",
-        &ns,
-        "linkerd.io/multus=enabled",
-        &format!("{}={UID_RANGE}", vocab::OPENSHIFT_UID_RANGE_ANNOTATION),
-    ]);
+    let ns = enabled_namespace(node, cleanup, "meshed");
     let nad = wait_for_explained(
         &format!("the operator wrote NAD {ns}/linkerd-cni"),
         READY_WITHIN,

@@ -145,14 +145,7 @@ pub fn run(node: &Node, api: PolicyApi) {
     wait_deployment_ready(node, RELEASE_NS, OPERATOR);
     wait_daemonset_ready(node, CNI_NS, CNI_DAEMONSET);
 
-    let ns = create_namespace(node, &mut cleanup, "adm-meshed");
-    node.kubectl_ok(&[
-        "annotate",
-        "namespace",
-        &ns,
-        "linkerd.io/multus=enabled",
-        &format!("{}={UID_RANGE}", vocab::OPENSHIFT_UID_RANGE_ANNOTATION),
-    ]);
+    let ns = enabled_namespace(node, &mut cleanup, "adm-meshed");
     wait_for_explained(
         &format!("the operator wrote NAD {ns}/linkerd-cni and labelled {ns} for the binding"),
         READY_WITHIN,

@@ -524,6 +524,20 @@ pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> Str
     ns
 }
 
+/// A namespace of the test enabled for linkerd-multus (`linkerd.io/multus=enabled`), with OpenShift's
+/// uid range ([`UID_RANGE`]) as the meshed pods' proxy uid comes from it.
+pub fn enabled_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> String {
+    let ns = create_namespace(node, cleanup, prefix);
+    node.kubectl_ok(&[
+        "annotate",
+        "namespace",
+        &ns,
+        "linkerd.io/multus=enabled",
+        &format!("{}={UID_RANGE}", vocab::OPENSHIFT_UID_RANGE_ANNOTATION),
+    ]);
+    ns
+}
+
 pub fn node_name(node: &Node) -> String {
     node.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
 }

@@ -282,14 +282,7 @@ fn deployment(node: &Node, ns: &str, name: &str, pod_metadata: Value) -> Value {
 /// validator saw its connection redirected, it is Ready, and `check` passes every row. Returns the
 /// namespace.
 fn meshed_pod_ready(node: &Node, cleanup: &mut Cleanup, operator: &str) -> String {
-    let ns = create_namespace(node, cleanup, "olm-meshed");
-    node.kubectl_ok(&[
-        "annotate",
-        "namespace",
-        &ns,
-        "linkerd.io/multus=enabled",
-        &format!("{}={UID_RANGE}", vocab::OPENSHIFT_UID_RANGE_ANNOTATION),
-    ]);
+    let ns = enabled_namespace(node, cleanup, "olm-meshed");
     wait_for_explained(
         &format!("the operator wrote NAD {ns}/linkerd-cni"),
         READY_WITHIN,
