@@ -118,7 +118,9 @@ impl Drop for OlmObjects<'_> {
         ]);
         let label = format!("olm.owner={}", self.csv);
         let _ = node.kubectl(&["delete", "mutatingwebhookconfigurations", "-l", &label]);
-        let olm_crds = node.kubectl_ok(&["get", "crd", "-o", "name"]);
+        // Never a panic here: a drop during a failed test's unwinding would abort the run.
+        let listed = node.kubectl(&["get", "crd", "-o", "name"]);
+        let olm_crds = String::from_utf8_lossy(&listed.stdout);
         for crd in olm_crds
             .lines()
             .filter(|c| c.ends_with(".operators.coreos.com"))
