@@ -121,12 +121,8 @@ impl Bundle {
         }
         let direct = std::fs::read_to_string(dir.join("direct-install.yaml"))
             .unwrap_or_else(|e| panic!("{}/direct-install.yaml: {e}", dir.display()));
-        let direct = serde_yaml_ng::Deserializer::from_str(&direct)
-            .filter_map(|doc| {
-                let value: Value = serde::Deserialize::deserialize(doc).expect("YAML");
-                (!value.is_null()).then_some(value)
-            })
-            .collect();
+        let direct = crate::bundle::parse_all(&direct, "direct-install.yaml")
+            .unwrap_or_else(|e| panic!("{e}"));
         Self {
             csv: csv.expect("the bundle has a ClusterServiceVersion"),
             crds,

@@ -180,18 +180,7 @@ fn stand_in_conf(node: &Node) -> std::path::PathBuf {
 
 /// A one-replica Deployment `meshed` in `ns` whose pods carry `pod_metadata` and run `containers`.
 fn meshed_deployment(ns: &str, pod_metadata: Value, containers: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "meshed", "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "meshed"}},
-            "template": {
-                "metadata": pod_metadata,
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": containers},
-            },
-        },
-    })
+    deployment(ns, "meshed", pod_metadata, containers)
 }
 
 /// The test image as the pod's app, answering on 8080.

@@ -97,23 +97,16 @@ fn wait_admission_line_ok(node: &Node, what: &str) {
 
 /// A meshed Deployment `name` in `ns` through the injector and SCC stand-ins.
 fn meshed(ns: &str, name: &str, test_image: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": name, (ADMITTED_AS_ON_OPENSHIFT): "true"},
-                    "annotations": {"linkerd.io/inject": "enabled"},
-                },
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": [
-                    {"name": "app", "image": test_image, "imagePullPolicy": "Never", "args": ["app"]},
-                ]},
-            },
-        },
-    })
+    let pod_metadata = json!({
+        "labels": {"app": name, (ADMITTED_AS_ON_OPENSHIFT): "true"},
+        "annotations": {"linkerd.io/inject": "enabled"},
+    });
+    deployment(
+        ns,
+        name,
+        pod_metadata,
+        vec![crate::app_container(test_image)],
+    )
 }
 
 pub fn run(node: &Node, api: PolicyApi) {

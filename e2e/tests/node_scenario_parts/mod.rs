@@ -524,6 +524,22 @@ pub fn create_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> Str
     ns
 }
 
+/// A one-replica Deployment `name` in `ns` whose pods carry `pod_metadata` and run `containers`.
+pub fn deployment(ns: &str, name: &str, pod_metadata: Value, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": pod_metadata,
+                "spec": {"terminationGracePeriodSeconds": 1, "containers": containers},
+            },
+        },
+    })
+}
+
 /// A namespace of the test enabled for linkerd-multus (`linkerd.io/multus=enabled`), with OpenShift's
 /// uid range ([`UID_RANGE`]) as the meshed pods' proxy uid comes from it.
 pub fn enabled_namespace(node: &Node, cleanup: &mut Cleanup, prefix: &str) -> String {

@@ -262,21 +262,13 @@ fn node_agent_ready(node: &Node, cni_ns: &str, name: &str) -> String {
 }
 
 /// A one-replica Deployment `name` of the test image's app in `ns`, with `pod_metadata`.
-fn deployment(node: &Node, ns: &str, name: &str, pod_metadata: Value) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": pod_metadata,
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-                    "name": "app", "image": image(node, "test"), "imagePullPolicy": "Never",
-                    "args": ["app"]}]},
-            },
-        },
-    })
+fn app_deployment(node: &Node, ns: &str, name: &str, pod_metadata: Value) -> Value {
+    deployment(
+        ns,
+        name,
+        pod_metadata,
+        vec![crate::app_container(&image(node, "test"))],
+    )
 }
 
 /// Step 3: an enabled namespace with a plain and a meshed Deployment (injected by the stand-in for
@@ -294,11 +286,11 @@ fn meshed_pod_ready(node: &Node, cleanup: &mut Cleanup, operator: &str) -> Strin
     let _admission = OpenShiftAdmission::register(node, cleanup, &image(node, "test"));
     apply(
         node,
-        &deployment(node, &ns, "plain", json!({"labels": {"app": "plain"}})),
+        &app_deployment(node, &ns, "plain", json!({"labels": {"app": "plain"}})),
     );
     apply(
         node,
-        &deployment(
+        &app_deployment(
             node,
             &ns,
             "meshed",
