@@ -6,8 +6,18 @@ use std::time::{Duration, Instant};
 
 /// How long anything a test waits for may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(60);
-/// Pause between two checks.
-const INTERVAL: Duration = Duration::from_millis(100);
+/// The pause after a first failed check; each next one is half again as long, up to [`MAX_PAUSE`].
+/// A check is often a `kubectl` run (a Go binary's start, ~0.1 s of CPU): polled every 100 ms for
+/// minutes, four node tiers side by side kept 2 cores at load 20-34 (2026-11-29) and starved the
+/// servers they waited on. What is ready at once is still seen within 100 ms.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between two checks: what a long wait may see late.
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// The pauses between the checks of one wait.
+fn pauses() -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(FIRST_PAUSE), |d| Some((*d * 3 / 2).min(MAX_PAUSE)))
+}
 
 /// Polls `check` until it returns `Some`, panicking with `what` after [`DEADLINE`].
 pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
@@ -25,6 +35,7 @@ where
     Fut: Future<Output = Option<T>>,
 {
     let start = Instant::now();
+    let mut pauses = pauses();
     loop {
         if let Some(v) = check().await {
             return v;
@@ -33,7 +44,7 @@ where
             start.elapsed() < deadline,
             "timed out after {deadline:?} waiting until {what}"
         );
-        tokio::time::sleep(INTERVAL).await;
+        tokio::time::sleep(pauses.next().unwrap_or(MAX_PAUSE)).await;
     }
 }
 
@@ -49,6 +60,7 @@ pub fn wait_for_within<T>(
     mut check: impl FnMut() -> Option<T>,
 ) -> T {
     let start = Instant::now();
+    let mut pauses = pauses();
     loop {
         if let Some(v) = check() {
             return v;
@@ -57,7 +69,7 @@ pub fn wait_for_within<T>(
             start.elapsed() < deadline,
             "timed out after {deadline:?} waiting until {what}"
         );
-        std::thread::sleep(INTERVAL);
+        std::thread::sleep(pauses.next().unwrap_or(MAX_PAUSE));
     }
 }
 
@@ -70,6 +82,7 @@ pub fn wait_for_explained<T>(
     explain: impl FnOnce() -> String,
 ) -> T {
     let start = Instant::now();
+    let mut pauses = pauses();
     loop {
         if let Some(v) = check() {
             return v;
@@ -80,13 +93,28 @@ pub fn wait_for_explained<T>(
                 explain()
             );
         }
-        std::thread::sleep(INTERVAL);
+        std::thread::sleep(pauses.next().unwrap_or(MAX_PAUSE));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pauses_grow_from_100_ms_to_1_s() {
+        let first: Vec<u128> = pauses().take(8).map(|d| d.as_millis()).collect();
+        assert_eq!(first, [100, 150, 225, 337, 506, 759, 1000, 1000]);
+        // A minute's wait checks ~65 times, not the ~600 of a fixed 100 ms.
+        let mut waited = Duration::ZERO;
+        let checks = pauses()
+            .take_while(|d| {
+                waited += *d;
+                waited < DEADLINE
+            })
+            .count();
+        assert!((55..70).contains(&checks), "{checks}");
+    }
 
     #[test]
     fn wait_for_returns_the_first_value() {

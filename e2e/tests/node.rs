@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use linkerd_multus_e2e::node::Node;
-use linkerd_multus_e2e::unique_name;
+use linkerd_multus_e2e::{unique_name, wait_for};
 use serde_json::json;
 
 /// The pod network the testbed's CNI conflist gives pods (bridge + host-local).
@@ -59,17 +59,16 @@ async fn namespace(node: &Node, prefix: &str) -> String {
     let name = unique_name(prefix);
     node.kubectl_ok(&["create", "namespace", &name]);
     // Pods need the ServiceAccount the real token controller creates.
-    for _ in 0..100 {
-        if node
-            .kubectl(&["-n", &name, "get", "serviceaccount", "default"])
-            .status
-            .success()
-        {
-            return name;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no default ServiceAccount in {name} after 10 s: is the controller-manager running?");
+    wait_for(
+        &format!("{name} has its default ServiceAccount (is the controller-manager running?)"),
+        || {
+            node.kubectl(&["-n", &name, "get", "serviceaccount", "default"])
+                .status
+                .success()
+                .then_some(())
+        },
+    );
+    name
 }
 
 #[tokio::test]
