@@ -215,7 +215,9 @@ impl Node {
     /// Sets up the pod's primary network (bridge + host-local), as the cluster's CNI would; `n` tells
     /// the test's pods apart (bridge name, subnet).
     pub fn start_pod(cluster: &Cluster, namespace: &str, pod: &str, n: u32) -> Self {
-        let bridge = format!("lme2e{n}");
+        // Unique per process (the host's netns is shared with the other tiers' scenarios, which ran
+        // into each other's `lme2e0` on 2026-11-29): at most 15 characters, "lm" + pid + "b" + n.
+        let bridge = format!("lm{}b{n}", std::process::id());
         // Unique per process, away from the ranges the plugin's own tests draw from.
         let subnet = format!("10.{}.{}.0/24", 252 + n, std::process::id() % 250);
         let netns = NetNs::create("e2e-pod");
