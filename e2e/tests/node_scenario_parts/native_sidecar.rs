@@ -148,24 +148,18 @@ fn serves_native_sidecars(node: &Node, ns: &str) -> bool {
 /// A one-replica Deployment asking Linkerd's injector (its stand-in) for the proxy as a native
 /// sidecar, admitted as on OpenShift.
 fn native_deployment(ns: &str, test_image: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": NAME}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": NAME, (ADMITTED_AS_ON_OPENSHIFT): "true"},
-                    "annotations": {
-                        "linkerd.io/inject": "enabled",
-                        (linkerd_injector::NATIVE_SIDECAR_ANNOTATION): "true",
-                    },
-                },
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": [app_container(test_image)]},
+    deployment(
+        ns,
+        NAME,
+        json!({
+            "labels": {"app": NAME, (ADMITTED_AS_ON_OPENSHIFT): "true"},
+            "annotations": {
+                "linkerd.io/inject": "enabled",
+                (linkerd_injector::NATIVE_SIDECAR_ANNOTATION): "true",
             },
-        },
-    })
+        }),
+        vec![app_container(test_image)],
+    )
 }
 
 /// The Deployment's pod once Ready, or `None` once its status has shown [`Sidecar::Blocking`] for
