@@ -452,6 +452,12 @@ node_down() {
     # What containerd started and left (its shims) is found by namespace, then the holder goes.
     kill_all_of namespace_procs
     stop_pid "$STATE/holder.pid" "$HOLDER_NAME"
+    # A sandbox being created as containerd stopped can show up in the node's namespaces after that
+    # sweep (a /pause was left behind on 2026-11-29, its shim already gone): swept again, late.
+    for _ in 1 2 3; do
+        sleep 1
+        kill_all_of namespace_procs
+    done
     remove_cgroups
     IN_NODE=()
 }
