@@ -221,25 +221,55 @@ impl DedicatedTestbed {
     }
 
     /// Starts kube-apiserver again with `argv` (as [`DedicatedTestbed::kill_apiserver`] returned
-    /// it), in its own process group like the script does, and records its pid so `down` stops it.
-    /// Returns once it answers.
+    /// it), in a session of its own like the script's daemons, and records its pid so `down` stops
+    /// it. Returns once it answers; fails at once, with its log, if it exits first.
     pub fn start_apiserver(&self, argv: &[String]) {
-        use std::os::unix::process::CommandExt;
+        let log_path = self.dir.join("apiserver.log");
         let log = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
-            .open(self.dir.join("apiserver.log"))
+            .open(&log_path)
             .expect("apiserver.log");
-        let child = Command::new(&argv[0])
-            .args(&argv[1..])
+        // `setsid` (it execs the apiserver, same pid), not just a process group: the kernel's
+        // scheduler shares the CPU among sessions (autogroups) first. Left in the test's session,
+        // the restarted apiserver shared one share with every test of its tier and the operators
+        // they drive, and under a loaded run missed its deadline (CI, 2026-11-29, twice).
+        let mut child = Command::new("setsid")
+            .args(argv)
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .stdin(std::process::Stdio::null())
-            .process_group(0)
             .spawn()
-            .expect("restart kube-apiserver");
+            .expect("restart kube-apiserver (setsid from util-linux)");
         std::fs::write(self.dir.join("apiserver.pid"), child.id().to_string())
             .expect("apiserver.pid");
+        let log_tail = || {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        let started = std::time::Instant::now();
+        crate::wait_for_explained(
+            "the restarted kube-apiserver answers /readyz",
+            std::time::Duration::from_secs(180),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "the restarted kube-apiserver exited ({status}); its log ends:\n{}",
+                        log_tail()
+                    );
+                }
+                self.kubectl(&["get", "--raw", "/readyz"])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+            || format!("its log ends:\n{}", log_tail()),
+        );
+        eprintln!(
+            "the restarted kube-apiserver answered /readyz {:.1?} after its start",
+            started.elapsed()
+        );
         let old = self
             .restarted
             .lock()
@@ -248,16 +278,6 @@ impl DedicatedTestbed {
         if let Some(mut old) = old {
             let _ = old.wait();
         }
-        crate::wait_for_within(
-            "the restarted kube-apiserver answers /readyz",
-            std::time::Duration::from_secs(120),
-            || {
-                self.kubectl(&["get", "--raw", "/readyz"])
-                    .status
-                    .success()
-                    .then_some(())
-            },
-        );
     }
 
     /// The testbed's directory (its state: logs, pki, kubeconfig).
