@@ -462,6 +462,18 @@ node_down() {
     IN_NODE=()
 }
 
+# proc_origin PID: its state, its parent (pid and command) and its age, for a leftover's report.
+proc_origin() {
+    local state ppid start tick
+    state="$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)"
+    ppid="$(awk '/^PPid:/ {print $2}' "/proc/$1/status" 2>/dev/null)"
+    # Field 22 of stat: its start, in clock ticks after boot (the command's parentheses may hold spaces).
+    start="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20)"
+    tick="$(getconf CLK_TCK)"
+    echo "state ${state:-?}, parent ${ppid:-?} ($({ tr '\0' ' ' <"/proc/${ppid:-0}/cmdline" || echo gone; } 2>/dev/null | cut -c1-120)),\
+ started $(awk -v s="${start:-0}" -v t="$tick" '{printf "%.1f", $1 - s / t}' /proc/uptime) s ago"
+}
+
 # Fails, listing them, when processes, cgroups or host mounts of this node remain.
 node_check_nothing_left() {
     local left="" d p
@@ -475,7 +487,8 @@ node_check_nothing_left() {
         sleep 0.5
     done
     for d in $p; do
-        left+=" process in the node's namespaces: $d ($(tr '\0' ' ' <"/proc/$d/cmdline" 2>/dev/null || echo gone))"
+        left+=" process in the node's namespaces: $d ($(tr '\0' ' ' <"/proc/$d/cmdline" 2>/dev/null || echo gone);\
+ $(proc_origin "$d"))"
     done
     for d in $(cgroup_hierarchies); do [ -d "$d/$CGROUP_NAME" ] && left+=" cgroup $d/$CGROUP_NAME"; done
     grep -F " $STATE" /proc/self/mountinfo >/dev/null && left+=" host mounts under $STATE"

@@ -4,11 +4,13 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use linkerd_multus_e2e::{
-    kubectl, kubectl_ok, runnable, unique_name, wait_for_within, workspace_root, DedicatedTestbed,
+    kubectl, kubectl_ok, runnable, unique_name, wait_for_explained, wait_for_within,
+    workspace_root, DedicatedTestbed,
 };
 use serde_json::{json, Value};
 use support::*;
@@ -489,7 +491,7 @@ fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
 
     // `kubectl delete -k config/default`, as written: it waits until everything is gone, so the
     // test plays the namespace controller meanwhile.
-    let mut delete = readme_line(&bed, README_DELETE_TREE)
+    let delete = readme_line(&bed, README_DELETE_TREE)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -522,12 +524,41 @@ fn delete_k_takes_the_tree_and_the_readme_line_the_installer() {
         ]);
         let _ = std::fs::remove_file(&file);
     }
-    wait_for_within(
+    let delete = std::cell::RefCell::new(delete);
+    wait_for_explained(
         "kubectl delete -k config/default returns",
         Duration::from_secs(120),
-        || delete.try_wait().expect("wait for kubectl").map(drop),
+        || {
+            delete
+                .borrow_mut()
+                .try_wait()
+                .expect("wait for kubectl")
+                .map(drop)
+        },
+        || {
+            // What it deleted and what it still waits on (it prints each object as deleted).
+            let mut kubectl = delete.borrow_mut();
+            let _ = kubectl.kill();
+            let mut printed = String::new();
+            for pipe in [
+                kubectl.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
+                kubectl.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let _ = { pipe }.read_to_string(&mut printed);
+            }
+            format!(
+                "kubectl printed:\n{printed}\nleft of the tree: {:?}",
+                existing(&bed, &tree)
+            )
+        },
     );
-    let out = delete.wait_with_output().expect("kubectl delete -k output");
+    let out = delete
+        .into_inner()
+        .wait_with_output()
+        .expect("kubectl delete -k output");
     assert!(
         out.status.success(),
         "kubectl delete -k config/default failed: {}",

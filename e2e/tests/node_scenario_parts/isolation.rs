@@ -82,6 +82,33 @@ fn shared_nad(node: &Node, ns: &str) -> Option<serde_json::Value> {
     node.get_json(&["-n", ns, "network-attachment-definitions", "linkerd-cni"])
 }
 
+/// The pods (any namespace) whose networks annotation names one of `nads` ("ns/name"), with their
+/// phase and whether they are being deleted: what keeps a shared NAD.
+fn pods_naming(node: &Node, nads: &[String]) -> Vec<String> {
+    let Some(pods) = node.get_json(&["pods", "-A"]) else {
+        return vec!["(pods not listed)".into()];
+    };
+    pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["metadata"]["annotations"][vocab::NETWORKS_ANNOTATION]
+                .as_str()
+                .is_some_and(|n| nads.iter().any(|nad| n.contains(nad.as_str())))
+        })
+        .map(|p| {
+            format!(
+                "{}/{} {} deleting: {}",
+                p["metadata"]["namespace"].as_str().unwrap_or("?"),
+                p["metadata"]["name"].as_str().unwrap_or("?"),
+                p["status"]["phase"].as_str().unwrap_or("?"),
+                p["metadata"]["deletionTimestamp"].is_string()
+            )
+        })
+        .collect()
+}
+
 /// The operator's pods that are not on their way out, with their restart counts.
 fn operator_pods(node: &Node) -> Vec<(String, i64)> {
     let pods = node
@@ -309,7 +336,18 @@ pub fn step_shared_nad_refused_by_isolation(
                 .all(|ns| shared_nad(node, ns).is_none());
             (gone && check_json(node)["success"] == true).then_some(())
         },
-        || check_json(node).to_string(),
+        || {
+            let left: Vec<String> = [nad_home.as_str(), "default"]
+                .iter()
+                .filter(|ns| shared_nad(node, ns).is_some())
+                .map(|ns| format!("{ns}/linkerd-cni"))
+                .collect();
+            format!(
+                "shared NADs left: {left:?}; pods naming them: {:?}; check: {}",
+                pods_naming(node, &left),
+                check_json(node)
+            )
+        },
     );
     eprintln!(
         "nadNamespace unset -> every pod back on its namespace's NAD, the shared one gone in {:?}",

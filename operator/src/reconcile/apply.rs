@@ -4,7 +4,9 @@
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, TypeMeta,
+};
 
 use super::{report, Context};
 use crate::desired::{self, Desired, Plan};
@@ -71,20 +73,21 @@ fn desired_object(
     namespace: &str,
     wanted: Desired<'_>,
     only_onto: Option<String>,
-) -> Result<DynamicObject, Error> {
+) -> DynamicObject {
     let nad_name = &ctx.settings.nad.name;
     let config = wanted.config.to_string();
     let nad = desired::desired_nad(namespace, nad_name, config, wanted.shared, only_onto);
-    serde_json::to_value(nad)
-        .and_then(|mut v| {
-            v["apiVersion"] = ctx.settings.nad_resource.api_version.clone().into();
-            serde_json::from_value::<DynamicObject>(v)
-        })
-        .map_err(|e| Error::ApplyNad {
-            namespace: namespace.to_string(),
-            name: nad_name.clone(),
-            source: kube::Error::SerdeError(e),
-        })
+    // Built field by field, not through a serde_json::Value of the typed NAD (a ConfigMap edit
+    // builds one per enabled namespace).
+    let resource = &ctx.settings.nad_resource;
+    DynamicObject {
+        types: Some(TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        }),
+        metadata: nad.metadata,
+        data: serde_json::json!({ "spec": { "config": nad.spec.config } }),
+    }
 }
 
 /// Creates the NAD. The apiserver refuses a create when the name is taken, so a NAD that appeared
@@ -96,7 +99,7 @@ async fn create(
     desired: Desired<'_>,
 ) -> Result<Step, Error> {
     let nad_name = &ctx.settings.nad.name;
-    let nad = desired_object(ctx, namespace, desired, None)?;
+    let nad = desired_object(ctx, namespace, desired, None);
     let params = PostParams {
         field_manager: Some(vocab::FIELD_MANAGER.to_string()),
         ..PostParams::default()
@@ -128,7 +131,7 @@ async fn apply(
     only_onto: Option<String>,
 ) -> Result<(), Error> {
     let nad_name = &ctx.settings.nad.name;
-    let nad = desired_object(ctx, namespace, desired, only_onto)?;
+    let nad = desired_object(ctx, namespace, desired, only_onto);
     let params = PatchParams::apply(vocab::FIELD_MANAGER).force();
     ctx.metrics.wrote("apply");
     match ctx

@@ -13,6 +13,7 @@ use linkerd_multus_crds::NetworkAttachmentDefinition;
 use rules::namespaces::OurNad;
 use tokio::sync::watch;
 
+use super::built_config::BuiltConfig;
 use super::recent::RecentWrites;
 use super::report::{InUseReported, PlacementReported};
 use super::Health;
@@ -113,6 +114,7 @@ pub struct Context {
     pub admission_live: watch::Receiver<Option<Live>>,
     /// The value of that label the binding selects.
     pub admission_label_value: String,
+    built_config: BuiltConfig,
 }
 
 impl Context {
@@ -146,6 +148,7 @@ impl Context {
             placement_reported: PlacementReported::default(),
             admission_live: watch::channel(None).1,
             admission_label_value: vocab::ADMISSION_NAMESPACE_LABEL_VALUE.to_string(),
+            built_config: BuiltConfig::default(),
         }
     }
 
@@ -181,9 +184,12 @@ impl Context {
             .get(&ObjectRef::new(&src.configmap).within(&src.namespace))
     }
 
-    /// The NAD config built from the watched ConfigMap.
-    pub fn build_config(&self) -> Result<String, NadConfigError> {
-        nad_config::build_config(self.configmap().as_deref(), &self.settings.source)
+    /// The NAD config built from the watched ConfigMap (once per version of it).
+    pub fn build_config(&self) -> Result<Arc<str>, NadConfigError> {
+        let cm = self.configmap();
+        self.built_config.get_or_build(cm.as_deref(), || {
+            nad_config::build_config(cm.as_deref(), &self.settings.source)
+        })
     }
 
     pub(super) fn is_leader(&self) -> bool {

@@ -1,12 +1,14 @@
 //! The I/O shell around the pure decisions (`desired.rs`), one namespace at a time:
 //! build the desired NAD config → fetch the NAD that exists → apply the plan → report.
 //!
-//! Files follow the steps: `context` (settings, client, stores), `fetch`, `apply`, `report` (Events,
-//! logs, metrics), `health` (input health, for the `input_healthy` gauge), `retry` (backoff after a
-//! failure) and `recent` (the operator's own writes, remembered until the NAD watch shows them).
+//! Files follow the steps: `context` (settings, client, stores), `built_config` (the NAD config, once
+//! per ConfigMap version), `fetch`, `apply`, `report` (Events, logs, metrics), `health` (input
+//! health, for the `input_healthy` gauge), `retry` (backoff after a failure) and `recent` (the
+//! operator's own writes, remembered until the NAD watch shows them).
 
 mod admission_label;
 mod apply;
+mod built_config;
 mod context;
 mod fetch;
 mod health;
