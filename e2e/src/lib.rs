@@ -57,6 +57,7 @@ pub mod dockerignore;
 pub mod events;
 mod guard;
 pub mod images;
+mod log_tail;
 pub mod multus;
 mod namespace;
 pub mod netns;
@@ -82,6 +83,7 @@ pub mod workload;
 
 pub use cluster::Cluster;
 pub use guard::DeleteOnDrop;
+pub use log_tail::log_tail;
 pub use namespace::unique_name;
 pub use namespace::TestNamespace;
 pub use not_run::not_run;

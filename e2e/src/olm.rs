@@ -54,9 +54,7 @@ impl Olm {
 
     /// The last lines of `olm`'s log, for a failure's message.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        crate::log_tail(&self.log, 20)
     }
 }
 

@@ -116,9 +116,7 @@ impl OperatorProcess {
 
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        crate::log_tail(&self.log, lines)
     }
 
     pub fn log_path(&self) -> &Path {

@@ -243,11 +243,7 @@ impl DedicatedTestbed {
             .expect("restart kube-apiserver (setsid from util-linux)");
         std::fs::write(self.dir.join("apiserver.pid"), child.id().to_string())
             .expect("apiserver.pid");
-        let log_tail = || {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            lines[lines.len().saturating_sub(20)..].join("\n")
-        };
+        let log_tail = || crate::log_tail(&log_path, 20);
         let started = std::time::Instant::now();
         crate::wait_for_explained(
             "the restarted kube-apiserver answers /readyz",

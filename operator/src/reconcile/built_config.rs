@@ -23,21 +23,22 @@ impl BuiltConfig {
         cm: Option<&ConfigMap>,
         build: impl FnOnce() -> Result<String, NadConfigError>,
     ) -> Result<Arc<str>, NadConfigError> {
+        // Compared borrowed: a reconcile that finds the config built allocates nothing.
         let version = cm.and_then(|cm| {
             Some((
-                cm.metadata.uid.clone()?,
-                cm.metadata.resource_version.clone()?,
+                cm.metadata.uid.as_deref()?,
+                cm.metadata.resource_version.as_deref()?,
             ))
         });
         let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let (Some(v), Some((built_from, config))) = (&version, last.as_ref()) {
-            if v == built_from {
+        if let (Some((uid, rv)), Some(((built_uid, built_rv), config))) = (version, last.as_ref()) {
+            if uid == built_uid && rv == built_rv {
                 return Ok(config.clone());
             }
         }
         let config: Arc<str> = build()?.into();
-        if let Some(v) = version {
-            *last = Some((v, config.clone()));
+        if let Some((uid, rv)) = version {
+            *last = Some(((uid.to_string(), rv.to_string()), config.clone()));
         }
         Ok(config)
     }
