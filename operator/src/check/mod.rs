@@ -10,6 +10,7 @@ pub mod admission;
 pub mod agreement;
 mod aux_chain;
 mod evaluate;
+mod pod_pages;
 mod probe;
 mod report;
 pub mod row;
@@ -239,7 +240,7 @@ fn enabled_namespaces<'a>(
 
 /// The pod rows' findings, from one paged walk of the cluster's pods that can run again (finished
 /// pods never get another sandbox: they neither keep a NAD nor need an attachment), folded page by
-/// page ([`PodFold`]): never a request per namespace, never every pod in memory at once. Full pods:
+/// page ([`PodFold`], [`pod_pages`]): never a request per namespace, never every pod in memory at once. Pods:
 /// the `proxy-uids` row reads their containers, aux-chain's `pods` row their validator's status.
 async fn fold_pods(
     client: &Client,
@@ -251,7 +252,7 @@ async fn fold_pods(
     let aux = !s.decision.nad.attach.uses_nads();
     let mut fold = PodFold::new(seen, &placed);
     let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
-    each_pod(client, can_run, |pod| {
+    pod_pages::each_pod(client, can_run, |pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         if enabled.contains(ns) {
             let containers = PodView::from_spec(pod.spec.as_ref());
@@ -259,7 +260,8 @@ async fn fold_pods(
             fold.add(&pod.metadata, Some(&containers), failed);
         }
     })
-    .await?;
+    .await
+    .map_err(read("list pods"))?;
     Ok(fold.finish())
 }
 
@@ -485,28 +487,6 @@ async fn aux_chain_seen(
         installers,
         nodes,
     })
-}
-
-/// Every pod of the cluster `params` selects, to `each`: one paged list (500 a page, so a large
-/// cluster is never held in memory at once), never a request per namespace. Seen in the scale
-/// bench: one list per enabled namespace made `check` send 10,000 at OpenShift's maximums.
-async fn each_pod(
-    client: &Client,
-    params: ListParams,
-    mut each: impl FnMut(&Pod),
-) -> Result<(), CheckError> {
-    let mut page = params.limit(500);
-    loop {
-        let list = Api::<Pod>::all(client.clone())
-            .list(&page)
-            .await
-            .map_err(read("list pods"))?;
-        list.items.iter().for_each(&mut each);
-        match list.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => page = page.continue_token(&token),
-            None => return Ok(()),
-        }
-    }
 }
 
 /// Every Event matching `fields`, in all namespaces.

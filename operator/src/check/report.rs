@@ -6,6 +6,10 @@ use clap::ValueEnum;
 
 use super::Verdict;
 
+/// Items a row shows in the human report. At a cluster's maximums a row can name thousands of
+/// nodes or namespaces, which buries the other rows; `-o json` keeps every one.
+const SHOWN_ITEMS: usize = 20;
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
     Human,
@@ -21,8 +25,11 @@ pub fn render_human(verdicts: &[Verdict]) -> String {
             (false, _) => "×",
         };
         let _ = writeln!(out, "{mark} {}: {}", v.check, v.message);
-        for item in &v.items {
+        for item in v.items.iter().take(SHOWN_ITEMS) {
             let _ = writeln!(out, "    * {item}");
+        }
+        if let Some(more) = v.items.len().checked_sub(SHOWN_ITEMS).filter(|&n| n > 0) {
+            let _ = writeln!(out, "    * … and {more} more (`-o json` lists every one)");
         }
         if let Some(hint) = &v.hint {
             let _ = writeln!(out, "    see: {hint}");
@@ -109,6 +116,32 @@ mod tests {
                 Row::Pods.docs()
             )
         );
+    }
+
+    #[test]
+    fn human_output_shows_the_first_items_and_counts_the_rest() {
+        let mut many = verdicts();
+        many[1].items = (0..SHOWN_ITEMS + 3).map(|i| format!("ns-{i}")).collect();
+        let out = render_human(&many);
+        assert!(
+            out.contains(&format!("    * ns-{}\n", SHOWN_ITEMS - 1)),
+            "{out}"
+        );
+        assert!(
+            !out.contains(&format!("    * ns-{}\n", SHOWN_ITEMS)),
+            "{out}"
+        );
+        assert!(
+            out.contains("    * … and 3 more (`-o json` lists every one)\n"),
+            "{out}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&render_json(&many)).expect("json");
+        assert_eq!(
+            json["checks"][1]["items"].as_array().map(Vec::len),
+            Some(SHOWN_ITEMS + 3)
+        );
+        many[1].items.truncate(SHOWN_ITEMS);
+        assert!(!render_human(&many).contains("more (`-o json`"));
     }
 
     #[test]
