@@ -482,7 +482,8 @@ fn log_path() -> PathBuf {
 }
 
 impl Operator {
-    /// Started with `flags` added to the bench's own.
+    /// Started with `flags` added to the bench's own; without a `--namespace-selector` among them,
+    /// it selects the bench's namespaces.
     pub(crate) fn start(
         target: &OperatorBenchArgs,
         resync: Duration,
@@ -500,6 +501,9 @@ impl Operator {
         std::fs::write(&key, &bundle.key_pem)?;
         let webhook = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let bin = &target.operator;
+        let bench_namespaces = format!("{LABEL}=1");
+        let selector = (!flags.contains(&"--namespace-selector"))
+            .then_some(["--namespace-selector", &bench_namespaces]);
         let process = OperatorProcess::command(bin, &target.kubeconfig, log_path())
             .discard_stdout()
             // BENCH_OPERATOR_LOG: the operator's RUST_LOG, to read its timeline in the log file.
@@ -515,7 +519,7 @@ impl Operator {
             .arg(&cert)
             .arg("--tls-key-file")
             .arg(&key)
-            .args(["--namespace-selector", &format!("{LABEL}=1")])
+            .args(selector.iter().flatten())
             .args(["--resync", &vocab::duration::format(resync)])
             .args(flags)
             .spawn()

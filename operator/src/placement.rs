@@ -133,9 +133,13 @@ pub fn watch(client: Client, resource: &ApiResource, configured: Option<String>)
     let published = store.clone();
     let api = Api::<DynamicObject>::all_with(client.clone(), resource);
     let kind = resource.api_version.clone();
-    let objects = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .map(Input::Objects);
+    // Their managedFields are most of a NodeMultus as kept (a store of every node's): nothing reads them.
+    let objects = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).modify(|o| o.metadata.managed_fields = None),
+    )
+    .default_backoff()
+    .map(Input::Objects);
     let nodes = watcher(
         Api::<PartialObjectMeta<Node>>::all(client),
         watcher::Config::default(),
