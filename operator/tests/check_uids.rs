@@ -141,3 +141,44 @@ async fn an_app_container_running_as_the_proxy_uid_fails_the_line() {
         "{v:?}"
     );
 }
+
+/// `check` walks the cluster's pods in pages of 500, the next fetched while one is read: a pod past
+/// the first page (600 pods sort before it in its namespace) is read, and named once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the testbed (kube-apiserver): run by e2e/test-all"]
+async fn a_pod_past_the_first_page_is_read() {
+    use futures::{stream, StreamExt};
+    let kube = linkerd_multus_e2e::client().await;
+    let linkerd = TestNamespace::create(&kube, "uids-pages-cp").await;
+    let enabled = (
+        vocab::MULTUS_ANNOTATION.to_string(),
+        vocab::MULTUS_ENABLED.to_string(),
+    );
+    let ns = TestNamespace::create_with(&kube, "uids-pages", BTreeMap::from([enabled])).await;
+    let good = json!({ "containers": [container("app", Some(1000)), container(vocab::PROXY_CONTAINER, Some(5000))] });
+    stream::iter(0..600)
+        .for_each_concurrent(16, |i| {
+            let (kube, ns, good) = (&kube, &ns.name, good.clone());
+            async move { create(kube, ns, &format!("pod-{i:03}"), "5000", good).await }
+        })
+        .await;
+    create(&kube, &ns.name, "zz-last", "5000", json!({
+        "containers": [container("app", Some(5000)), container(vocab::PROXY_CONTAINER, Some(5000))],
+    }))
+    .await;
+
+    let v = proxy_uids(&kube, &linkerd.name).await;
+    let ours: Vec<&String> = v
+        .items
+        .iter()
+        .filter(|i| i.starts_with(&format!("{}/", ns.name)))
+        .collect();
+    assert_eq!(ours.len(), 1, "{v:?}");
+    assert!(
+        ours[0].starts_with(&format!(
+            "{}/zz-last: container app runs as uid 5000",
+            ns.name
+        )),
+        "{v:?}"
+    );
+}
