@@ -231,7 +231,13 @@ def main(argv):
             return record(argv[4], argv[2], *count_lines(log), only=only)
     if len(argv) >= 4 and argv[1] == "run":
         skip, only, beside, listing, rest = targets(argv[4:])
-        return run(argv[2], argv[3], skip, only, set(beside), rest, listing)
+        rc = run(argv[2], argv[3], skip, only, set(beside), rest, listing)
+        # For e2e/test-all, whose `wait` can lose a tier's status (a reused pid).
+        status = os.environ.get("LINKERD_MULTUS_TIER_STATUS_FILE")
+        if status:
+            with open(status, "w") as f:
+                f.write(f"{rc}\n")
+        return rc
     if len(argv) == 5 and argv[1] == "skipped":
         with open(argv[4], "a") as f:
             f.write(f"{argv[2]}\tnot run\t{argv[3]}\n")

@@ -35,6 +35,8 @@ fn artifact(name: &str, exe: &str, pkg: &Path, test: bool) -> String {
     .to_string()
 }
 
+/// `tier.py run` in `dir`: its output and summary. Its exit status is also in `dir/status`, which
+/// e2e/test-all reads when its `wait` has lost the tier's ([`status`]).
 fn run(dir: &Path, args: &[&str]) -> (Output, String) {
     let summary = dir.join("tiers");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lib/tier.py");
@@ -46,9 +48,14 @@ fn run(dir: &Path, args: &[&str]) -> (Output, String) {
         .env("KUBECONFIG", "/shared/kubeconfig")
         .env("LINKERD_MULTUS_TESTBED_DIR", dir.join("no-testbed"))
         .env_remove("LINKERD_MULTUS_NOT_RUN_FILE")
+        .env("LINKERD_MULTUS_TIER_STATUS_FILE", dir.join("status"))
         .output()
         .expect("python3");
     (out, fs::read_to_string(summary).unwrap_or_default())
+}
+
+fn status(dir: &Path) -> String {
+    fs::read_to_string(dir.join("status")).unwrap_or_default()
 }
 
 /// The listed test executables run, but the skipped target and what is not a test (a binary, a
@@ -84,6 +91,7 @@ fn the_listed_executables_run_counted_from_their_package() {
         ],
     );
     assert!(out.status.success(), "{out:?}");
+    assert_eq!(status(dir.path()), "0\n");
     assert!(summary.starts_with("a tier\t5\t0\t"), "{summary}");
     let seen = |name: &str| fs::read_to_string(pkg.join(format!("{name}.seen"))).ok();
     let pkg_dir = pkg.display().to_string();
@@ -114,6 +122,7 @@ fn a_failure_or_nothing_run_fails_the_tier() {
     .unwrap();
     let (out, summary) = run(dir.path(), &["--executables", list.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(status(dir.path()), "1\n");
     assert!(summary.starts_with("a tier\t1\t1\t"), "{summary}");
 
     fs::write(&list, "").unwrap();
