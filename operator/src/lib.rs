@@ -13,6 +13,7 @@ pub mod events;
 pub mod inputs;
 pub mod leader;
 pub mod listed;
+pub mod listed_pod;
 pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;

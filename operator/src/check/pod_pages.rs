@@ -1,20 +1,19 @@
 //! `check`'s one walk of the cluster's pods: pages of 500 (a large cluster is never held in memory
 //! at once, and never a request per namespace), the next page fetched while this one is read, and
-//! each pod read without its `managedFields`, which nothing in `check` looks at.
+//! each pod read as a [`ListedPod`] (without its managedFields).
 //!
-//! Why: at 50,000 pods (the scale bench's cluster, OpenShift-sized annotations) the walk is the
-//! whole of `check`'s time, and `managedFields` are 40% of a pod's bytes and most of its
-//! allocations. Fetching ahead lets the apiserver encode the next page while this one is decoded.
+//! Why: at 50,000 pods (the scale bench's cluster) the walk is the whole of `check`'s time. Fetching
+//! ahead lets the apiserver encode the next page while this one is decoded.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::ListParams;
 use kube::core::Request;
 use kube::Client;
 use serde::Deserialize;
 use tokio::sync::mpsc;
+
+use crate::listed_pod::ListedPod;
 
 /// Pods per page.
 const PAGE: u32 = 500;
@@ -80,95 +79,10 @@ struct Page {
     items: Vec<ListedPod>,
 }
 
-#[derive(Deserialize)]
-struct ListedPod {
-    #[serde(default)]
-    metadata: Meta,
-    spec: Option<PodSpec>,
-    status: Option<PodStatus>,
-}
-
-/// [`ObjectMeta`], every field but `managedFields` (serde skips an unknown field without
-/// allocating).
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Meta {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
-}
-
-impl From<ListedPod> for Pod {
-    fn from(p: ListedPod) -> Self {
-        let m = p.metadata;
-        Pod {
-            metadata: ObjectMeta {
-                annotations: m.annotations,
-                creation_timestamp: m.creation_timestamp,
-                deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-                deletion_timestamp: m.deletion_timestamp,
-                finalizers: m.finalizers,
-                generate_name: m.generate_name,
-                generation: m.generation,
-                labels: m.labels,
-                managed_fields: None,
-                name: m.name,
-                namespace: m.namespace,
-                owner_references: m.owner_references,
-                resource_version: m.resource_version,
-                self_link: m.self_link,
-                uid: m.uid,
-            },
-            spec: p.spec,
-            status: p.status,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A pod as the apiserver serves it, managedFields included.
-    fn served_pod() -> serde_json::Value {
-        serde_json::json!({
-            "metadata": {
-                "name": "web-0", "namespace": "app", "uid": "u-1", "resourceVersion": "7",
-                "generateName": "web-", "generation": 2, "selfLink": "/x",
-                "creationTimestamp": "2026-11-29T10:00:00Z",
-                "deletionTimestamp": "2026-11-29T11:00:00Z", "deletionGracePeriodSeconds": 30,
-                "finalizers": ["f"],
-                "labels": { "app": "web" },
-                "annotations": { "k8s.v1.cni.cncf.io/networks": "linkerd-cni" },
-                "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                                      "uid": "rs-1", "controller": true }],
-                "managedFields": [{ "manager": "kubelet", "operation": "Update",
-                                    "fieldsType": "FieldsV1", "fieldsV1": { "f:status": {} } }]
-            },
-            "spec": { "containers": [{ "name": "app", "image": "app" }] },
-            "status": { "phase": "Running" }
-        })
-    }
-
-    #[test]
-    fn a_listed_pod_is_the_served_pod_without_its_managed_fields() {
-        let served = served_pod();
-        let listed: ListedPod = serde_json::from_value(served.clone()).expect("listed");
-        let mut typed: Pod = serde_json::from_value(served).expect("typed");
-        assert!(typed.metadata.managed_fields.take().is_some());
-        assert_eq!(Pod::from(listed), typed);
-    }
+    use crate::listed_pod::tests::served_pod;
 
     #[test]
     fn the_continue_token_is_read_without_the_items() {

@@ -20,6 +20,7 @@ use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
 use super::decide::{is_finished, is_meshed, recreating_owner, validator_failed, Judged};
+use crate::listed_pod::ListedPod;
 
 /// The labels kept: those the decision reads, then the installer's.
 const LABELS: usize = POD_LABELS_READ.len() + 1;
@@ -186,10 +187,11 @@ pub struct WatchedPod {
     pub pod: SlimPod,
 }
 
-/// Read off the API as a `Pod`, one at a time, then slimmed: the list never holds typed pods.
+/// Read off the API as a `Pod` without its managedFields ([`ListedPod`]), one at a time, then
+/// slimmed: the list never holds typed pods.
 impl<'de> Deserialize<'de> for WatchedPod {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut pod = Pod::deserialize(d)?;
+        let mut pod = Pod::from(ListedPod::deserialize(d)?);
         let metadata = ObjectMeta {
             resource_version: pod.metadata.resource_version.take(),
             ..ObjectMeta::default()
