@@ -1,5 +1,6 @@
 //! The real `linkerd-multus-operator` binary as a process: it serves the admin endpoints, runs the
-//! controller next to the webhook, logs JSON when asked, and exits 0 on SIGTERM.
+//! controller next to the webhook, logs JSON when asked, and exits 0 on SIGTERM; without a cluster it
+//! says so in one plain line.
 
 mod support;
 
@@ -19,6 +20,35 @@ impl Drop for KillOnDrop {
             let _ = child.wait();
         }
     }
+}
+
+/// No cluster to reach: one error line naming what it tried, exit 1, and no colour codes (stderr is
+/// a container log or a file, not a terminal). Needs only the built binary.
+#[test]
+fn without_a_cluster_it_says_so_in_plain_text() {
+    let out = Command::new(env!("CARGO_BIN_EXE_linkerd-multus-operator"))
+        .env("KUBECONFIG", "/nonexistent/linkerd-multus-kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("NO_COLOR")
+        .args([
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the operator binary");
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{logs}");
+    assert!(
+        logs.contains("cannot build a Kubernetes client") && logs.contains("KUBECONFIG"),
+        "{logs}"
+    );
+    assert!(
+        !logs.contains('\u{1b}'),
+        "colour codes in a log that is not a terminal: {logs:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
