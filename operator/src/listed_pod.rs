@@ -21,7 +21,7 @@ pub struct ListedPod {
 /// allocating).
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Meta {
+pub(crate) struct Meta {
     annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
@@ -40,27 +40,32 @@ struct Meta {
 
 impl From<ListedPod> for Pod {
     fn from(p: ListedPod) -> Self {
-        let m = p.metadata;
         Pod {
-            metadata: ObjectMeta {
-                annotations: m.annotations,
-                creation_timestamp: m.creation_timestamp,
-                deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-                deletion_timestamp: m.deletion_timestamp,
-                finalizers: m.finalizers,
-                generate_name: m.generate_name,
-                generation: m.generation,
-                labels: m.labels,
-                managed_fields: None,
-                name: m.name,
-                namespace: m.namespace,
-                owner_references: m.owner_references,
-                resource_version: m.resource_version,
-                self_link: m.self_link,
-                uid: m.uid,
-            },
+            metadata: p.metadata.into(),
             spec: p.spec,
             status: p.status,
+        }
+    }
+}
+
+impl From<Meta> for ObjectMeta {
+    fn from(m: Meta) -> Self {
+        ObjectMeta {
+            annotations: m.annotations,
+            creation_timestamp: m.creation_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            generate_name: m.generate_name,
+            generation: m.generation,
+            labels: m.labels,
+            managed_fields: None,
+            name: m.name,
+            namespace: m.namespace,
+            owner_references: m.owner_references,
+            resource_version: m.resource_version,
+            self_link: m.self_link,
+            uid: m.uid,
         }
     }
 }

@@ -26,10 +26,15 @@ mod halts;
 pub mod limiter;
 pub mod nads;
 pub mod owners;
+mod pod_fields;
 pub mod slim;
 pub mod state;
 pub mod store;
 pub mod watchdog;
+
+/// Logged (info, with `pods=N`) when the pod watch's list completes: the bench times a leader's
+/// start by it.
+pub const EVERY_POD_LISTED: &str = "pod repair: every pod listed";
 
 pub use args::RepairArgs;
 
@@ -298,7 +303,7 @@ impl Repairer {
                 // (the bench's leader-start row and an admin's "has repair seen every pod").
                 Applied::Listed(pods) => {
                     self.metrics.set_listed(pods);
-                    tracing::info!(pods, "pod repair: every pod listed");
+                    tracing::info!(pods, "{EVERY_POD_LISTED}");
                 }
                 Applied::Nothing => {}
             },

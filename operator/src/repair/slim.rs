@@ -20,7 +20,7 @@ use rules::installers::{installer_label, PodFacts};
 use serde::{Deserialize, Deserializer};
 
 use super::decide::{is_finished, is_meshed, recreating_owner, validator_failed, Judged};
-use crate::listed_pod::ListedPod;
+use super::pod_fields::PodFields;
 
 /// The labels kept: those the decision reads, then the installer's.
 const LABELS: usize = POD_LABELS_READ.len() + 1;
@@ -187,11 +187,11 @@ pub struct WatchedPod {
     pub pod: SlimPod,
 }
 
-/// Read off the API as a `Pod` without its managedFields ([`ListedPod`]), one at a time, then
-/// slimmed: the list never holds typed pods.
+/// Read off the API as the fields repair reads ([`PodFields`]), one at a time, then slimmed: the list
+/// never holds typed pods.
 impl<'de> Deserialize<'de> for WatchedPod {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut pod = Pod::from(ListedPod::deserialize(d)?);
+        let mut pod = Pod::from(PodFields::deserialize(d)?);
         let metadata = ObjectMeta {
             resource_version: pod.metadata.resource_version.take(),
             ..ObjectMeta::default()
@@ -330,6 +330,81 @@ mod tests {
         );
         assert_eq!(direct.recreating_owner(), typed_owner());
         assert_eq!(direct.node.as_deref(), Some("n"));
+    }
+
+    /// Each kind of pod repair meets reads the same off JSON (the fields alone) as slimmed from the
+    /// typed pod: a field the decision starts to read and [`PodFields`] leaves out fails here.
+    #[test]
+    fn every_kind_of_pod_reads_as_slimmed_from_a_pod() {
+        let noise = serde_json::json!({"image": "x", "env": [{"name": "A", "value": "1"}],
+            "ports": [{"containerPort": 80}], "volumeMounts": [{"name": "v", "mountPath": "/v"}]});
+        let with_noise = |mut c: serde_json::Value| {
+            c.as_object_mut()
+                .unwrap()
+                .extend(noise.as_object().unwrap().clone());
+            c
+        };
+        let terminated =
+            |code: i32| serde_json::json!({"terminated": {"exitCode": code, "reason": "Error"}});
+        let pods = [
+            // Meshed by a native sidecar, its validator's last run failed, being deleted.
+            serde_json::json!({
+                "metadata": {"name": "a", "namespace": "app", "uid": "u-a",
+                             "creationTimestamp": "2026-11-29T10:00:00Z",
+                             "deletionTimestamp": "2026-11-29T11:00:00Z",
+                             "labels": {"app": "a"}},
+                "spec": {"nodeName": "n1", "securityContext": {"runAsUser": 1000},
+                         "initContainers": [
+                             with_noise(serde_json::json!({"name": vocab::VALIDATOR_CONTAINER,
+                                 "securityContext": {"runAsUser": 2102}})),
+                             with_noise(serde_json::json!({"name": vocab::PROXY_CONTAINER,
+                                 "restartPolicy": "Always"}))],
+                         "containers": [with_noise(serde_json::json!({"name": "app"}))]},
+                "status": {"phase": "Running",
+                           "conditions": [{"type": "Ready", "status": "False", "reason": "x"}],
+                           "initContainerStatuses": [
+                               {"name": vocab::VALIDATOR_CONTAINER, "image": "v", "ready": false,
+                                "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                "lastState": terminated(vocab::VALIDATOR_FAILED_EXIT_CODE)}]},
+            }),
+            // Its validator fails now; a Job's pod that finished.
+            serde_json::json!({
+                "metadata": {"name": "b", "namespace": "app", "uid": "u-b",
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                  "name": "j", "uid": "j", "controller": true}]},
+                "spec": {"containers": [{"name": "app"}, {"name": vocab::PROXY_CONTAINER}]},
+                "status": {"phase": "Failed", "initContainerStatuses": [
+                    {"name": vocab::VALIDATOR_CONTAINER, "state": terminated(vocab::VALIDATOR_FAILED_EXIT_CODE)},
+                    {"name": "other", "state": terminated(vocab::VALIDATOR_FAILED_EXIT_CODE)}]},
+            }),
+            // A linkerd-cni installer, Ready.
+            serde_json::json!({
+                "metadata": {"name": "i", "namespace": "linkerd-cni", "uid": "u-i",
+                             "labels": {installer_label().0: installer_label().1, "other": "x"}},
+                "spec": {"nodeName": "n2", "containers": [with_noise(serde_json::json!({"name": "install-cni"}))]},
+                "status": {"phase": "Running", "conditions": [
+                    {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]},
+            }),
+            // Nothing but its name.
+            serde_json::json!({"metadata": {"name": "c", "namespace": "app"}}),
+        ];
+        let read: Vec<SlimPod> = pods
+            .into_iter()
+            .map(|json| {
+                let watched: WatchedPod = serde_json::from_value(json.clone()).expect("slim pod");
+                let typed: Pod = serde_json::from_value(json.clone()).expect("pod");
+                assert_eq!(watched.pod, SlimPod::from(typed), "{json}");
+                watched.pod
+            })
+            .collect();
+        // The fixtures reach each fact (else equal readings would prove little).
+        let [a, b, i, c] = &read[..] else {
+            panic!("four pods")
+        };
+        assert!(a.meshed && a.validator_failed && a.deleting && !a.ready && a.created.is_some());
+        assert!(b.meshed && b.validator_failed && b.finished && b.owner.is_none());
+        assert!(i.ready && i.label(installer_label().0).is_some() && i.node.is_some());
+        assert!(!c.meshed && !c.ready && c.node.is_none());
     }
 
     fn typed_owner() -> Option<OwnerReference> {
