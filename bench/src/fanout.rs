@@ -507,9 +507,11 @@ impl Operator {
         let process = OperatorProcess::command(bin, &target.kubeconfig, log_path())
             .discard_stdout()
             // BENCH_OPERATOR_LOG: the operator's RUST_LOG, to read its timeline in the log file.
+            // Repair's info lines by default: the scale part times a leader's start by one.
             .env(
                 "RUST_LOG",
-                std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into()),
+                std::env::var("BENCH_OPERATOR_LOG")
+                    .unwrap_or_else(|_| "warn,linkerd_multus_operator::repair=info".into()),
             )
             .args(["--cni-namespace", CNI_NAMESPACE])
             .args(["--linkerd-namespace", "bench-linkerd"])
