@@ -277,6 +277,10 @@ pub fn exec_plugin_logged(
         .join(";");
     let cni_path = std::env::join_paths(plugin_dirs).expect("plugin dirs without ':'");
     let spawned = Command::new(&binary)
+        // A runtime runs plugins without it; under `cargo test` or `cargo bench` it lists the
+        // build's directories, which the loader searched for each library of a dynamically linked
+        // plugin: ~0.5 ms of every timed ADD (measured) that no node pays.
+        .env_remove("LD_LIBRARY_PATH")
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", &rt.container_id)
         .env("CNI_NETNS", &rt.netns)
