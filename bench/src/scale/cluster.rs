@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use crate::fanout::FLOOR_MANAGER;
 
@@ -57,21 +58,19 @@ pub async fn add_nodes(
         .map(|name| {
             let (nodes, multus, resource) = (nodes.clone(), multus.clone(), resource.clone());
             async move {
+                let (post, merge) = (PostParams::default(), PatchParams::default());
                 let node: Node = serde_json::from_value(json!({
                     "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
                 }))?;
-                create_or_keep(nodes.create(&PostParams::default(), &node).await)
+                create_or_keep(retried(|| nodes.create(&post, &node)).await)
                     .with_context(|| format!("creating node {name}"))?;
-                nodes
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(node_status()))
+                let status = Patch::Merge(node_status());
+                retried(|| nodes.patch_status(&name, &merge, &status))
                     .await
                     .with_context(|| format!("writing node {name}'s status"))?;
-                multus
-                    .patch(
-                        &name,
-                        &PatchParams::apply(FLOOR_MANAGER).force(),
-                        &Patch::Apply(node_multus(&resource, &name)),
-                    )
+                let apply = Patch::Apply(node_multus(&resource, &name));
+                let params = PatchParams::apply(FLOOR_MANAGER).force();
+                retried(|| multus.patch(&name, &params, &apply))
                     .await
                     .with_context(|| format!("applying NodeMultus {name}"))?;
                 anyhow::Ok(())
@@ -119,10 +118,19 @@ pub async fn add_pods(
             let api = Api::<Pod>::namespaced(client.clone(), &namespace);
             async move {
                 let name = format!("pod-{i}");
+                let (post, merge) = (PostParams::default(), PatchParams::default());
                 let pod: Pod = serde_json::from_value(pod(&name, &node))?;
-                create_or_keep(api.create(&PostParams::default(), &pod).await)
+                let created = create_or_keep(retried(|| api.create(&post, &pod)).await)
                     .with_context(|| format!("creating pod {namespace}/{name}"))?;
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(pod_status()))
+                // A pod kept from an earlier run already has its status, unless that run stopped
+                // between the two writes: a GET is far cheaper than a status write.
+                let running =
+                    |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                if !created && running(&retried(|| api.get(&name)).await?) {
+                    return anyhow::Ok(());
+                }
+                let status = Patch::Merge(pod_status());
+                retried(|| api.patch_status(&name, &merge, &status))
                     .await
                     .with_context(|| format!("writing pod {namespace}/{name}'s status"))?;
                 anyhow::Ok(())
@@ -219,18 +227,57 @@ fn pod_status() -> Value {
     }})
 }
 
-/// A create that finds the object already there (a size grown from the last) keeps it.
-fn create_or_keep<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+/// A create that finds the object already there (a size grown from the last, an earlier run) keeps
+/// it; whether it was created.
+fn create_or_keep<T>(result: Result<T, kube::Error>) -> Result<bool, kube::Error> {
     match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// How often a request the apiserver gave up on is sent again before the build fails.
+const TRIES: u32 = 5;
+
+/// `request`, sent again (after 1, 2, 4, 8 s) while the apiserver answers 429 or 5xx: under a build
+/// of 150,000 pods it sometimes times out its own quota evaluation or etcd write, and one such
+/// answer should not end a build of half an hour.
+async fn retried<T, F>(request: impl Fn() -> F) -> Result<T, kube::Error>
+where
+    F: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut wait = Duration::from_secs(1);
+    for _ in 1..TRIES {
+        match request().await {
+            Err(kube::Error::Api(s)) if gave_up(s.code) => {
+                eprintln!(
+                    "scale: the apiserver answered {} ({}), again in {wait:?}",
+                    s.code, s.message
+                );
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            done => return done,
+        }
+    }
+    request().await
+}
+
+/// An answer the apiserver may not give the same request again.
+fn gave_up(code: u16) -> bool {
+    code == 429 || code >= 500
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_throttling_and_server_errors_are_sent_again() {
+        assert!(gave_up(429) && gave_up(500) && gave_up(504));
+        assert!(!gave_up(409) && !gave_up(404) && !gave_up(422));
+    }
 
     #[test]
     fn sizes_keep_openshifts_proportions_and_caps() {

@@ -376,20 +376,24 @@ fn listed_pods(line: &str) -> Option<usize> {
         .ok()
 }
 
-/// Reads what a log file gained since the last read.
+/// Reads the whole lines a log file gained since the last read.
 #[derive(Default)]
 struct LogFollower {
     read: u64,
 }
 
 impl LogFollower {
+    /// A line still being written is left for the next read, so no line is ever seen cut short.
     fn read_new(&mut self, path: &Path) -> anyhow::Result<String> {
         use std::io::{Read, Seek, SeekFrom};
         let mut file = std::fs::File::open(path)?;
         file.seek(SeekFrom::Start(self.read))?;
-        let mut text = String::new();
-        self.read += file.read_to_string(&mut text)? as u64;
-        Ok(text)
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(whole);
+        self.read += whole as u64;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
@@ -455,5 +459,20 @@ mod tests {
             None
         );
         assert_eq!(listed_pods(&line.replace("pods=", "pods")), None);
+    }
+
+    /// A line caught half-written is read whole once its end is there, never cut short.
+    #[test]
+    fn a_line_being_written_waits_for_its_end() {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("scale-log-{}", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        let mut log = LogFollower::default();
+        write!(file, "first\nevery pod listed pods=50").unwrap();
+        assert_eq!(log.read_new(&path).unwrap(), "first\n");
+        writeln!(file, "000").unwrap();
+        let text = log.read_new(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(text, "every pod listed pods=50000\n");
     }
 }
