@@ -406,6 +406,15 @@ node_ready() {
 # containerd's sandbox image, built by e2e/images.
 PAUSE_IMAGE="$("$NODE_PATH_IMAGES" --ref pause)"
 
+# The images' static binaries (`e2e/images --binaries`), built in the background while `up` builds
+# Kubernetes: neither needs the other, so on a cold machine they overlap. node_up's e2e/images then
+# waits on the build's lock and finds them built.
+node_prebuild_images() {
+    [ "${LINKERD_MULTUS_IMAGES_NO_BUILD:-0}" = 1 ] && return 0
+    step "build the images' static binaries in the background (log in $STATE/images-binaries.log)"
+    setsid "$NODE_PATH_IMAGES" --binaries >"$STATE/images-binaries.log" 2>&1 </dev/null 8>&- 9>&- &
+}
+
 node_up() {
     local t0=$SECONDS t
     mkdir -p "$STATE/node"
