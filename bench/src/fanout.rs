@@ -309,13 +309,24 @@ pub(crate) async fn wait_nads(
             bail!("only {} of {n} NADs ready after {PATIENCE:?}", gens.len());
         }
         let event = match tokio::time::timeout(POLL, events.try_next()).await {
-            Ok(event) => event?.context("the NAD watch ended")?,
+            Ok(Ok(event)) => event.context("the NAD watch ended")?,
+            // The watcher lists again by itself: at 150,000 pods the apiserver expired the watch's
+            // resource version (410) while the operator wrote 10,000 NADs, and that ended a run.
+            Ok(Err(e)) => {
+                eprintln!("bench: the NAD watch failed, it lists again: {e}");
+                continue;
+            }
             Err(_) => continue,
         };
         let (meta, gone) = match event {
             watcher::Event::Apply(m) | watcher::Event::InitApply(m) => (m.metadata, false),
             watcher::Event::Delete(m) => (m.metadata, true),
-            watcher::Event::Init | watcher::Event::InitDone => continue,
+            // A new list says what is there now: what an earlier one said may be gone.
+            watcher::Event::Init => {
+                gens.clear();
+                continue;
+            }
+            watcher::Event::InitDone => continue,
         };
         let Some(ns) = meta.namespace.filter(|ns| ns.starts_with(PREFIX)) else {
             continue;
