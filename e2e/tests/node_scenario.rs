@@ -483,11 +483,13 @@ fn step_cni_rollout_while_creating_pods(node: &Node, meshed: &Meshed) {
                         .starts_with(&format!("system:serviceaccount:{CNI_NS}:"))
             })
             .collect();
+        // Each read with the plugin's account and never refused; the last accepted. A 5xx is the
+        // apiserver's own failure, which the plugin retries (one in CI on 2026-11-30, at load 20).
         assert!(
-            !of_pod.is_empty()
+            of_pod.last().is_some_and(|r| r.code == 200)
                 && of_pod
                     .iter()
-                    .all(|r| r.user == plugin_user && r.code == 200),
+                    .all(|r| r.user == plugin_user && (r.code == 200 || r.code >= 500)),
             "pod {pod}: the plugin's reads (user, code): {of_pod:?}"
         );
     }
