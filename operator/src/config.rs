@@ -13,7 +13,7 @@ use crate::nad_config::ConfigSource;
 use crate::node_agent::AgentSettings;
 use crate::reconcile::{self, ReconcileSettings};
 use crate::repair::state::StateLocation;
-use crate::repair::RepairSettings;
+use crate::repair::{RepairArgs, RepairSettings};
 
 /// What the process does, and with what.
 #[derive(Debug)]
@@ -70,31 +70,34 @@ impl Config {
             repair,
         } = cli;
         match command {
-            Some(Command::Check(args)) => Self::Check(Box::new(CheckConfig {
-                settings: CheckSettings {
-                    source: config_source(&run),
-                    decision: decision.clone(),
-                    adopt_unowned: run.adopt_unowned_nads,
-                    node_multus_group: run.node_multus_api_group.clone(),
-                    repair_state: repair
-                        .repair_unattached_pods
-                        .then(|| StateLocation::new(&run.operator_namespace(), &run.lease_name)),
-                },
-                admission: admission(&run, &decision, &webhook),
-                output: args.output,
-                probe_timeout: args.probe_timeout,
-            })),
+            Some(Command::Check(args)) => {
+                let operator_namespace = run.operator_namespace();
+                Self::Check(Box::new(CheckConfig {
+                    settings: check_settings(&run, &decision, &repair, &operator_namespace),
+                    admission: admission(&run, &decision, &webhook),
+                    output: args.output,
+                    probe_timeout: args.probe_timeout,
+                    lease: lease(&run, &operator_namespace),
+                    leader_findings_above: args.leader_findings_above,
+                }))
+            }
             None => {
                 // Read once: it may come from the service account's file.
                 let operator_namespace = run.operator_namespace();
+                // A leader publishes the pod rows' findings for `check` only with a Lease to say
+                // it is the current one (`check/published.rs`).
+                let findings = (run.leader_elect && repair.repair_unattached_pods)
+                    .then(|| check_settings(&run, &decision, &repair, &operator_namespace));
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
-                        repair: repair.settings(
-                            decision.clone(),
-                            &run.cni_namespace,
-                            reconcile::nad_resource(run.nad_api_group.as_deref()),
-                            StateLocation::new(&operator_namespace, &run.lease_name),
-                        ),
+                        repair: repair
+                            .settings(
+                                decision.clone(),
+                                &run.cni_namespace,
+                                reconcile::nad_resource(run.nad_api_group.as_deref()),
+                                StateLocation::new(&operator_namespace, &run.lease_name),
+                            )
+                            .map(|r| RepairSettings { findings, ..r }),
                         ..controller(&run, &decision, &webhook, &operator_namespace)
                     },
                     webhook,
@@ -104,6 +107,32 @@ impl Config {
             }
         }
     }
+}
+
+/// What `check` judges with; the repairing leader folds its findings with the same
+/// (`check/published.rs` compares the two).
+fn check_settings(
+    run: &RunArgs,
+    decision: &DecisionConfig,
+    repair: &RepairArgs,
+    operator_namespace: &str,
+) -> CheckSettings {
+    CheckSettings {
+        source: config_source(run),
+        decision: decision.clone(),
+        adopt_unowned: run.adopt_unowned_nads,
+        node_multus_group: run.node_multus_api_group.clone(),
+        repair_state: repair
+            .repair_unattached_pods
+            .then(|| StateLocation::new(operator_namespace, &run.lease_name)),
+    }
+}
+
+fn lease(run: &RunArgs, operator_namespace: &str) -> Option<LeaseConfig> {
+    run.leader_elect.then(|| LeaseConfig {
+        namespace: operator_namespace.to_string(),
+        name: run.lease_name.clone(),
+    })
 }
 
 fn config_source(run: &RunArgs) -> ConfigSource {
@@ -151,10 +180,7 @@ fn controller(
         },
         namespace_selector: run.namespace_selector.clone(),
         identity: run.identity(),
-        lease: run.leader_elect.then(|| LeaseConfig {
-            namespace: operator_namespace.to_string(),
-            name: run.lease_name.clone(),
-        }),
+        lease: lease(run, operator_namespace),
         admin_addr: run.admin_addr,
         repair: None,
         node_agent: node_agent(run, decision),

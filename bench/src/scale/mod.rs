@@ -232,24 +232,51 @@ async fn measure(
         "-",
     );
     eprintln!("scale: steady state served: {}", served.describe());
-    operator.stop();
 
-    // check, alone against the apiserver.
+    // check while the leader runs: its pod rows from the leader's published findings.
+    wait_findings(client).await?;
     let before = Served::read(client).await?;
     let started = Instant::now();
-    let status = check(args).await?;
+    let (status, pods) = check(args, LEADER).await?;
     let took = started.elapsed().as_secs_f64();
     let served = before.since(&Served::read(client).await?);
+    eprintln!("scale: check with the leader: pods row: {pods}");
+    anyhow::ensure!(
+        pods.contains("as the operator's leader"),
+        "check did not read the leader's findings: {pods}"
+    );
+    row::single(
+        &format!("scale {at}: check, the leader's findings (exit {status}; goal <= 10 s)"),
+        &format!("{took:.2} s"),
+        "goal <= 10 s",
+    );
+    row::single(
+        &format!("scale {at}: check, the leader's findings, requests served"),
+        &format!("{}", served.total()),
+        "goal: none per namespace or node",
+    );
+    eprintln!("scale: check with the leader served: {}", served.describe());
+    operator.stop();
+
+    // check without a leader (the operator down), alone against the apiserver: it reads every pod.
+    let before = Served::read(client).await?;
+    let started = Instant::now();
+    let (status, pods) = check(args, LEADER).await?;
+    let took = started.elapsed().as_secs_f64();
+    let served = before.since(&Served::read(client).await?);
+    eprintln!("scale: check without a leader: pods row: {pods}");
     // Its floor: the one pod walk it cannot do without (it reads every pod's containers).
     let floor_check = bare_list(client).await?;
     row::compare(
-        &format!("scale {at}: check, wall time (exit {status}; floor: paged LIST, goal <= 10 s)"),
+        &format!(
+            "scale {at}: check, no leader: reads every pod (exit {status}; floor: paged LIST)"
+        ),
         took,
         floor_check,
         "s",
     );
     row::single(
-        &format!("scale {at}: check, requests served"),
+        &format!("scale {at}: check, no leader, requests served"),
         &format!("{}", served.total()),
         "goal: none per namespace or node",
     );
@@ -321,13 +348,34 @@ fn at(size: Size) -> String {
     )
 }
 
+/// The repairing operator's flags, which `check` is given too: its leader publishes the pod rows'
+/// findings only with a Lease, and `check` uses them only with the same settings.
+const LEADER: &[&str] = &["--repair-unattached-pods", "--leader-elect"];
+
 fn start(args: &ScaleArgs, dir: &Path, repair: bool) -> anyhow::Result<Operator> {
-    let repair: &[&str] = if repair {
-        &["--repair-unattached-pods"]
-    } else {
-        &[]
-    };
-    start_with(args, dir, repair)
+    start_with(args, dir, if repair { LEADER } else { &[] })
+}
+
+/// Until the leader has published its pod findings (it folds a minute apart at most).
+async fn wait_findings(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use linkerd_multus_operator::check::published::FINDINGS_KEY;
+    let name = format!("{}-repair", vocab::DEFAULT_LEASE_NAME);
+    let configmaps = kube::Api::<ConfigMap>::namespaced(client.clone(), CNI_NAMESPACE);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(180) {
+        let cm = configmaps.get_opt(&name).await?;
+        if cm
+            .and_then(|c| c.data)
+            .is_some_and(|d| d.contains_key(FINDINGS_KEY))
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    anyhow::bail!(
+        "the leader published no pod findings in ConfigMap {CNI_NAMESPACE}/{name} in 180 s"
+    )
 }
 
 fn start_with(args: &ScaleArgs, dir: &Path, flags: &[&str]) -> anyhow::Result<Operator> {
@@ -416,10 +464,12 @@ async fn bare_list(client: &Client) -> anyhow::Result<f64> {
     Ok(took)
 }
 
-/// Runs `linkerd-multus-operator check` as the bench's operator is configured; its exit status.
-async fn check(args: &ScaleArgs) -> anyhow::Result<i32> {
-    let status = tokio::process::Command::new(&args.target.operator)
+/// Runs `linkerd-multus-operator check` as the bench's operator is configured (plus `flags`); its
+/// exit status and its `pods` row's message (which says where the rows came from).
+async fn check(args: &ScaleArgs, flags: &[&str]) -> anyhow::Result<(i32, String)> {
+    let out = tokio::process::Command::new(&args.target.operator)
         .arg("check")
+        .args(["-o", "json"])
         .args([
             "--cni-namespace",
             CNI_NAMESPACE,
@@ -433,13 +483,23 @@ async fn check(args: &ScaleArgs) -> anyhow::Result<i32> {
             "webhook",
         ])
         .args(["--namespace-selector", &format!("{LABEL}=1")])
+        .args(flags)
         .env("KUBECONFIG", &args.target.kubeconfig)
-        .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .output()
         .await
         .context("running check")?;
-    Ok(status.code().unwrap_or(-1))
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("check's JSON: {}", String::from_utf8_lossy(&out.stdout)))?;
+    let pods = report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["check"] == "pods")
+        .and_then(|r| r["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    Ok((out.status.code().unwrap_or(-1), pods))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod aux_chain;
 mod evaluate;
 mod pod_pages;
 mod probe;
+pub mod published;
 mod report;
 pub mod row;
 mod uids;
@@ -31,7 +32,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams, ObjectMeta};
 use kube::{Api, Client, Resource, ResourceExt};
 use linkerd_multus_crds::node_multus::NodeMultusSpec;
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -39,6 +40,7 @@ use rules::multus_node::NodeIsolation;
 use rules::namespaces::{want, Want};
 use rules::pod::PodView;
 
+use self::published::Source;
 use crate::events::event_time;
 use crate::repair::state::Published;
 
@@ -51,6 +53,10 @@ pub struct CheckConfig {
     pub output: OutputFormat,
     /// How long to wait for each webhook endpoint's TLS handshake.
     pub probe_timeout: Duration,
+    /// `--leader-elect`: the Lease that tells whether published findings are the current leader's.
+    pub lease: Option<crate::config::LeaseConfig>,
+    /// `--leader-findings-above`.
+    pub leader_findings_above: usize,
 }
 
 /// Why `check` could not even look (as opposed to a check that failed).
@@ -72,22 +78,45 @@ pub async fn check(
     settings: &CheckSettings,
     probe_timeout: Duration,
 ) -> Result<Vec<Verdict>, CheckError> {
-    let observed = observe(client, settings, probe_timeout).await?;
+    let observed = observe(client, settings, Some(probe_timeout)).await?;
     let pods = fold_pods(client, &observed, settings).await?;
     Ok(evaluate_with(&observed, settings, &pods))
 }
 
 /// [`check`], plus the admission line (`admission.rs`) and the agreement of the policy with the webhook
-/// on a dry-run probe pod (`agreement.rs`), placed after the webhook's lines.
+/// on a dry-run probe pod (`agreement.rs`), placed after the webhook's lines; the pod rows from the
+/// repairing leader's findings where [`published::read`] finds them usable.
 pub async fn check_with_admission(
     client: &Client,
-    settings: &CheckSettings,
-    admission: &crate::admission::AdmissionSettings,
-    probe_timeout: Duration,
+    config: &CheckConfig,
 ) -> Result<Vec<Verdict>, CheckError> {
-    let observed = observe(client, settings, probe_timeout).await?;
-    let pods = fold_pods(client, &observed, settings).await?;
+    let (settings, admission) = (&config.settings, &config.admission);
+    let observed = observe(client, settings, Some(config.probe_timeout)).await?;
+    let source = published::read(client, settings, config.lease.as_ref()).await;
+    let (pods, note) = match source {
+        Source::Published { found, note, pods } if pods > config.leader_findings_above => {
+            (found, note)
+        }
+        Source::Published { pods, .. } => (
+            fold_pods(client, &observed, settings).await?,
+            format!(
+                "read from every pod: the leader holds {pods}, not more than \
+                 --leader-findings-above={}",
+                config.leader_findings_above
+            ),
+        ),
+        Source::Walk { why } => (
+            fold_pods(client, &observed, settings).await?,
+            format!("read from every pod: {why}"),
+        ),
+    };
     let mut verdicts = evaluate_with(&observed, settings, &pods);
+    if settings.repair_state.is_some() {
+        // Where the pod rows come from; said only where a leader could have published them.
+        if let Some(v) = verdicts.iter_mut().find(|v| v.check == row::Row::Pods) {
+            v.message = format!("{} ({note})", v.message);
+        }
+    }
     let nodes = observed.node_multus.as_deref().unwrap_or_default();
     let placement = rules::multus_node::placement(settings.decision.nad.shared(), nodes);
     let cfg = placement.decision(&admission.decision);
@@ -107,13 +136,7 @@ pub async fn check_with_admission(
 /// The command: builds a client from the environment, checks, prints; Ok(true) when all passed.
 pub async fn run(config: &CheckConfig) -> Result<bool, CheckError> {
     let client = Client::try_default().await.map_err(CheckError::Client)?;
-    let verdicts = check_with_admission(
-        &client,
-        &config.settings,
-        &config.admission,
-        config.probe_timeout,
-    )
-    .await?;
+    let verdicts = check_with_admission(&client, config).await?;
     let out = match config.output {
         OutputFormat::Human => render_human(&verdicts),
         OutputFormat::Json => render_json(&verdicts),
@@ -126,10 +149,12 @@ fn read(what: &'static str) -> impl FnOnce(kube::Error) -> CheckError {
     move |source| CheckError::Read { what, source }
 }
 
-async fn observe(
+/// Everything `check` reads but the pods; `probe`: the webhooks' TLS handshake timeout (None: not
+/// probed, as the leader observes for its pod findings, `published.rs`).
+pub(crate) async fn observe(
     client: &Client,
     s: &CheckSettings,
-    timeout: Duration,
+    probe: Option<Duration>,
 ) -> Result<Observed, CheckError> {
     let crd = nad_crd(client).await?;
     let configmap = Api::<ConfigMap>::namespaced(client.clone(), &s.source.namespace)
@@ -152,7 +177,10 @@ async fn observe(
         .await
         .map_err(read("list MutatingWebhookConfigurations"))?
         .items;
-    let webhooks = webhook_probes(client, &configs, timeout).await;
+    let webhooks = match probe {
+        Some(timeout) => webhook_probes(client, &configs, timeout).await,
+        None => Vec::new(),
+    };
     let nodes = NodesSeen::read(client, s).await;
     let aux_chain = if s.decision.nad.attach.uses_nads() {
         None
@@ -238,31 +266,64 @@ fn enabled_namespaces<'a>(
         .collect()
 }
 
-/// The pod rows' findings, from one paged walk of the cluster's pods that can run again (finished
-/// pods never get another sandbox: they neither keep a NAD nor need an attachment), folded page by
-/// page ([`PodFold`], [`pod_pages`]): never a request per namespace, never every pod in memory at once. Pods:
-/// the `proxy-uids` row reads their containers, aux-chain's `pods` row their validator's status.
+/// The pod rows' fold as `check` and the repairing leader (`published.rs`) feed it: only pods of
+/// the namespaces that matter ([`enabled_namespaces`]), each with its validator's verdict in
+/// aux-chain mode only.
+pub struct PodRows<'a> {
+    enabled: BTreeSet<&'a str>,
+    aux: bool,
+    fold: PodFold<'a>,
+}
+
+impl<'a> PodRows<'a> {
+    /// `placed`: [`placed`]`(seen, s)`.
+    pub fn new(seen: &'a Observed, s: &CheckSettings, placed: &'a CheckSettings) -> Self {
+        Self {
+            enabled: enabled_namespaces(&seen.namespaces, &seen.nads, s),
+            aux: !s.decision.nad.attach.uses_nads(),
+            fold: PodFold::new(seen, placed),
+        }
+    }
+
+    /// Whether pods of `namespace` count (the others are skipped by [`Self::add`]).
+    pub fn reads(&self, namespace: &str) -> bool {
+        self.enabled.contains(namespace)
+    }
+
+    /// One pod that can run again (finished pods never get another sandbox: they neither keep a
+    /// NAD nor need an attachment).
+    pub fn add(&mut self, pod: &ObjectMeta, containers: &PodView, validator_failed: bool) {
+        if self.reads(pod.namespace.as_deref().unwrap_or_default()) {
+            self.fold
+                .add(pod, Some(containers), self.aux && validator_failed);
+        }
+    }
+
+    pub fn finish(self) -> PodFindings {
+        self.fold.finish()
+    }
+}
+
+/// The pod rows' findings, from one paged walk of the cluster's pods that can run again, folded
+/// page by page ([`PodRows`], [`pod_pages`]): never a request per namespace, never every pod in
+/// memory at once. Pods: the `proxy-uids` row reads their containers, aux-chain's `pods` row their
+/// validator's status.
 async fn fold_pods(
     client: &Client,
     seen: &Observed,
     s: &CheckSettings,
 ) -> Result<PodFindings, CheckError> {
-    let enabled = enabled_namespaces(&seen.namespaces, &seen.nads, s);
     let placed = placed(seen, s);
-    let aux = !s.decision.nad.attach.uses_nads();
-    let mut fold = PodFold::new(seen, &placed);
+    let mut rows = PodRows::new(seen, s, &placed);
     let can_run = ListParams::default().fields(rules::attachment::PODS_THAT_CAN_RUN_AGAIN);
     pod_pages::each_pod(client, can_run, |pod| {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        if enabled.contains(ns) {
-            let containers = PodView::from_spec(pod.spec.as_ref());
-            let failed = aux && crate::repair::decide::validator_failed(pod);
-            fold.add(&pod.metadata, Some(&containers), failed);
-        }
+        let containers = PodView::from_spec(pod.spec.as_ref());
+        let failed = crate::repair::decide::validator_failed(pod);
+        rows.add(&pod.metadata, &containers, failed);
     })
     .await
     .map_err(read("list pods"))?;
-    Ok(fold.finish())
+    Ok(rows.finish())
 }
 
 /// A TLS handshake with each webhook of `configs` that serves our path.

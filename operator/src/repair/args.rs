@@ -71,6 +71,7 @@ impl RepairArgs {
             deadline: self.repair_deadline,
             dry_run: self.repair_dry_run,
             state,
+            findings: None,
         })
     }
 }

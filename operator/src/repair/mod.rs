@@ -22,6 +22,7 @@
 pub mod args;
 pub mod decide;
 pub mod evict;
+pub mod findings;
 mod halts;
 pub mod limiter;
 pub mod nads;
@@ -103,8 +104,11 @@ pub struct RepairSettings {
     /// `--repair-deadline`: the watchdog's.
     pub deadline: Duration,
     pub dry_run: bool,
-    /// Where the leader publishes its halted owners ([`state`]).
+    /// Where the leader publishes its halted owners ([`state`]), and its pod findings.
     pub state: StateLocation,
+    /// `check`'s settings, when the leader publishes the pod rows' findings for it ([`findings`]):
+    /// with `--leader-elect` only.
+    pub findings: Option<crate::check::CheckSettings>,
 }
 
 /// The pod repairer, ready to run.
@@ -118,6 +122,8 @@ pub struct Repairer {
     /// Whether that store is whole: never `namespaces.wait_until_ready()` (see `crate::listed`).
     namespaces_listed: Listed,
     is_leader: watch::Receiver<bool>,
+    /// This replica's name in the Lease: its pod findings are published under it.
+    identity: String,
     events: Events,
     metrics: RepairMetrics,
     /// Where pods are attached from (the controller's, every node's Multus considered); without
@@ -144,6 +150,10 @@ struct State {
     decision: Arc<DecisionConfig>,
     /// The halts as last published (None: not yet, or the write failed: publish at the next review).
     published: Option<Published>,
+    /// The pod watch's list has completed once: the store holds every pod.
+    listed: bool,
+    /// The pod rows' findings published for `check` ([`findings`]), when configured.
+    findings: Option<findings::Findings>,
 }
 
 impl Repairer {
@@ -157,7 +167,8 @@ impl Repairer {
         registry: &mut Registry,
     ) -> Self {
         Self {
-            events: Events::new(client.clone(), identity),
+            events: Events::new(client.clone(), identity.clone()),
+            identity,
             client,
             evictions,
             settings,
@@ -245,6 +256,16 @@ impl Repairer {
             waiting: BTreeMap::new(),
             decision: Arc::new(self.settings.decision.clone()),
             published: None,
+            listed: false,
+            findings: self.settings.findings.clone().map(|settings| {
+                findings::Findings::start(
+                    self.client.clone(),
+                    settings,
+                    self.identity.clone(),
+                    self.settings.state.clone(),
+                    self.is_leader.clone(),
+                )
+            }),
         }
     }
 
@@ -262,6 +283,9 @@ impl Repairer {
             // The new leader's gauges count; this replica's watchdog is rebuilt if it leads again.
             self.metrics.set_halted(0, false);
             st.published = None;
+            if let Some(findings) = &mut st.findings {
+                findings.forget();
+            }
         }
     }
 
@@ -302,6 +326,7 @@ impl Repairer {
                 // Each pod was judged as the list delivered it; this only marks the list complete
                 // (the bench's leader-start row and an admin's "has repair seen every pod").
                 Applied::Listed(pods) => {
+                    st.listed = true;
                     self.metrics.set_listed(pods);
                     tracing::info!(pods, "{EVERY_POD_LISTED}");
                 }
@@ -348,6 +373,10 @@ impl Repairer {
         if leading {
             self.review(store.iter(), &mut st.watchdog).await;
             self.publish(&st.watchdog, &mut st.published).await;
+            // After the halts: their writer's keys are in the ConfigMap before these.
+            if let (true, Some(_), Some(findings)) = (st.listed, &st.published, &mut st.findings) {
+                findings.publish(store.iter()).await;
+            }
         }
         for pod in store.iter() {
             self.consider(pod, st).await;

@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::NamespaceResourceScope;
 use rules::decision::{POD_ANNOTATIONS, POD_LABELS_READ};
 use rules::installers::{installer_label, PodFacts};
+use rules::pod::PodView;
 use serde::{Deserialize, Deserializer};
 
 use super::decide::{is_finished, is_meshed, recreating_owner, validator_failed, Judged};
@@ -57,6 +58,9 @@ pub struct SlimPod {
     annotations: [Option<Box<str>>; POD_ANNOTATIONS.len()],
     /// The values of [`label_keys`], in that order.
     labels: [Option<Box<str>>; LABELS],
+    /// Its containers as the rules read them (their uids): `check`'s `proxy-uids` row, which the
+    /// leader folds for `check` (`super::findings`). None: no spec.
+    pub view: Option<Box<PodView>>,
 }
 
 /// A pod's recreating controller: its kind is one of four ([`recreating_owner`]), so not kept as text.
@@ -122,6 +126,10 @@ impl From<Pod> for SlimPod {
         let ready = rules::pod::is_ready(&pod);
         let (meshed, validator_failed) = (is_meshed(&pod), validator_failed(&pod));
         let finished = is_finished(&pod);
+        let view = pod
+            .spec
+            .as_ref()
+            .map(|s| Box::new(PodView::from_spec(Some(s))));
         let meta = pod.metadata;
         let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
             .and_then(|o| {
@@ -146,6 +154,7 @@ impl From<Pod> for SlimPod {
             owner,
             annotations: values_of(meta.annotations.as_ref(), POD_ANNOTATIONS),
             labels: values_of(meta.labels.as_ref(), label_keys()),
+            view,
         }
     }
 }
@@ -170,6 +179,17 @@ fn map_of<const N: usize>(
 }
 
 impl SlimPod {
+    /// Its metadata as `check`'s pod rows read it (built back from the values kept; they read no
+    /// other annotation or label: `findings_tests.rs` holds both readings equal).
+    pub fn check_meta(&self) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some(self.uid.to_string()),
+            // Only whether it is set is read: the rows skip a pod on its way out.
+            deletion_timestamp: self.deleting.then(|| Time(Timestamp::default())),
+            ..self.decision_meta().into_owned()
+        }
+    }
+
     /// Shares the namespace's and the node's name with other pods' (`intern` gives the one copy).
     pub fn share_names(&mut self, mut intern: impl FnMut(&Arc<str>) -> Arc<str>) {
         self.namespace = intern(&self.namespace);

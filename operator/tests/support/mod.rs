@@ -19,6 +19,7 @@ use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use linkerd_multus_e2e::{client, unique_name, DeleteOnDrop, TestNamespace};
 pub use linkerd_multus_e2e::{eventually, DEADLINE};
+use linkerd_multus_operator::check::CheckConfig;
 use linkerd_multus_operator::cli::Cli;
 use linkerd_multus_operator::config::{Config, ControllerConfig};
 use linkerd_multus_operator::{spawn_controller, RunError};
@@ -114,9 +115,25 @@ impl Harness {
 
     /// Flags of this test's operator (plus `extra`).
     pub fn args(&self, extra: &[&str]) -> ControllerConfig {
+        match self.parse(None, extra) {
+            Config::Run(run) => run.controller,
+            Config::Check(_) => unreachable!("no subcommand given"),
+        }
+    }
+
+    /// `check` as this test's operator would run it (its flags plus `extra`).
+    pub fn check_config(&self, extra: &[&str]) -> CheckConfig {
+        match self.parse(Some("check"), extra) {
+            Config::Check(check) => *check,
+            Config::Run(_) => unreachable!("check given"),
+        }
+    }
+
+    fn parse(&self, command: Option<&str>, extra: &[&str]) -> Config {
         let selector = format!("{RUN_LABEL}={}", self.run_id);
-        let mut argv = vec![
-            "linkerd-multus-operator",
+        let mut argv = vec!["linkerd-multus-operator"];
+        argv.extend(command);
+        argv.extend([
             "--cni-namespace",
             &self.cni_ns.name,
             "--cni-configmap",
@@ -129,7 +146,7 @@ impl Harness {
             "127.0.0.1:0",
             "--namespace-selector",
             &selector,
-        ];
+        ]);
         if let Some(group) = &self.group {
             argv.extend(["--nad-api-group", group]);
         }
@@ -144,10 +161,7 @@ impl Harness {
             argv.push("--admission=webhook");
         }
         argv.extend(extra);
-        match Config::from_cli(Cli::try_parse_from(argv).expect("test flags parse")) {
-            Config::Run(run) => run.controller,
-            Config::Check(_) => unreachable!("no subcommand given"),
-        }
+        Config::from_cli(Cli::try_parse_from(argv).expect("test flags parse"))
     }
 
     pub async fn start_operator(&self, extra: &[&str]) -> Operator {

@@ -6,13 +6,23 @@ use super::*;
 /// range, a pod the repairer leaves waiting for its NAD, and an opted-out namespace whose owned NAD
 /// a pod still lists.
 fn eventful() -> (Observed, Vec<(ObjectMeta, PodView)>) {
+    let (seen, pods) = eventful_specs();
+    let pods = pods
+        .into_iter()
+        .map(|(meta, spec)| (meta, PodView::from_spec_json(Some(&spec))))
+        .collect();
+    (seen, pods)
+}
+
+/// [`eventful`], each pod with its spec.
+fn eventful_specs() -> (Observed, Vec<(ObjectMeta, serde_json::Value)>) {
     let mut seen = healthy();
     seen.namespaces.push(namespace("gone", &[]));
     seen.nads.push(owned_nad("gone"));
     let spec = |proxy: i64| {
-        PodView::from_spec_json(Some(&serde_json::json!({
+        serde_json::json!({
             "containers": [{ "name": "linkerd-proxy", "securityContext": { "runAsUser": proxy } }],
-        })))
+        })
     };
     let mut old = pod("app", "old", &[("linkerd.io/multus", "enabled")]);
     old.uid = Some("u-old".into());
@@ -107,4 +117,54 @@ fn pods_folded_page_by_page_say_what_the_rows_say_of_them_whole() {
         .items
         .iter()
         .all(|i| !i.starts_with("gone:")));
+}
+
+/// The repairing leader folds its store's slim pods for `check` (`repair/findings.rs`,
+/// `check/published.rs`): if a row read a field the store does not keep, `check` would say less from
+/// the leader's findings than from the pods themselves.
+#[test]
+fn the_leaders_slim_pods_say_what_the_pods_say() {
+    use crate::check::published::Outcome;
+    use crate::check::PodRows;
+    use crate::repair::slim::SlimPod;
+    use k8s_openapi::api::core::v1::Pod;
+
+    let (seen, pods) = eventful_specs();
+    let s = settings();
+    let full: Vec<Pod> = pods
+        .into_iter()
+        .map(|(mut metadata, spec)| {
+            // What no row reads, and the store does not keep.
+            metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert("example.com/other".into(), "x".into());
+            metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert("app".into(), "web".into());
+            Pod {
+                metadata,
+                spec: Some(serde_json::from_value(spec).expect("spec")),
+                status: None,
+            }
+        })
+        .collect();
+    let placed = placed(&seen, &s);
+    let mut rows = PodRows::new(&seen, &s, &placed);
+    for pod in &full {
+        rows.add(&pod.metadata, &PodView::from_spec(pod.spec.as_ref()), false);
+    }
+    let walked = rows.finish();
+    assert!(
+        !walked.stale.is_empty()
+            && !walked.uids.is_empty()
+            && !walked.waiting.is_empty()
+            && !walked.nad_users.is_empty(),
+        "every row has something to say: {walked:?}"
+    );
+    let slim: Vec<SlimPod> = full.into_iter().map(SlimPod::from).collect();
+    let (leader, folded) = crate::repair::findings::fold(&seen, &s, slim.iter());
+    assert_eq!(leader, Outcome::of(walked));
+    assert_eq!(folded, 5);
 }
