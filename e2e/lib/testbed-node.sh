@@ -413,6 +413,21 @@ node_prebuild_images() {
     [ "${LINKERD_MULTUS_IMAGES_NO_BUILD:-0}" = 1 ] && return 0
     step "build the images' static binaries in the background (log in $STATE/images-binaries.log)"
     setsid "$NODE_PATH_IMAGES" --binaries >"$STATE/images-binaries.log" 2>&1 </dev/null 8>&- 9>&- &
+    echo $! >"$STATE/images-binaries.pid"
+}
+
+# stop_builds: the image builds an `up` started (each in a session of its own, so its cargo and buildah
+# go with it), when that `up` failed or was interrupted before they ended: `down` leaves nothing running.
+stop_builds() {
+    local f pid
+    for f in "$STATE/images-binaries.pid" "$STATE/images.pid"; do
+        alive "$f" e2e/images || continue
+        pid=$(cat "$f")
+        echo "testbed: stopping the image build an earlier up left running (pid $pid)" >&2
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        for _ in $(seq 100); do running "$pid" || break; sleep 0.1; done
+        kill -KILL -- "-$pid" 2>/dev/null || true
+    done
 }
 
 node_up() {
@@ -432,6 +447,7 @@ node_up() {
     step "build and import the images (e2e/images, log in $STATE/images.log)"
     LINKERD_MULTUS_TESTBED_DIR="$STATE" setsid "$NODE_PATH_IMAGES" >"$STATE/images.log" 2>&1 </dev/null 8>&- 9>&- &
     local images_pid=$!
+    echo "$images_pid" >"$STATE/images.pid"
     start_control_plane
     start_node_multus
     start_openshift_multus
@@ -448,6 +464,7 @@ node_up() {
 
 node_down() {
     local i d
+    stop_builds
     [ -f "$STATE/holder.pid" ] && IN_NODE=(nsenter -t "$(holder_pid)" -n -m --)
     # The kubelet first (it would restart what goes next), then the pods' processes, then the rest.
     for d in kubelet:kubelet kube-proxy:kube-proxy scheduler:kube-scheduler \

@@ -98,6 +98,17 @@ impl Served {
             .fold(0.0, |a, b| a + b)
     }
 
+    /// Writes to `resource` alone.
+    pub fn writes_to(&self, resource: &str) -> f64 {
+        self.0
+            .iter()
+            .filter(|((verb, r), _)| {
+                r == resource && !matches!(verb.as_str(), "GET" | "LIST" | "WATCH")
+            })
+            .map(|(_, v)| v)
+            .fold(0.0, |a, b| a + b)
+    }
+
     /// `verb resource ×n` for each, most first.
     pub fn describe(&self) -> String {
         let mut v: Vec<_> = self.0.iter().collect();
@@ -128,6 +139,9 @@ apiserver_request_total_other{verb="LIST"} 9
         let served = Served::parse(BEFORE).since(&Served::parse(AFTER));
         assert_eq!(served.total(), 7.0);
         assert_eq!(served.writes(), 4.0);
+        // A resource's own writes: the steady state counts the Lease's renewals apart.
+        assert_eq!(served.writes_to("pods/status"), 4.0);
+        assert_eq!(served.writes_to("pods"), 0.0);
         assert_eq!(served.describe(), "PATCH pods/status x4, LIST pods x3");
         // The idle apiserver's own (here: 1 LIST pods per window) is taken off per verb and
         // resource, scaled to the window, and so are the bench's own requests.

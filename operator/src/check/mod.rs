@@ -10,6 +10,7 @@ pub mod admission;
 pub mod agreement;
 mod aux_chain;
 mod evaluate;
+mod lean;
 mod pod_pages;
 mod probe;
 pub mod published;
@@ -161,11 +162,12 @@ pub(crate) async fn observe(
         .get_opt(&s.source.configmap)
         .await
         .map_err(read("read the CNI ConfigMap"))?;
-    let namespaces = Api::<Namespace>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(read("list namespaces"))?
-        .items;
+    let namespaces = lean::list(
+        &Api::<Namespace>::all(client.clone()),
+        &ListParams::default(),
+    )
+    .await
+    .map_err(read("list namespaces"))?;
     // Without the CRD there are no NADs to list; the CRD check already says so.
     let nads = match crd {
         Ok(_) => our_nads(client, s).await?,
@@ -240,11 +242,12 @@ async fn our_nads(
     s: &CheckSettings,
 ) -> Result<Vec<NetworkAttachmentDefinition>, CheckError> {
     let by_name = ListParams::default().fields(&format!("metadata.name={}", s.decision.nad.name));
-    Ok(Api::<NetworkAttachmentDefinition>::all(client.clone())
-        .list(&by_name)
-        .await
-        .map_err(read("list NetworkAttachmentDefinitions"))?
-        .items)
+    lean::list(
+        &Api::<NetworkAttachmentDefinition>::all(client.clone()),
+        &by_name,
+    )
+    .await
+    .map_err(read("list NetworkAttachmentDefinitions"))
 }
 
 /// Where pods matter: where the NAD is wanted, and where an owned NAD is kept after an opt-out (its

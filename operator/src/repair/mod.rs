@@ -263,7 +263,6 @@ impl Repairer {
                     settings,
                     self.identity.clone(),
                     self.settings.state.clone(),
-                    self.is_leader.clone(),
                 )
             }),
         }

@@ -59,7 +59,8 @@ pub struct SlimPod {
     /// The values of [`label_keys`], in that order.
     labels: [Option<Box<str>>; LABELS],
     /// Its containers as the rules read them (their uids): `check`'s `proxy-uids` row, which the
-    /// leader folds for `check` (`super::findings`). None: no spec.
+    /// leader folds for `check` (`super::findings`). None: neither a proxy nor a validator's uid,
+    /// where that row finds nothing.
     pub view: Option<Box<PodView>>,
 }
 
@@ -126,10 +127,13 @@ impl From<Pod> for SlimPod {
         let ready = rules::pod::is_ready(&pod);
         let (meshed, validator_failed) = (is_meshed(&pod), validator_failed(&pod));
         let finished = is_finished(&pod);
+        // Only a pod with a proxy or a validator can have a uid line: the others keep none.
         let view = pod
             .spec
             .as_ref()
-            .map(|s| Box::new(PodView::from_spec(Some(s))));
+            .map(|s| PodView::from_spec(Some(s)))
+            .filter(|v| v.has_proxy() || v.validator_uid().is_some())
+            .map(Box::new);
         let meta = pod.metadata;
         let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
             .and_then(|o| {

@@ -129,7 +129,15 @@ fn the_leaders_slim_pods_say_what_the_pods_say() {
     use crate::repair::slim::SlimPod;
     use k8s_openapi::api::core::v1::Pod;
 
-    let (seen, pods) = eventful_specs();
+    let (seen, mut pods) = eventful_specs();
+    // Not meshed, its app as the uid its annotation names: no row says anything of it, and the store
+    // keeps no containers for it.
+    pods.push((
+        pod("app", "plain", &[(vocab::PROXY_UID_ANNOTATION, "3102")]),
+        serde_json::json!({
+            "containers": [{ "name": "app", "securityContext": { "runAsUser": 3102 } }],
+        }),
+    ));
     let s = settings();
     let full: Vec<Pod> = pods
         .into_iter()
@@ -166,5 +174,13 @@ fn the_leaders_slim_pods_say_what_the_pods_say() {
     let slim: Vec<SlimPod> = full.into_iter().map(SlimPod::from).collect();
     let (leader, folded) = crate::repair::findings::fold(&seen, &s, slim.iter());
     assert_eq!(leader, Outcome::of(walked));
-    assert_eq!(folded, 5);
+    assert_eq!(folded, 6);
+    let kept: Vec<(&str, bool)> = slim
+        .iter()
+        .map(|p| (p.name.as_ref(), p.view.is_some()))
+        .collect();
+    assert!(
+        kept.iter().all(|(name, kept)| *kept != (*name == "plain")),
+        "{kept:?}"
+    );
 }
