@@ -542,13 +542,22 @@ impl Operator {
 
     /// Resident set size from /proc, in MB.
     pub(crate) fn rss_mb(&self) -> anyhow::Result<f64> {
+        self.status_mb("VmRSS")
+    }
+
+    /// The largest resident set size the process has had, in MB.
+    pub(crate) fn peak_rss_mb(&self) -> anyhow::Result<f64> {
+        self.status_mb("VmHWM")
+    }
+
+    fn status_mb(&self, field: &str) -> anyhow::Result<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
         let kb: f64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
-            .context("no VmRSS in /proc/<pid>/status")?;
+            .with_context(|| format!("no {field} in /proc/<pid>/status"))?;
         Ok(kb / 1024.0)
     }
 

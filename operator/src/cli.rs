@@ -61,8 +61,8 @@ pub struct CheckArgs {
 
     /// Read the pod rows (pods, proxy-uids, repair's waiting pods, NAD users) from the repairing
     /// leader's findings when it holds more than this many pods, instead of reading every pod of the
-    /// cluster (~40 s at 150,000 pods). They are at most a minute old and used only when its Lease is
-    /// current and its flags are these; 0: whenever they are usable.
+    /// cluster (tens of seconds at 150,000 pods). The leader looks again every minute; they are used
+    /// only when its Lease is current and its flags are these. 0: whenever they are usable.
     #[arg(long, value_name = "PODS", default_value_t = 10_000)]
     pub leader_findings_above: usize,
 }

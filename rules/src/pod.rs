@@ -9,7 +9,8 @@ use vocab::{uid_from_kubernetes, Uid};
 use crate::containers::{self, PodContainers};
 
 /// What the rules read of a pod's spec: Linkerd's containers, their own uids and the pod's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// (`Hash`: repair keeps one copy of each, shared by the pods that have it.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodView {
     /// The proxy (a container, or a native-sidecar init container): `Some(its own runAsUser)`.
     proxy: Option<Option<Uid>>,

@@ -261,6 +261,13 @@ async fn measure(
         &format!("{}", with.requests),
         "goal: none per namespace or node",
     );
+    // The most it ever held: the list, the steady state's folds of the findings and their
+    // observations of every namespace and NAD included.
+    row::single(
+        &format!("scale {at}: operator peak RSS, repair on (VmHWM, start to here)"),
+        &format!("{:.2} MB", operator.peak_rss_mb()?),
+        "whole operator <= 256 MiB at 150k",
+    );
     operator.stop();
 
     // check without a leader (the operator down), alone against the apiserver: it reads every pod.

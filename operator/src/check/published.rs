@@ -47,7 +47,8 @@ pub struct PublishedFindings {
     pub settings: String,
     /// The pods it folded (those that can run again).
     pub pods: usize,
-    /// When this content was written.
+    /// When this content was written (the leader folds again every [`EVERY`] and writes only a
+    /// change).
     pub at: Timestamp,
     pub outcome: Outcome,
 }
@@ -224,7 +225,8 @@ pub fn judge(
                 nad_users,
             },
             note: format!(
-                "as the operator's leader {} found them in the {} pod(s) it holds, at most {} s before {:.0}",
+                "as the operator's leader {} found them in the {} pod(s) it holds; it looks again \
+                 every {} s, and they are unchanged since {:.0}",
                 p.by,
                 p.pods,
                 EVERY.as_secs(),

@@ -115,8 +115,8 @@ fn findings_of_the_current_leader_with_these_settings_are_used() {
     assert_eq!((f, pods), (found(), 15_000));
     assert_eq!(
         note,
-        "as the operator's leader op-1 found them in the 15000 pod(s) it holds, at most 60 s \
-         before 2023-11-14T22:13:20Z"
+        "as the operator's leader op-1 found them in the 15000 pod(s) it holds; it looks again \
+         every 60 s, and they are unchanged since 2023-11-14T22:13:20Z"
     );
 }
 

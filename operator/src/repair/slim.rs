@@ -60,8 +60,9 @@ pub struct SlimPod {
     labels: [Option<Box<str>>; LABELS],
     /// Its containers as the rules read them (their uids): `check`'s `proxy-uids` row, which the
     /// leader folds for `check` (`super::findings`). None: neither a proxy nor a validator's uid,
-    /// where that row finds nothing.
-    pub view: Option<Box<PodView>>,
+    /// where that row finds nothing. The pods of one template have the same: the store keeps one
+    /// ([`Self::share_view`]).
+    pub view: Option<Arc<PodView>>,
 }
 
 /// A pod's recreating controller: its kind is one of four ([`recreating_owner`]), so not kept as text.
@@ -133,7 +134,7 @@ impl From<Pod> for SlimPod {
             .as_ref()
             .map(|s| PodView::from_spec(Some(s)))
             .filter(|v| v.has_proxy() || v.validator_uid().is_some())
-            .map(Box::new);
+            .map(Arc::new);
         let meta = pod.metadata;
         let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
             .and_then(|o| {
@@ -191,6 +192,13 @@ impl SlimPod {
             // Only whether it is set is read: the rows skip a pod on its way out.
             deletion_timestamp: self.deleting.then(|| Time(Timestamp::default())),
             ..self.decision_meta().into_owned()
+        }
+    }
+
+    /// Shares its containers' view with other pods' (`intern` gives the one copy).
+    pub fn share_view(&mut self, intern: impl FnOnce(&Arc<PodView>) -> Arc<PodView>) {
+        if let Some(view) = &self.view {
+            self.view = Some(intern(view));
         }
     }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use kube::runtime::watcher;
+use rules::pod::PodView;
 
 use super::slim::{SlimPod, WatchedPod};
 
@@ -28,6 +29,9 @@ pub struct PodStore {
     hasher: RandomState,
     /// One copy of each namespace's and node's name, shared by their pods.
     names: HashSet<Arc<str>>,
+    /// One copy of each containers' view: a pod template's pods all have the same (~180 bytes each,
+    /// 27 MB at 150,000 meshed pods, unshared).
+    views: HashSet<Arc<PodView>>,
 }
 
 /// What an event asks of the repairer.
@@ -67,8 +71,10 @@ impl PodStore {
                 if let Some(listed) = self.relisting.take() {
                     self.pods = listed;
                 }
-                // Names no pod holds any more (a namespace or node gone while the watch was down).
+                // Names and views no pod holds any more (a namespace or node gone, a template
+                // changed).
                 self.names.retain(|n| Arc::strong_count(n) > 1);
+                self.views.retain(|v| Arc::strong_count(v) > 1);
                 Applied::Listed(self.pods.len())
             }
         }
@@ -76,13 +82,8 @@ impl PodStore {
 
     fn insert(&mut self, mut pod: SlimPod, listing: bool) -> Applied {
         let names = &mut self.names;
-        pod.share_names(|name| match names.get(name) {
-            Some(shared) => shared.clone(),
-            None => {
-                names.insert(name.clone());
-                name.clone()
-            }
-        });
+        pod.share_names(|name| intern(names, name));
+        pod.share_view(|view| intern(&mut self.views, view));
         let judge = Applied::Judge(pod.namespace.clone(), pod.name.clone());
         let hash = self.hash(&pod.namespace, &pod.name);
         let hasher = self.hasher.clone();
@@ -118,6 +119,17 @@ impl PodStore {
 
     fn hash(&self, namespace: &str, name: &str) -> u64 {
         self.hasher.hash_one((namespace, name))
+    }
+}
+
+/// The one copy of `value` in `set`, which keeps it from now on if it had none.
+fn intern<T: Eq + std::hash::Hash + ?Sized>(set: &mut HashSet<Arc<T>>, value: &Arc<T>) -> Arc<T> {
+    match set.get(value) {
+        Some(shared) => shared.clone(),
+        None => {
+            set.insert(value.clone());
+            value.clone()
+        }
     }
 }
 

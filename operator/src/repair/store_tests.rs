@@ -85,3 +85,36 @@ fn pods_share_their_namespace_and_node_names() {
     };
     assert_eq!(kept, ["b", "n2"]);
 }
+
+/// Pods of one template share one copy of their containers' view (kept only for a proxy or a
+/// validator); a view no pod holds is forgotten at the next complete list.
+#[test]
+fn pods_share_their_containers_view() {
+    let meshed = |name: &str, proxy_uid: u32| -> WatchedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "a", "uid": name, "resourceVersion": "1"},
+            "spec": {"containers": [
+                {"name": "app"},
+                {"name": "linkerd-proxy", "securityContext": {"runAsUser": proxy_uid}},
+            ]},
+        }))
+        .expect("pod")
+    };
+    let mut store = PodStore::default();
+    store.apply(Event::Apply(meshed("p", 2102)));
+    store.apply(Event::Apply(meshed("q", 2102)));
+    store.apply(Event::Apply(meshed("r", 3102)));
+    store.apply(Event::Apply(pod("a", "plain", "n1", false)));
+    let view = |name: &str| store.get("a", name).unwrap().view.clone();
+    let (p, q, r) = (view("p").unwrap(), view("q").unwrap(), view("r").unwrap());
+    assert!(Arc::ptr_eq(&p, &q));
+    assert!(!Arc::ptr_eq(&p, &r));
+    assert_eq!(r.proxy_uid(), Some(3102));
+    assert_eq!(view("plain"), None);
+    assert_eq!(store.views.len(), 2);
+    drop((p, q, r));
+    store.apply(Event::Init);
+    store.apply(Event::InitApply(meshed("r", 3102)));
+    store.apply(Event::InitDone);
+    assert_eq!(store.views.len(), 1);
+}
