@@ -185,7 +185,8 @@ fn map_of<const N: usize>(
 
 impl SlimPod {
     /// Its metadata as `check`'s pod rows read it (built back from the values kept; they read no
-    /// other annotation or label: `findings_tests.rs` holds both readings equal).
+    /// other annotation or label: `the_leaders_slim_pods_say_what_the_pods_say` holds both readings
+    /// equal).
     pub fn check_meta(&self) -> ObjectMeta {
         ObjectMeta {
             uid: Some(self.uid.to_string()),
