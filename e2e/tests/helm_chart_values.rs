@@ -186,6 +186,10 @@ const NOT_SET: &[(&str, &str)] = &[
         "flag of the `check` subcommand, run by hand",
     ),
     (
+        "--leader-findings-above",
+        "flag of the `check` subcommand, run by hand",
+    ),
+    (
         "--cni-network-config",
         "set through the CNI_NETWORK_CONFIG env from the ConfigMap",
     ),
