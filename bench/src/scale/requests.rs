@@ -91,19 +91,19 @@ impl Served {
 
     /// Writes among them (every verb but GET, LIST, WATCH).
     pub fn writes(&self) -> f64 {
-        self.0
-            .iter()
-            .filter(|((verb, _), _)| !matches!(verb.as_str(), "GET" | "LIST" | "WATCH"))
-            .map(|(_, v)| v)
-            .fold(0.0, |a, b| a + b)
+        self.writes_where(|_| true)
     }
 
     /// Writes to `resource` alone.
     pub fn writes_to(&self, resource: &str) -> f64 {
+        self.writes_where(|r| r == resource)
+    }
+
+    fn writes_where(&self, resource: impl Fn(&str) -> bool) -> f64 {
         self.0
             .iter()
             .filter(|((verb, r), _)| {
-                r == resource && !matches!(verb.as_str(), "GET" | "LIST" | "WATCH")
+                resource(r) && !matches!(verb.as_str(), "GET" | "LIST" | "WATCH")
             })
             .map(|(_, v)| v)
             .fold(0.0, |a, b| a + b)

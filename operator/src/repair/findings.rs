@@ -61,11 +61,10 @@ impl Findings {
     }
 
     /// Lost the lead: a later lead writes its findings again, under its name, from a new
-    /// observation (one made before would be old by then).
+    /// observation (its first [`Self::publish`] drops one made before).
     pub fn forget(&mut self) {
         self.written = None;
         self.asked = None;
-        while self.observed.try_recv().is_ok() {}
     }
 
     /// At a scan of the leader, every pod listed: with an observation come, folds `pods` (the
