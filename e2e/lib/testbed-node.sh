@@ -44,7 +44,7 @@ node_is_up() {
     local d
     [ -f "$STATE/kubeconfig" ] || return 1
     for d in "${NODE_DAEMONS[@]}"; do alive "$STATE/${d%%:*}.pid" "${d#*:}" || return 1; done
-    readyz
+    ready_soon
 }
 
 node_status() {

@@ -587,6 +587,14 @@ fn step_repair_unattached_pod(
     );
     let evicted = events(node, &late, "PodEvictedForRepair", &["name"]);
     assert_eq!(evicted.lines().count(), 1, "one repair Event: {evicted}");
+    let evicted_at = events(
+        node,
+        &late,
+        "PodEvictedForRepair",
+        &["jsonpath={.items[0].eventTime}"],
+    );
+    let ready_for = ready_after(&repaired, evicted_at.trim());
+    eprintln!("the replacement turned Ready {ready_for} after the eviction (the server's clocks)");
     let repaired_addr = format!(
         "{}:8080",
         repaired["status"]["podIP"].as_str().expect("pod IP")
@@ -599,6 +607,25 @@ fn step_repair_unattached_pod(
     Repaired {
         ns: late,
         evicted_by,
+        ready_for,
+    }
+}
+
+/// How long after `evicted_at` (an Event's time) `pod` turned Ready, by the server's clocks.
+fn ready_after(pod: &Value, evicted_at: &str) -> String {
+    use k8s_openapi::jiff::Timestamp;
+    let ready_at = pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["lastTransitionTime"].as_str());
+    match (
+        ready_at.and_then(|t| t.parse::<Timestamp>().ok()),
+        evicted_at.parse::<Timestamp>(),
+    ) {
+        (Some(ready), Ok(evicted)) => format!("{:#}", ready.duration_since(evicted)),
+        _ => format!("unknown (Ready at {ready_at:?}, evicted at {evicted_at:?})"),
     }
 }
 
@@ -606,6 +633,9 @@ fn step_repair_unattached_pod(
 struct Repaired {
     ns: String,
     evicted_by: Instant,
+    /// From the eviction to the replacement's Ready, by the server's clocks: over the repair
+    /// deadline, a halt is the watchdog doing its work.
+    ready_for: String,
 }
 
 /// Step 6a: The repaired Deployment's owner is not halted: 30 s past the repair deadline after its
@@ -614,11 +644,18 @@ struct Repaired {
 fn step_repair_not_halted(node: &Node, repaired: &Repaired) {
     let until = repaired.evicted_by + REPAIR_DEADLINE + std::time::Duration::from_secs(30);
     std::thread::sleep(until.saturating_duration_since(Instant::now()));
-    let halted = events(node, &repaired.ns, "PodRepairHalted", &["name"]);
+    let halted = events(
+        node,
+        &repaired.ns,
+        "PodRepairHalted",
+        &["custom-columns=NOTE:.message", "--no-headers"],
+    );
     assert_eq!(
         halted.trim(),
         "",
-        "no PodRepairHalted 30 s past the deadline"
+        "no PodRepairHalted 30 s past the {REPAIR_DEADLINE:?} deadline; the replacement was Ready {} \
+         after the eviction",
+        repaired.ready_for
     );
     let report = check_json(node);
     let repair = line(&report, "repair");

@@ -112,6 +112,24 @@ pub async fn events_about(
     .await
 }
 
+/// Like [`events_about`], once there is at least one: the repairer counts its metric before it
+/// posts the Event, so a test that waited for the metric may read the Events too early (seen on a
+/// loaded CI machine).
+pub async fn posted_events_about(
+    h: &Harness,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<Event> {
+    let what = format!("an Event {reason} about {kind} {ns}/{name}");
+    super::eventually(&what, || async {
+        let events = events_about(h, ns, kind, name, reason).await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await
+}
+
 pub const HALTED: &str = "linkerd_multus_pod_repairs_total{outcome=\"halted\"}";
 
 /// `check`'s `repair` line with this harness's settings: whether it passed, and its items about `ns`.
