@@ -624,7 +624,9 @@ fn ready_after(pod: &Value, evicted_at: &str) -> String {
         ready_at.and_then(|t| t.parse::<Timestamp>().ok()),
         evicted_at.parse::<Timestamp>(),
     ) {
-        (Some(ready), Ok(evicted)) => format!("{:#}", ready.duration_since(evicted)),
+        (Some(ready), Ok(evicted)) => {
+            format!("{:.1} s", ready.duration_since(evicted).as_secs_f64())
+        }
         _ => format!("unknown (Ready at {ready_at:?}, evicted at {evicted_at:?})"),
     }
 }
