@@ -109,7 +109,7 @@ async fn only_a_pod_its_controller_recreates_is_evicted() {
     .await;
     op.wait_metric(EVICTED, 1.0).await;
     let events =
-        posted_events_about(&h, &ns.name, "ReplicaSet", "web", "PodEvictedForRepair").await;
+        posted(|| events_about(&h, &ns.name, "ReplicaSet", "web", "PodEvictedForRepair")).await;
     assert_eq!(events.len(), 1, "one Event per eviction: {events:?}");
     assert_eq!(events[0].type_.as_deref(), Some("Normal"));
 
@@ -150,7 +150,7 @@ async fn a_pdb_blocks_the_eviction_and_it_is_reported() {
     })
     .await;
     let events =
-        posted_events_about(&h, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked").await;
+        posted(|| events_about(&h, &ns.name, "ReplicaSet", "guarded", "PodRepairBlocked")).await;
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     let note = events[0].note.as_deref().unwrap_or_default();
     assert!(
@@ -426,7 +426,7 @@ async fn aux_chain_evicts_only_where_the_installer_is_ready() {
     );
     op.wait_metric(EVICTED, 2.0).await;
     let events =
-        posted_events_about(&h, &ns.name, "ReplicaSet", "waiting", "PodEvictedForRepair").await;
+        posted(|| events_about(&h, &ns.name, "ReplicaSet", "waiting", "PodEvictedForRepair")).await;
     assert_eq!(events.len(), 1, "one Event per eviction: {events:?}");
     let note = events[0].note.as_deref().unwrap_or_default();
     assert!(note.contains("exited with code 95"), "{note}");
@@ -541,7 +541,7 @@ async fn no_eviction_into_a_nad_that_cannot_exist() {
     );
     assert_eq!(op.metric(EVICTED).await, 0.0);
     assert_eq!(op.metric(WAITING_NO_CRD).await, 1.0, "reported once");
-    let events = posted_events_about(&h, &ns.name, "Pod", "web-1", "PodRepairWaiting").await;
+    let events = posted(|| events_about(&h, &ns.name, "Pod", "web-1", "PodRepairWaiting")).await;
     assert_eq!(events.len(), 1, "{events:?}");
     let note = events[0].note.as_deref().unwrap_or_default();
     assert!(note.contains("not served"), "{note}");
@@ -642,7 +642,7 @@ async fn a_halt_survives_a_restart() {
     })
     .await;
     let resumed =
-        posted_events_about(&h, &ns.name, "ReplicaSet", "stuck", "PodRepairResumed").await;
+        posted(|| events_about(&h, &ns.name, "ReplicaSet", "stuck", "PodRepairResumed")).await;
     assert_eq!(resumed.len(), 1, "{resumed:?}");
     b.stop().await;
 }

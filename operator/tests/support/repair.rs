@@ -112,19 +112,16 @@ pub async fn events_about(
     .await
 }
 
-/// Like [`events_about`], once there is at least one: the repairer counts its metric before it
+/// The Events `read` returns, once there is at least one: the repairer counts its metric before it
 /// posts the Event, so a test that waited for the metric may read the Events too early (seen on a
 /// loaded CI machine).
-pub async fn posted_events_about(
-    h: &Harness,
-    ns: &str,
-    kind: &str,
-    name: &str,
-    reason: &str,
-) -> Vec<Event> {
-    let what = format!("an Event {reason} about {kind} {ns}/{name}");
-    super::eventually(&what, || async {
-        let events = events_about(h, ns, kind, name, reason).await;
+pub async fn posted<F, Fut>(read: F) -> Vec<Event>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Vec<Event>>,
+{
+    super::eventually("the Event posted", || async {
+        let events = read().await;
         (!events.is_empty()).then_some(events)
     })
     .await
