@@ -34,7 +34,7 @@ use crate::row;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
 pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";
-const PREFIX: &str = "bench-fan-";
+pub(crate) const PREFIX: &str = "bench-fan-";
 pub(crate) const FLOOR_NAD: &str = "bench-floor";
 pub(crate) const FLOOR_MANAGER: &str = "linkerd-multus-bench-floor";
 

@@ -389,6 +389,12 @@ fn operator_deployment_is_hardened() {
     );
     assert!(container["resources"]["requests"]["cpu"].is_string());
     assert_eq!(container["livenessProbe"]["httpGet"]["port"], "admin");
+    // Five minutes to set up before liveness counts (the apiserver may be slow or away at start).
+    assert_eq!(container["startupProbe"]["httpGet"]["path"], "/live");
+    let startup = &container["startupProbe"];
+    let allowed = startup["periodSeconds"].as_u64().unwrap_or(10)
+        * startup["failureThreshold"].as_u64().unwrap_or(3);
+    assert!(allowed >= 300, "startup allowed {allowed} s: {startup}");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
     assert_eq!(operator_env(&docs)["LEADER_ELECT"], "true");
     assert_eq!(

@@ -9,6 +9,7 @@ use rules::decision::DecisionConfig;
 use crate::admission::AdmissionSettings;
 use crate::check::{CheckConfig, CheckSettings};
 use crate::cli::{Cli, Command, RunArgs};
+use crate::leader::LeaseConfig;
 use crate::nad_config::ConfigSource;
 use crate::node_agent::AgentSettings;
 use crate::reconcile::{self, ReconcileSettings};
@@ -48,16 +49,13 @@ pub struct ControllerConfig {
     pub admin_addr: SocketAddr,
     /// `--repair-unattached-pods`: the pod repairer's settings.
     pub repair: Option<RepairSettings>,
+    /// `check`'s settings, when the repairing leader publishes its pod findings for `check`
+    /// (`check/leader.rs`): with `--leader-elect` only, where a Lease says who the leader is.
+    pub findings: Option<CheckSettings>,
     /// `--admission`: the policy (and the webhook's narrowing) the operator keeps.
     pub admission: AdmissionSettings,
     /// `--node-agent`: the NodeAgent whose installer DaemonSet the operator keeps.
     pub node_agent: Option<AgentSettings>,
-}
-
-#[derive(Clone, Debug)]
-pub struct LeaseConfig {
-    pub namespace: String,
-    pub name: String,
 }
 
 impl Config {
@@ -90,14 +88,13 @@ impl Config {
                     .then(|| check_settings(&run, &decision, &repair, &operator_namespace));
                 Self::Run(Box::new(RunConfig {
                     controller: ControllerConfig {
-                        repair: repair
-                            .settings(
-                                decision.clone(),
-                                &run.cni_namespace,
-                                reconcile::nad_resource(run.nad_api_group.as_deref()),
-                                StateLocation::new(&operator_namespace, &run.lease_name),
-                            )
-                            .map(|r| RepairSettings { findings, ..r }),
+                        repair: repair.settings(
+                            decision.clone(),
+                            &run.cni_namespace,
+                            reconcile::nad_resource(run.nad_api_group.as_deref()),
+                            StateLocation::new(&operator_namespace, &run.lease_name),
+                        ),
+                        findings,
                         ..controller(&run, &decision, &webhook, &operator_namespace)
                     },
                     webhook,
@@ -183,6 +180,7 @@ fn controller(
         lease: lease(run, operator_namespace),
         admin_addr: run.admin_addr,
         repair: None,
+        findings: None,
         node_agent: node_agent(run, decision),
     }
 }

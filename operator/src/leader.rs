@@ -18,6 +18,13 @@ const GRACE_SECONDS: u64 = 5;
 /// How long a shutting-down leader waits for the Lease release.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The Lease to hold (`--leader-elect`), which `check` also reads to know the current leader.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
     #[error("cannot set up the leader-election Lease {namespace}/{name}")]

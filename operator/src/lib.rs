@@ -204,8 +204,16 @@ async fn build_controller_tasks(
         live_tx,
     );
     let repairer = match config.repair {
-        Some(settings) => Some(
-            Repairer::new(
+        Some(settings) => {
+            let findings = config.findings.map(|check| {
+                check::leader::Findings::start(
+                    repair_client.clone(),
+                    check,
+                    config.identity.clone(),
+                    settings.state.clone(),
+                )
+            });
+            let repairer = Repairer::new(
                 repair_client,
                 repair::evict::eviction_client()
                     .await
@@ -216,8 +224,12 @@ async fn build_controller_tasks(
                 config.identity,
                 &mut registry,
             )
-            .with_placement(placement.clone()),
-        ),
+            .with_placement(placement.clone());
+            Some(match findings {
+                Some(f) => repairer.with_findings(Box::new(f)),
+                None => repairer,
+            })
+        }
         None => None,
     };
     let admin = AdminServer::bind(config.admin_addr, registry, controller.readiness()).await?;

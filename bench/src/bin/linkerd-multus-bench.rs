@@ -38,6 +38,12 @@ enum Part {
     /// The operator on a simulated cluster grown through pod counts up to OpenShift's maximums:
     /// RSS, a leader's start, repair's steady state, check.
     Scale(linkerd_multus_bench::scale::ScaleArgs),
+    /// Repair's pod store alone, in this process, filled with the scale part's pods: RSS per pod
+    /// without the apiserver, the list's pages or the rest of the operator.
+    StoreMemory {
+        #[arg(long, default_value_t = 150_000)]
+        pods: usize,
+    },
 }
 
 #[derive(clap::Args)]
@@ -100,6 +106,17 @@ async fn main() -> anyhow::Result<()> {
         Part::Optin(args) => linkerd_multus_bench::optin::run(args).await?,
         Part::Shared(args) => linkerd_multus_bench::shared::run(args).await?,
         Part::Scale(args) => linkerd_multus_bench::scale::run(args).await?,
+        Part::StoreMemory { pods } => {
+            let m = linkerd_multus_bench::scale::store_memory::measure(pods)?;
+            linkerd_multus_bench::row::single(
+                &format!("repair's pod store alone, in one process, {pods} pods: per pod"),
+                &format!("{:.2} KB", m.per_pod_bytes() / 1024.0),
+                &format!(
+                    "RSS {} KB before, {} KB stored, {} KB with it dropped",
+                    m.before_kb, m.stored_kb, m.dropped_kb
+                ),
+            );
+        }
     }
     Ok(())
 }

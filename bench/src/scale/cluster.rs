@@ -15,7 +15,7 @@ use crate::fanout::FLOOR_MANAGER;
 
 const NODE_PREFIX: &str = "bench-node-";
 /// The timestamp every simulated status carries: what the objects say, not when they were written.
-const SINCE: &str = "2026-01-01T00:00:00Z";
+pub const SINCE: &str = "2026-01-01T00:00:00Z";
 
 const PODS_PER_NAMESPACE: usize = 15;
 const PODS_PER_NODE: usize = 75;
@@ -100,6 +100,17 @@ fn node_multus(resource: &ApiResource, node: &str) -> Value {
     })
 }
 
+/// Pod `i`'s namespace (its index) and node in a cluster of `size`. Filled in order, so a pod keeps
+/// its namespace and node as the cluster grows (a modulo would move pod-i to another namespace at
+/// the next size: a second pod of that name).
+pub fn placement(i: usize, size: Size) -> (usize, String) {
+    let namespace = (i / PODS_PER_NAMESPACE).min(size.namespaces.max(1) - 1);
+    (
+        namespace,
+        node_name((i / PODS_PER_NODE).min(size.nodes.max(1) - 1)),
+    )
+}
+
 /// Creates pods `range`, 15 to a namespace of `namespaces` and 75 to a node, each then given a kubelet's
 /// status: every pod meshed (proxy + validator) and attached, so repair has nothing to do.
 pub async fn add_pods(
@@ -111,10 +122,15 @@ pub async fn add_pods(
 ) -> anyhow::Result<()> {
     stream::iter(range)
         .map(|i| {
-            // Filled in order, so a pod keeps its namespace and node as the cluster grows (a modulo
-            // would move pod-i to another namespace at the next size: a second pod of that name).
-            let namespace = namespaces[(i / PODS_PER_NAMESPACE).min(namespaces.len() - 1)].clone();
-            let node = node_name((i / PODS_PER_NODE).min(nodes.max(1) - 1));
+            let (ns, node) = placement(
+                i,
+                Size {
+                    nodes,
+                    namespaces: namespaces.len(),
+                    pods: 0,
+                },
+            );
+            let namespace = namespaces[ns].clone();
             let api = Api::<Pod>::namespaced(client.clone(), &namespace);
             async move {
                 let name = format!("pod-{i}");
@@ -145,7 +161,7 @@ pub async fn add_pods(
 /// to linkerd-cni's NAD, injected (proxy and validator, Linkerd's annotations), admitted by SCC, its
 /// networks' status written by Multus and OVN-Kubernetes (annotations of their usual size), bound to
 /// `node`.
-fn pod(name: &str, node: &str) -> Value {
+pub fn pod(name: &str, node: &str) -> Value {
     let ip = "10.128.2.17";
     let network_status = json!([
         { "name": "ovn-kubernetes", "interface": "eth0", "ips": [ip],
@@ -195,7 +211,7 @@ fn pod(name: &str, node: &str) -> Value {
     })
 }
 
-fn pod_status() -> Value {
+pub fn pod_status() -> Value {
     let condition = |t: &str| json!({ "type": t, "status": "True", "lastTransitionTime": SINCE });
     let running = |name: &str| {
         json!({

@@ -18,6 +18,7 @@
 pub mod cluster;
 pub mod nodes;
 pub mod requests;
+pub mod store_memory;
 
 use std::path::Path;
 use std::process::Stdio;

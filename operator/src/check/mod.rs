@@ -10,6 +10,7 @@ pub mod admission;
 pub mod agreement;
 mod aux_chain;
 mod evaluate;
+pub mod leader;
 mod lean;
 mod pod_pages;
 mod probe;
@@ -55,7 +56,7 @@ pub struct CheckConfig {
     /// How long to wait for each webhook endpoint's TLS handshake.
     pub probe_timeout: Duration,
     /// `--leader-elect`: the Lease that tells whether published findings are the current leader's.
-    pub lease: Option<crate::config::LeaseConfig>,
+    pub lease: Option<crate::leader::LeaseConfig>,
     /// `--leader-findings-above`.
     pub leader_findings_above: usize,
 }

@@ -22,7 +22,7 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
 use super::{CheckSettings, PodFindings};
-use crate::config::LeaseConfig;
+use crate::leader::LeaseConfig;
 use crate::repair::state::StateLocation;
 
 /// The ConfigMap key of the findings.

@@ -71,7 +71,6 @@ impl RepairArgs {
             deadline: self.repair_deadline,
             dry_run: self.repair_dry_run,
             state,
-            findings: None,
         })
     }
 }

@@ -22,7 +22,6 @@
 pub mod args;
 pub mod decide;
 pub mod evict;
-pub mod findings;
 mod halts;
 pub mod limiter;
 pub mod nads;
@@ -43,6 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -104,11 +104,18 @@ pub struct RepairSettings {
     /// `--repair-deadline`: the watchdog's.
     pub deadline: Duration,
     pub dry_run: bool,
-    /// Where the leader publishes its halted owners ([`state`]), and its pod findings.
+    /// Where the leader publishes its halted owners ([`state`]).
     pub state: StateLocation,
-    /// `check`'s settings, when the leader publishes the pod rows' findings for it ([`findings`]):
-    /// with `--leader-elect` only.
-    pub findings: Option<crate::check::CheckSettings>,
+}
+
+/// What the leader runs over its whole store at each scan, once every pod is listed and after the
+/// halts are published: `check`'s pod findings (`crate::check::leader`). Given from outside
+/// ([`Repairer::with_findings`]): `check` reads repair's state, so repair names nothing of it.
+pub trait StoreFindings: Send + Sync {
+    /// This replica lost the lead.
+    fn forget(&mut self);
+    /// At a scan of the leader, with every pod in `store`.
+    fn publish<'a>(&'a mut self, store: &'a PodStore) -> BoxFuture<'a, ()>;
 }
 
 /// The pod repairer, ready to run.
@@ -122,13 +129,13 @@ pub struct Repairer {
     /// Whether that store is whole: never `namespaces.wait_until_ready()` (see `crate::listed`).
     namespaces_listed: Listed,
     is_leader: watch::Receiver<bool>,
-    /// This replica's name in the Lease: its pod findings are published under it.
-    identity: String,
     events: Events,
     metrics: RepairMetrics,
     /// Where pods are attached from (the controller's, every node's Multus considered); without
     /// it, `settings.decision` as the flags say.
     placement: Option<watch::Receiver<Placement>>,
+    /// Run by the leader at each scan ([`StoreFindings`]); moved into the loop's state by `run`.
+    findings: Option<Box<dyn StoreFindings>>,
 }
 
 enum Scan {
@@ -152,8 +159,8 @@ struct State {
     published: Option<Published>,
     /// The pod watch's list has completed once: the store holds every pod.
     listed: bool,
-    /// The pod rows' findings published for `check` ([`findings`]), when configured.
-    findings: Option<findings::Findings>,
+    /// The pod rows' findings published for `check` ([`StoreFindings`]), when given.
+    findings: Option<Box<dyn StoreFindings>>,
 }
 
 impl Repairer {
@@ -167,8 +174,7 @@ impl Repairer {
         registry: &mut Registry,
     ) -> Self {
         Self {
-            events: Events::new(client.clone(), identity.clone()),
-            identity,
+            events: Events::new(client.clone(), identity),
             client,
             evictions,
             settings,
@@ -177,7 +183,14 @@ impl Repairer {
             is_leader,
             metrics: RepairMetrics::register(registry),
             placement: None,
+            findings: None,
         }
+    }
+
+    /// Runs `findings` over the store at each of the leader's scans.
+    pub fn with_findings(mut self, findings: Box<dyn StoreFindings>) -> Self {
+        self.findings = Some(findings);
+        self
     }
 
     /// Judges pods as the webhook attaches them now: to where `placement` says.
@@ -187,10 +200,11 @@ impl Repairer {
     }
 
     /// Watches pods until `shutdown`; acts only while this replica leads.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub async fn run(mut self, shutdown: CancellationToken) {
         let mut store = PodStore::default();
-        let mut scans = std::pin::pin!(self.scans());
         let mut st = self.initial_state();
+        st.findings = self.findings.take();
+        let mut scans = std::pin::pin!(self.scans());
         let mut was_leading = false;
         tracing::info!(dry_run = self.settings.dry_run, "pod repair on");
         loop {
@@ -257,14 +271,7 @@ impl Repairer {
             decision: Arc::new(self.settings.decision.clone()),
             published: None,
             listed: false,
-            findings: self.settings.findings.clone().map(|settings| {
-                findings::Findings::start(
-                    self.client.clone(),
-                    settings,
-                    self.identity.clone(),
-                    self.settings.state.clone(),
-                )
-            }),
+            findings: None,
         }
     }
 
@@ -374,7 +381,7 @@ impl Repairer {
             self.publish(&st.watchdog, &mut st.published).await;
             // After the halts: their writer's keys are in the ConfigMap before these.
             if let (true, Some(_), Some(findings)) = (st.listed, &st.published, &mut st.findings) {
-                findings.publish(store.iter()).await;
+                findings.publish(store).await;
             }
         }
         for pod in store.iter() {

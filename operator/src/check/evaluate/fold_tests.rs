@@ -172,7 +172,7 @@ fn the_leaders_slim_pods_say_what_the_pods_say() {
         "every row has something to say: {walked:?}"
     );
     let slim: Vec<SlimPod> = full.into_iter().map(SlimPod::from).collect();
-    let (leader, folded) = crate::repair::findings::fold(&seen, &s, slim.iter());
+    let (leader, folded) = crate::check::leader::fold(&seen, &s, slim.iter());
     assert_eq!(leader, Outcome::of(walked));
     assert_eq!(folded, 6);
     let kept: Vec<(&str, bool)> = slim

@@ -1,20 +1,24 @@
-//! The leader's half of `check/published.rs`: every [`EVERY`], once its store holds every pod, the
+//! The leader's half of `published.rs`: every [`EVERY`], once its store holds every pod, the
 //! repair loop asks a task of its own to observe what `check` reads besides the pods (the loop never
 //! waits on the apiserver for it), folds its store through `check`'s own pod rows at its next scan,
-//! and writes the findings when they changed. An observation exists only between the ask and the
+//! and writes the findings when they changed. Repair runs it as its [`StoreFindings`] (repair names
+//! nothing of `check`, which reads repair's state). An observation exists only between the ask and the
 //! fold: at OpenShift's maximums it holds 10,000 namespaces and as many NADs, which the operator
 //! would otherwise keep beside its 150,000 pods (the scale bench's RSS, 279 MB before).
 
 use std::time::Instant;
 
+use futures::future::BoxFuture;
 use kube::Client;
 use rules::pod::PodView;
 use tokio::sync::mpsc;
 
-use super::slim::SlimPod;
-use super::state::StateLocation;
-use crate::check::published::{self, Outcome, PublishedFindings, EVERY};
-use crate::check::{placed, CheckSettings, Observed, PodRows};
+use super::published::{self, Outcome, PublishedFindings, EVERY};
+use super::{placed, CheckSettings, Observed, PodRows};
+use crate::repair::slim::SlimPod;
+use crate::repair::state::StateLocation;
+use crate::repair::store::PodStore;
+use crate::repair::StoreFindings;
 
 /// What the leader keeps between folds.
 pub struct Findings {
@@ -60,17 +64,9 @@ impl Findings {
         }
     }
 
-    /// Lost the lead: a later lead writes its findings again, under its name, from a new
-    /// observation (its first [`Self::publish`] drops one made before).
-    pub fn forget(&mut self) {
-        self.written = None;
-        self.asked = None;
-    }
-
-    /// At a scan of the leader, every pod listed: with an observation come, folds `pods` (the
-    /// store) and writes the findings if they differ from those written; asks for the next
-    /// observation [`EVERY`] after the last.
-    pub async fn publish<'a>(&mut self, pods: impl Iterator<Item = &'a SlimPod>) {
+    /// With an observation come, folds `pods` (the store) and writes the findings if they differ
+    /// from those written; asks for the next observation [`EVERY`] after the last.
+    async fn fold_and_write<'a>(&mut self, pods: impl Iterator<Item = &'a SlimPod>) {
         if self.asked.is_none() {
             // A new lead: an observation made for an earlier one is old.
             while self.observed.try_recv().is_ok() {}
@@ -104,6 +100,19 @@ impl Findings {
                 tracing::warn!(error = %e, at = %self.at, "publishing the pod findings failed")
             }
         }
+    }
+}
+
+impl StoreFindings for Findings {
+    /// A later lead writes its findings again, under its name, from a new observation (its first
+    /// publish drops one made before).
+    fn forget(&mut self) {
+        self.written = None;
+        self.asked = None;
+    }
+
+    fn publish<'a>(&'a mut self, store: &'a PodStore) -> BoxFuture<'a, ()> {
+        Box::pin(self.fold_and_write(store.iter()))
     }
 }
 
