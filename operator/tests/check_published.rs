@@ -1,5 +1,5 @@
 //! `check`'s pod rows from the repairing leader's published findings (`check/published.rs`,
-//! `repair/findings.rs`) against the real local kube-apiserver, the operator running as a task: used
+//! `check/leader.rs`) against the real local kube-apiserver, the operator running as a task: used
 //! while their publisher holds the Lease, walked over (every pod read) once it stops.
 
 mod support;

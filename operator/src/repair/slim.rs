@@ -59,7 +59,7 @@ pub struct SlimPod {
     /// The values of [`label_keys`], in that order.
     labels: [Option<Box<str>>; LABELS],
     /// Its containers as the rules read them (their uids): `check`'s `proxy-uids` row, which the
-    /// leader folds for `check` (`super::findings`). None: neither a proxy nor a validator's uid,
+    /// leader folds for `check` (`crate::check::leader`). None: neither a proxy nor a validator's uid,
     /// where that row finds nothing. The pods of one template have the same: the store keeps one
     /// ([`Self::share_view`]).
     pub view: Option<Arc<PodView>>,

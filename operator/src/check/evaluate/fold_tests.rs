@@ -119,7 +119,7 @@ fn pods_folded_page_by_page_say_what_the_rows_say_of_them_whole() {
         .all(|i| !i.starts_with("gone:")));
 }
 
-/// The repairing leader folds its store's slim pods for `check` (`repair/findings.rs`,
+/// The repairing leader folds its store's slim pods for `check` (`check/leader.rs`,
 /// `check/published.rs`): if a row read a field the store does not keep, `check` would say less from
 /// the leader's findings than from the pods themselves.
 #[test]
