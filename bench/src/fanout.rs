@@ -551,14 +551,7 @@ impl Operator {
     }
 
     fn status_mb(&self, field: &str) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {field} in /proc/<pid>/status"))?;
-        Ok(kb / 1024.0)
+        Ok(status_kb(&self.pid().to_string(), field)? as f64 / 1024.0)
     }
 
     /// Sum of the operator's NAD write counters (every op) from its /metrics.
@@ -567,6 +560,17 @@ impl Operator {
             .metric_sum("linkerd_multus_controller_nad_writes_total")
             .await?)
     }
+}
+
+/// `field` (e.g. `VmRSS`) of `/proc/<pid>/status`, in KB (`pid` may be `self`).
+pub(crate) fn status_kb(pid: &str, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
 /// User + system CPU seconds of process `pid` so far, from /proc (fields 14 and 15 of `stat`, in

@@ -58,10 +58,5 @@ pub fn measure(pods: usize) -> anyhow::Result<StoreMemory> {
 
 /// This process' resident set (`VmRSS`), KB.
 fn rss_kb() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
+    crate::fanout::status_kb("self", "VmRSS")
 }
