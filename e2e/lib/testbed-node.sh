@@ -122,10 +122,20 @@ cgroup_procs() {
     done | sort -u
 }
 
+# A cgroup v1 directory stays busy until its killed processes are reaped (a zombie still counts), which
+# on a loaded machine can take seconds: tried again for up to 10 s, killing what is still in it.
 remove_cgroups() {
-    local h
-    for h in $(cgroup_hierarchies); do
-        [ -d "$h/$CGROUP_NAME" ] && find "$h/$CGROUP_NAME" -depth -type d -exec rmdir {} + 2>/dev/null
+    local h left
+    for _ in $(seq 20); do
+        left=""
+        for h in $(cgroup_hierarchies); do
+            [ -d "$h/$CGROUP_NAME" ] || continue
+            find "$h/$CGROUP_NAME" -depth -type d -exec rmdir {} + 2>/dev/null
+            [ -d "$h/$CGROUP_NAME" ] && left=1
+        done
+        [ -z "$left" ] && return 0
+        kill_all_of cgroup_procs
+        sleep 0.5
     done
     return 0
 }
