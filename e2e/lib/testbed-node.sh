@@ -40,6 +40,16 @@ source "$ROOT/e2e/lib/testbed-node-profile.sh"
 
 holder_pid() { cat "$STATE/holder.pid" 2>/dev/null; }
 
+# The node's namespaces held open (fds 5 and 6) from the start of `down` to its last check. Once its
+# last process is gone a namespace's inode number is free for the next one made on the host (another
+# node's pod sandbox: CI, 2026-11-30), and the check would name that namespace's processes as ours.
+pin_namespaces() {
+    local pid
+    pid="$(holder_pid)" && alive "$STATE/holder.pid" "$HOLDER_NAME" || return 0
+    { exec 5<"/proc/$pid/ns/net" 6<"/proc/$pid/ns/mnt"; } 2>/dev/null || true
+}
+unpin_namespaces() { exec 5<&- 6<&-; }
+
 node_is_up() {
     local d
     [ -f "$STATE/kubeconfig" ] || return 1
@@ -122,20 +132,10 @@ cgroup_procs() {
     done | sort -u
 }
 
-# A cgroup v1 directory stays busy until its killed processes are reaped (a zombie still counts), which
-# on a loaded machine can take seconds: tried again for up to 10 s, killing what is still in it.
 remove_cgroups() {
-    local h left
-    for _ in $(seq 20); do
-        left=""
-        for h in $(cgroup_hierarchies); do
-            [ -d "$h/$CGROUP_NAME" ] || continue
-            find "$h/$CGROUP_NAME" -depth -type d -exec rmdir {} + 2>/dev/null
-            [ -d "$h/$CGROUP_NAME" ] && left=1
-        done
-        [ -z "$left" ] && return 0
-        kill_all_of cgroup_procs
-        sleep 0.5
+    local h
+    for h in $(cgroup_hierarchies); do
+        [ -d "$h/$CGROUP_NAME" ] && find "$h/$CGROUP_NAME" -depth -type d -exec rmdir {} + 2>/dev/null
     done
     return 0
 }

@@ -2,7 +2,7 @@
 //! plane, the project's images imported. Tests use the shared one `e2e/test-all` starts, or a dedicated
 //! one of their own (to take it down and check what is left).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -244,7 +244,7 @@ impl Node {
     /// What this node runs right now, as the testbed recorded it: to check after `down`.
     pub fn footprint(&self) -> Footprint {
         let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
-        let mut pids: BTreeSet<u32> = BTreeSet::new();
+        let mut pids = BTreeSet::new();
         for entry in std::fs::read_dir(&self.dir).expect("the node's state dir") {
             let path = entry.expect("a dir entry").path();
             if path.extension().is_some_and(|e| e == "pid") {
@@ -265,14 +265,34 @@ impl Node {
         for dir in &cgroup_dirs {
             pids.extend(procs_under(dir));
         }
+        let namespaces: BTreeSet<String> = read("node/netns-id")
+            .lines()
+            .chain(read("node/mntns-id").lines())
+            .map(str::to_string)
+            .collect();
+        // Held open until the footprint goes: a namespace's inode number, once it is gone, is free for
+        // the next one made on the host (another node's pod sandbox, in CI), and `leftovers` would
+        // name that one's processes. So is a PID: each is kept with its start time.
+        let holder = read("holder.pid").trim().to_string();
+        let pinned = ["net", "mnt"]
+            .iter()
+            .filter_map(|kind| {
+                let path = format!("/proc/{holder}/ns/{kind}");
+                let id = std::fs::read_link(&path).ok()?;
+                namespaces
+                    .contains(&*id.to_string_lossy())
+                    .then(|| std::fs::File::open(&path).ok())
+                    .flatten()
+            })
+            .collect();
         Footprint {
             dir: self.dir.clone(),
-            pids,
-            namespaces: read("node/netns-id")
-                .lines()
-                .chain(read("node/mntns-id").lines())
-                .map(str::to_string)
+            pids: pids
+                .into_iter()
+                .filter_map(|pid| Some((pid, started(pid)?)))
                 .collect(),
+            namespaces,
+            _pinned: pinned,
             cgroup,
             cgroup_dirs,
         }
@@ -359,9 +379,12 @@ impl Drop for Node {
 #[derive(Debug)]
 pub struct Footprint {
     pub dir: PathBuf,
-    pub pids: BTreeSet<u32>,
+    /// Each process and its start (clock ticks after boot).
+    pub pids: BTreeMap<u32, u64>,
     /// `net:[...]` and `mnt:[...]` of the node's namespaces.
     pub namespaces: BTreeSet<String>,
+    /// The namespaces themselves, open (see [`Node::footprint`]).
+    _pinned: Vec<std::fs::File>,
     pub cgroup: String,
     pub cgroup_dirs: Vec<PathBuf>,
 }
@@ -370,8 +393,8 @@ impl Footprint {
     /// Everything of it that still exists, described; empty when nothing is left.
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = vec![];
-        for pid in &self.pids {
-            if running(*pid) {
+        for (pid, start) in &self.pids {
+            if started(*pid) == Some(*start) && running(*pid) {
                 left.push(format!("process {pid} ({})", cmdline(*pid)));
             }
         }
@@ -456,6 +479,18 @@ fn running(pid: u32) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.trim_start().chars().next());
     state.is_some_and(|s| s != 'Z')
+}
+
+/// When the process started (field 22 of its stat, clock ticks after boot), if it exists.
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm) ", field 3 is the state: the start is the 20th field from there.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 fn cmdline(pid: u32) -> String {
