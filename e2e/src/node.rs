@@ -289,7 +289,7 @@ impl Node {
             dir: self.dir.clone(),
             pids: pids
                 .into_iter()
-                .filter_map(|pid| Some((pid, started(pid)?)))
+                .filter_map(|pid| Some((pid, running_since(pid)?)))
                 .collect(),
             namespaces,
             _pinned: pinned,
@@ -394,7 +394,7 @@ impl Footprint {
     pub fn leftovers(&self) -> Vec<String> {
         let mut left = vec![];
         for (pid, start) in &self.pids {
-            if started(*pid) == Some(*start) && running(*pid) {
+            if running_since(*pid) == Some(*start) {
                 left.push(format!("process {pid} ({})", cmdline(*pid)));
             }
         }
@@ -468,29 +468,18 @@ fn processes_in(namespaces: &BTreeSet<String>) -> Vec<(u32, String)> {
     found
 }
 
-/// True while `pid` runs. A zombie has stopped: the daemons' parent (`up`) is gone, so they wait for
-/// init to reap them, which takes seconds here.
-fn running(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses).
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    state.is_some_and(|s| s != 'Z')
-}
-
-/// When the process started (field 22 of its stat, clock ticks after boot), if it exists.
-fn started(pid: u32) -> Option<u64> {
+/// When `pid` started (field 22 of its stat, clock ticks after boot), while it runs. A zombie has
+/// stopped: the daemons' parent (`up`) is gone, so they wait for init to reap them, which takes
+/// seconds here.
+fn running_since(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After "pid (comm) ", field 3 is the state: the start is the 20th field from there.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses),
+    // and the start is the 20th field after it.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 fn cmdline(pid: u32) -> String {
