@@ -87,6 +87,33 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
+/// The binary's whole body: flags, logging, a runtime, [`run`]. It lives here, not in the binary,
+/// so that `run`'s state machine and every generic it reaches are compiled once, with this crate:
+/// a binary that awaits `run` itself compiled them all again (40 s of the release build's critical
+/// path, issue #43).
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let cli = cli::Cli::parse();
+    init_tracing(cli.run.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %Chain(&e), "cannot start the async runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(Config::from_cli(cli))) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %Chain(&e), "linkerd-multus-operator failed");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the whole operator until SIGTERM/SIGINT (or a critical task fails); or `check`.
 pub async fn run(config: Config) -> Result<(), RunError> {
     // kube is built on ring; make it rustls' process default so nothing picks another provider.
