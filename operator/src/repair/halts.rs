@@ -180,10 +180,10 @@ impl Repairer {
     ) {
         let mut by_owner: BTreeMap<&str, Vec<Replacement>> = BTreeMap::new();
         for pod in pods {
-            if let (Some(owner), Some(created)) = (&pod.owner, pod.created) {
-                by_owner.entry(&owner.uid).or_default().push(Replacement {
-                    name: pod.name.to_string(),
-                    uid: pod.uid.to_string(),
+            if let (Some(owner), Some(created)) = (pod.owner(), pod.created) {
+                by_owner.entry(owner.uid).or_default().push(Replacement {
+                    name: pod.name().to_string(),
+                    uid: pod.uid().to_string(),
                     created,
                     ready: pod.ready,
                 });

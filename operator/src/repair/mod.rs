@@ -327,7 +327,7 @@ impl Repairer {
                 }
                 Applied::Gone(pod) => {
                     st.installers.forget(&*pod);
-                    st.waiting.remove(&*pod.uid);
+                    st.waiting.remove(pod.uid());
                 }
                 // Each pod was judged as the list delivered it; this only marks the list complete
                 // (the bench's leader-start row and an admin's "has repair seen every pod").
@@ -397,7 +397,7 @@ impl Repairer {
         if !*self.is_leader.borrow() {
             return;
         }
-        let (namespace, name, uid) = (&*pod.namespace, &*pod.name, &*pod.uid);
+        let (namespace, name, uid) = (&*pod.namespace, pod.name(), pod.uid());
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
         let decision = st.decision.clone();
         let decision = decision.as_ref();
@@ -490,7 +490,7 @@ impl Repairer {
         why: &Why,
         reason: NadUnavailable,
     ) {
-        let (namespace, name) = (&*pod.namespace, &*pod.name);
+        let (namespace, name) = (&*pod.namespace, pod.name());
         let (nad_ns, nad_name) = decide::replacement_nad(namespace, decision);
         let node = pod.node.as_deref().unwrap_or("(none yet)");
         let note = format!(
@@ -509,7 +509,7 @@ impl Repairer {
             kind: Some("Pod".into()),
             name: Some(name.to_string()),
             namespace: Some(namespace.to_string()),
-            uid: Some(pod.uid.to_string()),
+            uid: Some(pod.uid().to_string()),
             ..Default::default()
         };
         self.events

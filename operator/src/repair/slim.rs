@@ -37,8 +37,6 @@ fn label_keys() -> [&'static str; LABELS] {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SlimPod {
     pub namespace: Arc<str>,
-    pub name: Box<str>,
-    pub uid: Box<str>,
     pub node: Option<Arc<str>>,
     pub created: Option<Timestamp>,
     /// Its deletion has begun (`deletionTimestamp` set).
@@ -51,13 +49,12 @@ pub struct SlimPod {
     pub meshed: bool,
     /// Its validator's current or last run exited with code 95.
     pub validator_failed: bool,
-    /// The controller that recreates it when evicted ([`recreating_owner`]), if any.
-    pub owner: Option<Owner>,
-    /// The values of [`POD_ANNOTATIONS`], in that order: a map would cost a node of eleven entries
-    /// and every key again, once per pod of the cluster.
-    annotations: [Option<Box<str>>; POD_ANNOTATIONS.len()],
-    /// The values of [`label_keys`], in that order.
-    labels: [Option<Box<str>>; LABELS],
+    /// The kind of the controller that recreates it when evicted ([`recreating_owner`]), if any; its
+    /// name and uid are in `texts`.
+    owner_kind: Option<OwnerKind>,
+    /// Its name, uid, owner's name and uid, and the values of [`POD_ANNOTATIONS`] and [`label_keys`]
+    /// (a map would cost a node of entries and every key again, once per pod of the cluster).
+    texts: Texts,
     /// Its containers as the rules read them (their uids): `check`'s `proxy-uids` row, which the
     /// leader folds for `check` (`crate::check::leader`). None: neither a proxy nor a validator's uid,
     /// where that row finds nothing. The pods of one template have the same: the store keeps one
@@ -65,12 +62,61 @@ pub struct SlimPod {
     pub view: Option<Arc<PodView>>,
 }
 
-/// A pod's recreating controller: its kind is one of four ([`recreating_owner`]), so not kept as text.
+/// Where each of a pod's strings is in [`Texts`].
+const NAME: usize = 0;
+const UID: usize = 1;
+const OWNER_NAME: usize = 2;
+const OWNER_UID: usize = 3;
+const ANNOTATIONS: usize = 4;
+const LABEL_SLOTS: usize = ANNOTATIONS + POD_ANNOTATIONS.len();
+const SLOTS: usize = LABEL_SLOTS + LABELS;
+
+/// A pod's strings in one allocation. Each was a block of its own, placed among the blocks the
+/// list's decoding frees: at 50,000 pods glibc's arenas held twice the heap in use (a heap profile,
+/// docs/src/evidence/performance.md). One block a pod, and no 16-byte pointer per absent value.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Owner {
+struct Texts {
+    all: Box<str>,
+    /// Where slot `i` ends in `all` (it starts where `i - 1` ends).
+    ends: [u32; SLOTS],
+    /// Bit `i`: slot `i` has no value (not the same as an empty one).
+    absent: u16,
+}
+
+impl Texts {
+    fn new(values: [Option<&str>; SLOTS]) -> Self {
+        let mut all = String::with_capacity(values.iter().flatten().map(|v| v.len()).sum());
+        let (mut ends, mut absent) = ([0; SLOTS], 0);
+        for (i, value) in values.iter().enumerate() {
+            match value {
+                Some(v) => all.push_str(v),
+                None => absent |= 1 << i,
+            }
+            // A pod's strings are bounded by the apiserver's object size (1.5 MiB by default).
+            ends[i] = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        }
+        Self {
+            all: all.into_boxed_str(),
+            ends,
+            absent,
+        }
+    }
+
+    fn get(&self, slot: usize) -> Option<&str> {
+        if self.absent & (1 << slot) != 0 {
+            return None;
+        }
+        let start = slot.checked_sub(1).map_or(0, |i| self.ends[i] as usize);
+        self.all.get(start..self.ends[slot] as usize)
+    }
+}
+
+/// A pod's recreating controller: its kind is one of four ([`recreating_owner`]), so not kept as text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Owner<'a> {
     pub kind: OwnerKind,
-    pub name: Box<str>,
-    pub uid: Box<str>,
+    pub name: &'a str,
+    pub uid: &'a str,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +155,7 @@ impl OwnerKind {
     }
 }
 
-impl Owner {
+impl Owner<'_> {
     /// As the pod's ownerReference said it (the eviction's Event and the watchdog name it).
     pub fn reference(&self) -> OwnerReference {
         OwnerReference {
@@ -137,59 +183,78 @@ impl From<Pod> for SlimPod {
             .map(Arc::new);
         let meta = pod.metadata;
         let owner = recreating_owner(meta.owner_references.as_deref().unwrap_or_default())
-            .and_then(|o| {
-                Some(Owner {
-                    kind: OwnerKind::of(o)?,
-                    name: o.name.as_str().into(),
-                    uid: o.uid.as_str().into(),
-                })
-            });
-        let text = |s: Option<String>| s.unwrap_or_default().into_boxed_str();
+            .and_then(|o| Some((OwnerKind::of(o)?, o)));
+        let mut values: [Option<&str>; SLOTS] = [None; SLOTS];
+        values[NAME] = Some(meta.name.as_deref().unwrap_or_default());
+        values[UID] = Some(meta.uid.as_deref().unwrap_or_default());
+        values[OWNER_NAME] = owner.map(|(_, o)| o.name.as_str());
+        values[OWNER_UID] = owner.map(|(_, o)| o.uid.as_str());
+        values[ANNOTATIONS..LABEL_SLOTS]
+            .copy_from_slice(&values_of(meta.annotations.as_ref(), POD_ANNOTATIONS));
+        values[LABEL_SLOTS..].copy_from_slice(&values_of(meta.labels.as_ref(), label_keys()));
         Self {
-            namespace: text(meta.namespace).into(),
-            name: text(meta.name),
-            uid: text(meta.uid),
+            namespace: meta.namespace.unwrap_or_default().into(),
             node: pod.spec.and_then(|s| s.node_name).map(Arc::from),
-            created: meta.creation_timestamp.map(|t| t.0),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deleting: meta.deletion_timestamp.is_some(),
             finished,
             ready,
             meshed,
             validator_failed,
-            owner,
-            annotations: values_of(meta.annotations.as_ref(), POD_ANNOTATIONS),
-            labels: values_of(meta.labels.as_ref(), label_keys()),
+            owner_kind: owner.map(|(kind, _)| kind),
+            texts: Texts::new(values),
             view,
         }
     }
 }
 
-fn values_of<const N: usize>(
-    map: Option<&BTreeMap<String, String>>,
+fn values_of<'a, const N: usize>(
+    map: Option<&'a BTreeMap<String, String>>,
     keys: [&str; N],
-) -> [Option<Box<str>>; N] {
-    keys.map(|k| map.and_then(|m| m.get(k)).map(|v| v.as_str().into()))
+) -> [Option<&'a str>; N] {
+    keys.map(|k| map.and_then(|m| m.get(k)).map(String::as_str))
 }
 
-fn map_of<const N: usize>(
-    values: &[Option<Box<str>>; N],
-    keys: [&str; N],
+fn map_of<'a>(
+    values: impl IntoIterator<Item = Option<&'a str>>,
+    keys: impl IntoIterator<Item = &'a str>,
 ) -> Option<BTreeMap<String, String>> {
     let map: BTreeMap<String, String> = keys
-        .iter()
+        .into_iter()
         .zip(values)
-        .filter_map(|(k, v)| Some((k.to_string(), v.as_deref()?.to_string())))
+        .filter_map(|(k, v)| Some((k.to_string(), v?.to_string())))
         .collect();
     (!map.is_empty()).then_some(map)
 }
 
 impl SlimPod {
+    pub fn name(&self) -> &str {
+        self.texts.get(NAME).unwrap_or_default()
+    }
+
+    pub fn uid(&self) -> &str {
+        self.texts.get(UID).unwrap_or_default()
+    }
+
+    /// The controller that recreates it when evicted, if any.
+    pub fn owner(&self) -> Option<Owner<'_>> {
+        Some(Owner {
+            kind: self.owner_kind?,
+            name: self.texts.get(OWNER_NAME).unwrap_or_default(),
+            uid: self.texts.get(OWNER_UID).unwrap_or_default(),
+        })
+    }
+
+    fn slots(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = Option<&str>> {
+        range.map(|i| self.texts.get(i))
+    }
+
     /// Its metadata as `check`'s pod rows read it (built back from the values kept; they read no
     /// other annotation or label: `the_leaders_slim_pods_say_what_the_pods_say` holds both readings
     /// equal).
     pub fn check_meta(&self) -> ObjectMeta {
         ObjectMeta {
-            uid: Some(self.uid.to_string()),
+            uid: Some(self.uid().to_string()),
             // Only whether it is set is read: the rows skip a pod on its way out.
             deletion_timestamp: self.deleting.then(|| Time(Timestamp::default())),
             ..self.decision_meta().into_owned()
@@ -276,15 +341,15 @@ impl Judged for SlimPod {
     /// Built back from the values kept, for the few pods that get that far.
     fn decision_meta(&self) -> Cow<'_, ObjectMeta> {
         Cow::Owned(ObjectMeta {
-            name: Some(self.name.to_string()),
+            name: Some(self.name().to_string()),
             namespace: Some(self.namespace.to_string()),
-            annotations: map_of(&self.annotations, POD_ANNOTATIONS),
-            labels: map_of(&self.labels, label_keys()),
+            annotations: map_of(self.slots(ANNOTATIONS..LABEL_SLOTS), POD_ANNOTATIONS),
+            labels: map_of(self.slots(LABEL_SLOTS..SLOTS), label_keys()),
             ..ObjectMeta::default()
         })
     }
     fn recreating_owner(&self) -> Option<OwnerReference> {
-        self.owner.as_ref().map(Owner::reference)
+        self.owner().as_ref().map(Owner::reference)
     }
 }
 
@@ -293,11 +358,11 @@ impl PodFacts for SlimPod {
         &self.namespace
     }
     fn name(&self) -> &str {
-        &self.name
+        SlimPod::name(self)
     }
     fn label(&self, key: &str) -> Option<&str> {
         let at = label_keys().iter().position(|k| *k == key)?;
-        self.labels[at].as_deref()
+        self.texts.get(LABEL_SLOTS + at)
     }
     fn node(&self) -> Option<&str> {
         self.node.as_deref()
@@ -322,6 +387,21 @@ mod tests {
 
     use super::super::decide::{decide, Verdict, Why};
     use super::*;
+
+    /// Each string reads back as given, an absent one apart from an empty one, wherever it sits.
+    #[test]
+    fn a_pods_texts_read_back_as_given() {
+        let mut values = [None; SLOTS];
+        values[NAME] = Some("p");
+        values[UID] = Some("");
+        values[ANNOTATIONS + 1] = Some("enabled");
+        values[SLOTS - 1] = Some("last");
+        let texts = Texts::new(values);
+        assert_eq!(&*texts.all, "penabledlast");
+        for (slot, value) in values.iter().enumerate() {
+            assert_eq!(texts.get(slot), *value, "slot {slot}");
+        }
+    }
 
     /// The store's pods are read straight off the API's JSON: the same as slimming a typed pod.
     #[test]
@@ -355,9 +435,9 @@ mod tests {
         };
         assert_eq!(kept(&meta.annotations), [vocab::NETWORKS_ANNOTATION]);
         assert_eq!(meta.labels, None, "no label decide reads");
-        let owner = direct.owner.as_ref().expect("the controller");
+        let owner = direct.owner().expect("the controller");
         assert_eq!(
-            (owner.kind, &*owner.name, &*owner.uid),
+            (owner.kind, owner.name, owner.uid),
             (OwnerKind::ReplicaSet, "r", "r"),
             "the controller's alone"
         );
@@ -435,7 +515,7 @@ mod tests {
             panic!("four pods")
         };
         assert!(a.meshed && a.validator_failed && a.deleting && !a.ready && a.created.is_some());
-        assert!(b.meshed && b.validator_failed && b.finished && b.owner.is_none());
+        assert!(b.meshed && b.validator_failed && b.finished && b.owner().is_none());
         assert!(i.ready && i.label(installer_label().0).is_some() && i.node.is_some());
         assert!(!c.meshed && !c.ready && c.node.is_none());
     }
@@ -545,7 +625,7 @@ mod tests {
         assert_eq!(pod.node.as_deref(), Some("n"));
         assert!(pod.meshed && pod.validator_failed && !pod.ready);
         assert_eq!(pod.decision_meta().annotations.as_ref().unwrap().len(), 1);
-        assert_eq!(&*pod.uid, "u");
+        assert_eq!(pod.uid(), "u");
     }
 
     /// Slimming keeps what the installer view reads: the label, the node, the Ready condition.

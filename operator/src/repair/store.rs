@@ -3,9 +3,9 @@
 //!
 //! Not kube-runtime's reflector store: its objects must carry an `ObjectMeta` (~350 bytes before any
 //! content) and it keys each one by an `ObjectRef` holding its name, namespace, uid and
-//! resourceVersion a second time. Here a pod is one allocation and its strings, and the table holds a
-//! pointer to it, found by hashing the pod's own namespace and name. At OpenShift's maximums every
-//! byte a pod costs is 150 KB.
+//! resourceVersion a second time. Here a pod is two allocations (itself, and its strings in one),
+//! and the table holds a pointer to it, found by hashing the pod's own namespace and name. At
+//! OpenShift's maximums every byte a pod costs is 150 KB.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -58,10 +58,10 @@ impl PodStore {
             watcher::Event::Apply(pod) => self.insert(pod.pod, false),
             watcher::Event::Delete(pod) => {
                 let pod = pod.pod;
-                let hash = self.hash(&pod.namespace, &pod.name);
+                let hash = self.hash(&pod.namespace, pod.name());
                 match self
                     .pods
-                    .find_entry(hash, |p| same(p, &pod.namespace, &pod.name))
+                    .find_entry(hash, |p| same(p, &pod.namespace, pod.name()))
                 {
                     Ok(entry) => Applied::Gone(entry.remove().0),
                     Err(_) => Applied::Gone(Box::new(pod)),
@@ -84,16 +84,16 @@ impl PodStore {
         let names = &mut self.names;
         pod.share_names(|name| intern(names, name));
         pod.share_view(|view| intern(&mut self.views, view));
-        let judge = Applied::Judge(pod.namespace.clone(), pod.name.clone());
-        let hash = self.hash(&pod.namespace, &pod.name);
+        let judge = Applied::Judge(pod.namespace.clone(), pod.name().into());
+        let hash = self.hash(&pod.namespace, pod.name());
         let hasher = self.hasher.clone();
         let table = match (&mut self.relisting, listing) {
             (Some(relisting), true) => relisting,
             _ => &mut self.pods,
         };
         #[allow(clippy::borrowed_box)] // the table's own element type
-        let rehash = |p: &Box<SlimPod>| hasher.hash_one((&*p.namespace, &*p.name));
-        match table.entry(hash, |p| same(p, &pod.namespace, &pod.name), rehash) {
+        let rehash = |p: &Box<SlimPod>| hasher.hash_one((&*p.namespace, p.name()));
+        match table.entry(hash, |p| same(p, &pod.namespace, pod.name()), rehash) {
             Entry::Occupied(mut e) => **e.get_mut() = pod,
             Entry::Vacant(e) => {
                 e.insert(Box::new(pod));
@@ -138,7 +138,7 @@ fn find<'a>(table: &'a Table, hash: u64, namespace: &str, name: &str) -> Option<
 }
 
 fn same(pod: &SlimPod, namespace: &str, name: &str) -> bool {
-    *pod.namespace == *namespace && *pod.name == *name
+    *pod.namespace == *namespace && pod.name() == name
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ fn pod(namespace: &str, name: &str, node: &str, ready: bool) -> WatchedPod {
 fn names(store: &PodStore) -> Vec<String> {
     let mut names: Vec<_> = store
         .iter()
-        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .map(|p| format!("{}/{}", p.namespace, p.name()))
         .collect();
     names.sort();
     names
@@ -35,7 +35,7 @@ fn events_keep_one_pod_per_namespace_and_name() {
     assert!(store.get("a", "p").expect("a/p").ready);
     assert_eq!(store.get("a", "q"), None);
     match store.apply(Event::Delete(pod("a", "p", "n1", true))) {
-        Applied::Gone(gone) => assert_eq!(&*gone.uid, "a-p"),
+        Applied::Gone(gone) => assert_eq!(gone.uid(), "a-p"),
         other => panic!("a delete gave {other:?}"),
     }
     assert_eq!(names(&store), ["b/p"]);

@@ -175,10 +175,7 @@ fn the_leaders_slim_pods_say_what_the_pods_say() {
     let (leader, folded) = crate::check::leader::fold(&seen, &s, slim.iter());
     assert_eq!(leader, Outcome::of(walked));
     assert_eq!(folded, 6);
-    let kept: Vec<(&str, bool)> = slim
-        .iter()
-        .map(|p| (p.name.as_ref(), p.view.is_some()))
-        .collect();
+    let kept: Vec<(&str, bool)> = slim.iter().map(|p| (p.name(), p.view.is_some())).collect();
     assert!(
         kept.iter().all(|(name, kept)| *kept != (*name == "plain")),
         "{kept:?}"
