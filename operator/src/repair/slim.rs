@@ -70,6 +70,8 @@ const OWNER_UID: usize = 3;
 const ANNOTATIONS: usize = 4;
 const LABEL_SLOTS: usize = ANNOTATIONS + POD_ANNOTATIONS.len();
 const SLOTS: usize = LABEL_SLOTS + LABELS;
+// One bit of `Texts::absent` a slot.
+const _: () = assert!(SLOTS <= u16::BITS as usize);
 
 /// A pod's strings in one allocation. Each was a block of its own, placed among the blocks the
 /// list's decoding frees: at 50,000 pods glibc's arenas held twice the heap in use (a heap profile,
