@@ -177,6 +177,7 @@ async fn measure(
     };
 
     // Repair on: from the process start until it has listed every pod; the floor lists them bare.
+    let started = k8s_openapi::jiff::Timestamp::now();
     let mut operator = start(args, dir, true)?;
     let listed = wait_listed(&mut operator, size.pods).await?;
     let floor_list = bare_list(client).await?;
@@ -215,9 +216,9 @@ async fn measure(
         "goal <= 1 KB; whole operator <= 256 MiB at 150k",
     );
 
-    // Steady state: nothing to repair, nothing else running against this apiserver; from the leader's
-    // first published findings on (their first write is not the steady state's).
-    wait_findings(client).await?;
+    // Steady state: nothing to repair, nothing else running against this apiserver; from this
+    // leader's first published findings on (their first write is not the steady state's).
+    wait_findings(client, started).await?;
     let before = Served::read(client).await?;
     let cpu = fanout::cpu_seconds(operator.pid())?;
     tokio::time::sleep(args.steady).await;
@@ -389,25 +390,28 @@ fn start(args: &ScaleArgs, dir: &Path, repair: bool) -> anyhow::Result<Operator>
     start_with(args, dir, if repair { LEADER } else { &[] })
 }
 
-/// Until the leader has published its pod findings (it folds a minute apart at most).
-async fn wait_findings(client: &Client) -> anyhow::Result<()> {
+/// Until the leader has published pod findings written `since` its start (it folds a minute apart
+/// at most). The size before left its leader's in the same ConfigMap; taking those, this leader's
+/// first write fell in the steady state's window (1 write a minute at 50,000 pods, two runs).
+async fn wait_findings(client: &Client, since: k8s_openapi::jiff::Timestamp) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use linkerd_multus_operator::check::published::FINDINGS_KEY;
+    use linkerd_multus_operator::check::published::PublishedFindings;
     let name = format!("{}-repair", vocab::DEFAULT_LEASE_NAME);
     let configmaps = kube::Api::<ConfigMap>::namespaced(client.clone(), CNI_NAMESPACE);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(180) {
         let cm = configmaps.get_opt(&name).await?;
-        if cm
-            .and_then(|c| c.data)
-            .is_some_and(|d| d.contains_key(FINDINGS_KEY))
-        {
-            return Ok(());
+        let found = cm.as_ref().map(PublishedFindings::from_configmap);
+        if let Some(Ok(Some(findings))) = found {
+            if findings.at >= since {
+                return Ok(());
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     anyhow::bail!(
-        "the leader published no pod findings in ConfigMap {CNI_NAMESPACE}/{name} in 180 s"
+        "the leader published no pod findings in ConfigMap {CNI_NAMESPACE}/{name} in 180 s \
+         (since {since})"
     )
 }
 
