@@ -31,6 +31,7 @@ use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
 use crate::row;
+use crate::scale::requests::Served;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
 pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";
@@ -215,6 +216,9 @@ pub(crate) async fn edit_then_idle(
     edit: &Edit<'_>,
 ) -> anyhow::Result<()> {
     let n = names.len();
+    // What the apiserver served in each window, by verb and resource (the log): a row that misses
+    // its goal says first whether ours sent more than the floor.
+    let served = Served::read(client).await?;
     let cpu_before = cpu_seconds(operator.pid())?;
     let started = Instant::now();
     put_config(client, edit.level).await?;
@@ -228,6 +232,12 @@ pub(crate) async fn edit_then_idle(
     .await?;
     let ours_update = started.elapsed().as_secs_f64();
     let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
+    let served = served.since(&Served::read(client).await?);
+    eprintln!(
+        "{}: the edit, ours, served: {}",
+        edit.rows,
+        served.describe()
+    );
     let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
         .get(vocab::NAD_NAME)
         .await?
@@ -238,9 +248,16 @@ pub(crate) async fn edit_then_idle(
         bail!("the NADs' generation moved but their config did not change");
     }
     let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
+    let served = Served::read(client).await?;
     let floor_cpu_before = cpu_seconds(std::process::id())?;
     let (floor_update, _) = floor_applies(client, names, &updated, edit.concurrency, moved).await?;
     let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
+    let served = served.since(&Served::read(client).await?);
+    eprintln!(
+        "{}: the edit, floor, served: {}",
+        edit.rows,
+        served.describe()
+    );
     row::compare(
         &format!(
             "{}: ConfigMap edit -> {n} NADs updated (goal <= 1.1x)",
