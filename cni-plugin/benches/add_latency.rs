@@ -2,8 +2,9 @@
 //! for the same work: one pod GET over a fresh TLS connection with the same kubeconfig (timed
 //! inside curl, `time_total`, so curl's own process start is not counted), and that GET plus one
 //! bare `iptables-restore` of the same rules; and one `iptables` exec per rule (what Linkerd's
-//! own plugin does) against the restore. A benchmark, not a test: it prints a table and asserts
-//! nothing about time.
+//! own plugin does) against the restore. First, the exec every plugin costs: Debian's `true` and
+//! the plugin's `VERSION`, exec'd the same way. A benchmark, not a test: it prints a table and
+//! asserts nothing about time.
 //!
 //! Run: `e2e/testbed up && cargo bench -p linkerd-cni --bench add_latency` (as root). The ADD
 //! includes the pod lookup against the local apiserver (TLS), as on a node. It times this bench's
@@ -160,6 +161,31 @@ impl TlsGet {
             .expect("time_total");
         Duration::from_secs_f64(secs)
     }
+}
+
+/// What any exec'd plugin pays before its own work, and what ours pays: Debian's `true` (the
+/// cheapest program a node has) and the plugin's `VERSION`, each exec'd as a runtime execs a plugin
+/// (config on stdin, `CNI_*` in the environment, stdout read) in a fresh netns. The nftables mode
+/// has no exec of its own in its floor, where a restore's floor has one: this is that exec.
+fn process_starts(dirs: &[std::path::PathBuf]) -> (Duration, Duration) {
+    let bare = tempfile::tempdir().expect("tempdir");
+    let true_bin = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .expect("Debian's true");
+    std::os::unix::fs::symlink(true_bin, bare.path().join("true")).expect("symlink true");
+    let bare = vec![bare.path().to_path_buf()];
+    let exec = |dirs: &[std::path::PathBuf], plugin: &str, command: &str| {
+        let config = json!({"cniVersion": "1.0.0", "name": "start", "type": plugin});
+        time_in_fresh_netns(|ns| {
+            exec_plugin(dirs, command, &config, &Runtime::new(&ns.path()))
+                .unwrap_or_else(|e| panic!("{plugin} {command}: {e}"));
+        })
+    };
+    (
+        exec(&bare, "true", "ADD"),
+        exec(dirs, "linkerd-cni", "VERSION"),
+    )
 }
 
 fn restore(bin: &str, input: &str) {
@@ -335,7 +361,11 @@ async fn main() {
         dirs[0].join("linkerd-cni").display(),
         rule_lines.len()
     );
-    // One line per mode, `|`-separated; bench/run reads the columns by position.
+    // `|`-separated; bench/run reads the columns by position.
+    let (bare_start, plugin_start) = process_starts(&dirs);
+    println!("process start | true | linkerd-cni VERSION");
+    println!("process-start | {} | {}", ms(bare_start), ms(plugin_start));
+    // One line per mode.
     println!(
         "mode | ADD | ADD simulate (lookup) | CHECK | DEL | TLS GET | restore + TLS GET | 1 iptables-restore | 1 exec per rule | 1 iptables-save | ADD minus lookup (paired)"
     );
