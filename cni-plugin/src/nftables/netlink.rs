@@ -389,14 +389,14 @@ impl Socket {
         }
     }
 
-    /// Whether our table exists in `family`.
-    fn has_table(&mut self, family: Family) -> Result<bool, NftError> {
+    /// Whether a table named `name` exists in `family`.
+    fn has_table(&mut self, family: Family, name: &str) -> Result<bool, NftError> {
         Ok(self.dump(GETTABLE, family, "tables")?.iter().any(|msg| {
             attr::parse(msg)
                 .ok()
                 .and_then(|a| attr::get(&a, TABLE_NAME).map(attr::string))
                 .as_deref()
-                == Some(TABLE)
+                == Some(name)
         }))
     }
 }
@@ -412,7 +412,7 @@ pub fn replace(tables: &[Table]) -> Result<(), NftError> {
     let mut sock = Socket::open(ACK_BUF)?;
     let mut batch = Batch::default();
     for t in tables {
-        let existing = sock.has_table(t.family)?;
+        let existing = sock.has_table(t.family, TABLE)?;
         batch.replace_table(t, existing);
     }
     sock.apply(&batch)
@@ -424,7 +424,7 @@ pub fn remove(families: &[Family]) -> Result<(), NftError> {
     let mut sock = Socket::open(ACK_BUF)?;
     let mut batch = Batch::default();
     for f in families {
-        if sock.has_table(*f)? {
+        if sock.has_table(*f, TABLE)? {
             batch.delete_table(*f);
         }
     }
@@ -432,6 +432,19 @@ pub fn remove(families: &[Family]) -> Result<(), NftError> {
         return Ok(());
     }
     sock.apply(&batch)
+}
+
+/// Whether a table named `name` (another program's: iptables-nft keeps its `nat` table's rules in
+/// the nf_tables tables `ip nat` and `ip6 nat`) exists in any of `families` in the calling thread's
+/// netns.
+pub fn any_table_named(name: &str, families: &[Family]) -> Result<bool, NftError> {
+    let mut sock = Socket::open(DUMP_BUF)?;
+    for f in families {
+        if sock.has_table(*f, name)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn malformed(e: attr::Malformed) -> NftError {
