@@ -204,7 +204,9 @@ async fn executions_per_add_nft() {
 
 /// A DEL whose config names another mode than its ADD's (an upgrade between them, or Multus' aux
 /// chain, which hands DEL no mode) still removes the iptables-nft rules, with that flavour's save
-/// and restore only; and an nftables ADD and DEL run no iptables binary at all.
+/// and restore only; and where the netns holds no nat table of the config's mode (an nftables ADD,
+/// as for any pod DEL'd through the aux chain), DEL runs no iptables binary at all, and creates no
+/// legacy nat table by reading one.
 #[tokio::test]
 #[ignore = "needs root (netns, iptables, nftables) and the testbed (kube-apiserver): run by e2e/test-all"]
 async fn a_del_in_another_mode_removes_the_nft_rules_and_execs_nothing_more() {
@@ -243,17 +245,29 @@ async fn a_del_in_another_mode_removes_the_nft_rules_and_execs_nothing_more() {
     assert_eq!(net.our_rules("ip6tables-nft-save"), Vec::<String>::new());
     let _ = counting.take();
 
-    let mut settings = PluginSettings::new("1.0.0", "nftables");
-    settings.ipv6 = true;
-    let mut net = PodNetwork::new(&settings, &ns.name, "web");
-    net.network.plugin_dirs = counting.plugin_dirs();
-    let result = net.add().unwrap_or_else(|e| panic!("ADD (nftables): {e}"));
-    net.linkerd_only("DEL", Some(&result))
-        .unwrap_or_else(|e| panic!("DEL (nftables): {e}"));
-    let execs = counting.take();
-    assert_eq!(
-        execs,
-        Vec::<String>::new(),
-        "nftables ADD and DEL: {execs:#?}"
-    );
+    for del_mode in ["nftables", "nft", "legacy"] {
+        let mut settings = PluginSettings::new("1.0.0", "nftables");
+        settings.ipv6 = true;
+        let mut net = PodNetwork::new(&settings, &ns.name, "web");
+        net.network.plugin_dirs = counting.plugin_dirs();
+        let result = net.add().unwrap_or_else(|e| panic!("ADD (nftables): {e}"));
+        assert!(net.nft(&["list", "tables"]).contains("linkerd-cni"));
+        let entry = net.network.conflist["plugins"]
+            .as_array_mut()
+            .and_then(|p| p.last_mut())
+            .expect("linkerd-cni entry");
+        entry["linkerd"]["iptables-mode"] = json!(del_mode);
+        net.linkerd_only("DEL", Some(&result))
+            .unwrap_or_else(|e| panic!("DEL ({del_mode}): {e}"));
+        let execs = counting.take();
+        assert_eq!(
+            execs,
+            Vec::<String>::new(),
+            "nftables ADD, {del_mode} DEL: {execs:#?}"
+        );
+        assert_eq!(net.nft(&["list", "tables"]), "", "{del_mode} DEL");
+        let legacy = net.ns.exec(&["cat", "/proc/net/ip_tables_names"]);
+        let legacy = String::from_utf8_lossy(&legacy.stdout);
+        assert!(!legacy.contains("nat"), "{del_mode} DEL: {legacy}");
+    }
 }

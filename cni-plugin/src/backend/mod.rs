@@ -129,16 +129,23 @@ pub fn select(cfg: &LinkerdConfig) -> Box<dyn Backend> {
 /// finds nothing costs a read. Legacy x_tables are read only where the pod's netns has a legacy
 /// nat table: reading them would create it, and load a module the node may not have. iptables-nft's
 /// are read only where the netns has its nf_tables `nat` tables: looked for over netlink, that
-/// spares a DEL in any other mode an `iptables-nft-save` exec per family (1–3 ms, measured).
-pub fn select_for_del(
-    cfg: &LinkerdConfig,
-    netns: &Path,
-) -> (Box<dyn Backend>, Vec<Box<dyn Backend>>) {
+/// spares a DEL in any other mode an `iptables-nft-save` exec per family (1–3 ms, measured). The
+/// same holds for the config's own mode (None: it cannot have rules here): in Multus' auxiliary
+/// chain, DEL runs for every pod of the node, most of them never given rules.
+pub fn select_for_del(cfg: &LinkerdConfig, netns: &Path) -> DelBackends {
     let node = node_netfilter();
     let first = resolve_mode(cfg, || node.clone());
     if cfg.simulate {
-        return (Box::new(DryRun(build(cfg, first))), Vec::new());
+        return DelBackends {
+            first: Some(Box::new(DryRun(build(cfg, first)))),
+            others: Vec::new(),
+        };
     }
+    let first_may_hold = may_hold_rules(
+        first,
+        || pod_has_legacy_nat(netns),
+        || pod_has_nft_nat(netns),
+    );
     let others = del_extras(
         first,
         &node,
@@ -148,7 +155,31 @@ pub fn select_for_del(
     .into_iter()
     .map(|mode| build(cfg, mode))
     .collect();
-    (build(cfg, first), others)
+    DelBackends {
+        first: first_may_hold.then(|| build(cfg, first)),
+        others,
+    }
+}
+
+/// What DEL removes with: the config's mode (None: the netns holds no table of it), then the others.
+pub struct DelBackends {
+    pub first: Option<Box<dyn Backend>>,
+    pub others: Vec<Box<dyn Backend>>,
+}
+
+/// Whether `mode` may hold rules in the pod's netns (pure: what the netns holds is given). Legacy
+/// and iptables-nft keep ours in their nat table; `iptables` may be either flavour, and our own
+/// nf_tables table is looked for by its removal, so both are always asked.
+fn may_hold_rules(
+    mode: IptablesMode,
+    pod_has_legacy_nat: impl FnOnce() -> bool,
+    pod_has_nft_nat: impl FnOnce() -> bool,
+) -> bool {
+    match mode {
+        IptablesMode::Legacy => pod_has_legacy_nat(),
+        IptablesMode::Nft => pod_has_nft_nat(),
+        _ => true,
+    }
 }
 
 /// The modes DEL also removes with after `first` (pure: the node and the pod's netns are given).
@@ -322,6 +353,27 @@ mod tests {
                 del_extras(first, node, || legacy_nat, || nft_nat),
                 want,
                 "{first:?} legacy_nat={legacy_nat} nft_nat={nft_nat}"
+            );
+        }
+    }
+
+    /// DEL asks the config's own mode only where the netns may hold its rules: legacy and
+    /// iptables-nft where their nat table is, `iptables` and nftables always.
+    #[test]
+    fn del_asks_the_configs_mode_where_it_may_hold_rules() {
+        use IptablesMode::*;
+        for (mode, legacy_nat, nft_nat, want) in [
+            (Legacy, true, false, true),
+            (Legacy, false, true, false),
+            (Nft, false, true, true),
+            (Nft, true, false, false),
+            (Plain, false, false, true),
+            (Nftables, false, false, true),
+        ] {
+            assert_eq!(
+                may_hold_rules(mode, || legacy_nat, || nft_nat),
+                want,
+                "{mode:?} legacy_nat={legacy_nat} nft_nat={nft_nat}"
             );
         }
     }
