@@ -225,11 +225,7 @@ async fn a_del_in_another_mode_removes_the_nft_rules_and_execs_nothing_more() {
     );
     let _ = counting.take();
 
-    let entry = net.network.conflist["plugins"]
-        .as_array_mut()
-        .and_then(|p| p.last_mut())
-        .expect("linkerd-cni entry");
-    entry["linkerd"]["iptables-mode"] = json!("nftables");
+    set_mode(&mut net, "nftables");
     net.linkerd_only("DEL", Some(&result))
         .unwrap_or_else(|e| panic!("DEL (nftables): {e}"));
     let del = counting.take();
@@ -252,11 +248,7 @@ async fn a_del_in_another_mode_removes_the_nft_rules_and_execs_nothing_more() {
         net.network.plugin_dirs = counting.plugin_dirs();
         let result = net.add().unwrap_or_else(|e| panic!("ADD (nftables): {e}"));
         assert!(net.nft(&["list", "tables"]).contains("linkerd-cni"));
-        let entry = net.network.conflist["plugins"]
-            .as_array_mut()
-            .and_then(|p| p.last_mut())
-            .expect("linkerd-cni entry");
-        entry["linkerd"]["iptables-mode"] = json!(del_mode);
+        set_mode(&mut net, del_mode);
         net.linkerd_only("DEL", Some(&result))
             .unwrap_or_else(|e| panic!("DEL ({del_mode}): {e}"));
         let execs = counting.take();
@@ -270,4 +262,13 @@ async fn a_del_in_another_mode_removes_the_nft_rules_and_execs_nothing_more() {
         let legacy = String::from_utf8_lossy(&legacy.stdout);
         assert!(!legacy.contains("nat"), "{del_mode} DEL: {legacy}");
     }
+}
+
+/// Names `mode` in the linkerd-cni entry, as an upgrade between a pod's ADD and DEL would.
+fn set_mode(net: &mut PodNetwork, mode: &str) {
+    let entry = net.network.conflist["plugins"]
+        .as_array_mut()
+        .and_then(|p| p.last_mut())
+        .expect("linkerd-cni entry");
+    entry["linkerd"]["iptables-mode"] = json!(mode);
 }
