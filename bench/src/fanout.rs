@@ -30,8 +30,8 @@ use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
+use crate::requests::Served;
 use crate::row;
-use crate::scale::requests::Served;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
 pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";

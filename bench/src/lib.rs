@@ -9,7 +9,8 @@
 //! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
 //! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client),
 //! [`shared`] (NAD writes and objects with one shared NAD against one per namespace), [`scale`] (the
-//! operator on a simulated cluster grown to OpenShift's maximums).
+//! operator on a simulated cluster grown to OpenShift's maximums); [`requests`] counts what the
+//! apiserver served for the fan-out's edit and the scale part alike.
 
 pub mod admission;
 pub mod args;
@@ -17,6 +18,7 @@ pub mod fanout;
 pub mod fixture;
 pub mod floor_webhook;
 pub mod optin;
+pub mod requests;
 pub mod row;
 pub mod scale;
 pub mod shared;

@@ -17,7 +17,6 @@
 
 pub mod cluster;
 pub mod nodes;
-pub mod requests;
 pub mod store_memory;
 
 use std::path::Path;
@@ -31,9 +30,9 @@ use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 
 use self::cluster::Size;
-use self::requests::Served;
 use crate::args::OperatorBenchArgs;
 use crate::fanout::{self, Operator, CNI_NAMESPACE, LABEL};
+use crate::requests::Served;
 use crate::row;
 
 #[derive(clap::Args, Debug, Clone)]

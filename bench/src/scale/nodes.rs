@@ -26,9 +26,9 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::cluster::{node_name, Size};
-use super::requests::Served;
 use crate::args::OperatorBenchArgs;
 use crate::fanout::{CNI_NAMESPACE, FLOOR_MANAGER};
+use crate::requests::Served;
 use crate::row;
 
 /// The installer's DaemonSet, pod and the plugin's service account, as the chart names them.
