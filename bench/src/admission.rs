@@ -4,16 +4,12 @@
 //! (a - c) / (b - c), for p50 and p99. Where the server serves MutatingAdmissionPolicy, (p) the
 //! product's policy path (the policy, its binding and the warning policy, as `--admission=policy`
 //! renders them for the webhook's settings) too: its overhead p - c against the webhook's a - c.
-//! Blocks of each mode alternate, so all see the same noise.
-//!
-//! The storm ([`storm`]): as many creates as the apiserver takes (10,000 per mode, many in flight)
-//! through the real webhook, a constant-patch webhook (its floor: the same TLS stack answering a
-//! fixed small JSONPatch) and no webhook, blocks of each mode in turn; p50/p99 of each.
+//! Blocks of each mode alternate, so all see the same noise. The storm ([`crate::storm`]) shares the
+//! bench's webhook configuration and pods.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
@@ -24,7 +20,7 @@ use rules::admission_policy::{render_selecting, PolicyApi};
 use serde_json::json;
 
 use crate::fixture;
-use crate::row::{self, pct};
+use crate::row::pct;
 
 const CONFIG_NAME: &str = "linkerd-multus-bench-admission";
 /// Only the bench's pods go through the bench's webhook.
@@ -59,36 +55,8 @@ pub struct AdmissionArgs {
     pub blocks: usize,
 }
 
-/// The pod-creation storm: the real webhook against the constant-patch floor and no webhook.
-#[derive(clap::Args, Debug, Clone)]
-pub struct StormArgs {
-    #[arg(long)]
-    pub kubeconfig: std::path::PathBuf,
-    /// Base URL of the real webhook (served by `webhook`).
-    #[arg(long)]
-    pub ours: String,
-    /// Base URL of the constant-patch floor (`floor-webhook --echo-uid --patch`).
-    #[arg(long)]
-    pub floor_patch: String,
-    /// CA of the servers' certificate.
-    #[arg(long)]
-    pub ca: std::path::PathBuf,
-    /// Pods created per mode.
-    #[arg(long, default_value_t = 10_000)]
-    pub pods: usize,
-    /// Creates in flight.
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
-    /// Each mode's pods in this many blocks, the modes in turn.
-    #[arg(long, default_value_t = 5)]
-    pub rounds: usize,
-    /// What the rows say of the cluster the storm runs on (e.g. its size).
-    #[arg(long, default_value = "")]
-    pub on: String,
-}
-
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     None,
     Floor,
     FloorPatch,
@@ -99,14 +67,14 @@ enum Mode {
 
 impl Mode {
     /// Does a pod admitted in this mode carry the Multus networks annotation?
-    fn attaches(self) -> bool {
+    pub(crate) fn attaches(self) -> bool {
         matches!(self, Mode::FloorPatch | Mode::Ours | Mode::Policy)
     }
 }
 
 /// What a mode installs: a webhook at a URL, the policy path, or nothing.
 #[derive(Clone, Copy)]
-enum Path<'a> {
+pub(crate) enum Path<'a> {
     Nothing,
     Webhook(&'a str),
     Policy,
@@ -179,169 +147,6 @@ pub async fn run(args: AdmissionArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn storm(args: StormArgs) -> anyhow::Result<()> {
-    let client = linkerd_multus_e2e::client_from(&args.kubeconfig).await;
-    let ca = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
-    let served = objects::served(&client).await?;
-    let modes = [
-        (Mode::None, Path::Nothing),
-        (Mode::FloorPatch, Path::Webhook(&args.floor_patch)),
-        (Mode::Ours, Path::Webhook(&args.ours)),
-    ];
-    let rounds = args.rounds.max(1);
-    let per_block = args.pods.div_ceil(rounds);
-    let mut samples = vec![Vec::new(); modes.len()];
-    let mut tried = vec![0; modes.len()];
-    let mut failed = vec![0; modes.len()];
-    let mut wall = vec![0.0; modes.len()];
-    for round in 0..rounds {
-        for (i, &(mode, path)) in modes.iter().enumerate() {
-            let n = per_block.min(args.pods - tried[i]);
-            configure(&client, path, &ca, served, mode).await?;
-            let started = Instant::now();
-            let block = storm_block(&client, mode, n, args.concurrency).await?;
-            wall[i] += started.elapsed().as_secs_f64();
-            tried[i] += n;
-            failed[i] += block.failed;
-            samples[i].extend(block.latencies);
-            eprintln!(
-                "storm: round {round}, mode {i}: {n} creates, {} failed{}",
-                block.failed,
-                block
-                    .first_failure
-                    .map(|e| format!(" (first: {e})"))
-                    .unwrap_or_default()
-            );
-            delete_bench_pods(&client).await?;
-        }
-    }
-    if failed.iter().any(|&f| f > 0) {
-        println!(
-            "ROW\twebhook storm{}: creates the apiserver failed, real vs constant-patch webhook (no \
-             webhook: {})\t{}\t{}\t-",
-            args.on, failed[0], failed[2], failed[1]
-        );
-        eprintln!("storm: failed creates per mode (none, constant-patch, ours): {failed:?}");
-    }
-    configure(&client, Path::Nothing, &ca, served, Mode::None).await?;
-    let rate = |i: usize| samples[i].len() as f64 / wall[i].max(1e-9);
-    for line in storm_rows(
-        &args.on,
-        args.concurrency,
-        &samples[0],
-        &samples[1],
-        &samples[2],
-    ) {
-        println!("ROW\t{}", line.join("\t"));
-    }
-    row::compare(
-        &format!(
-            "webhook storm{}: creates per second at {} in flight, real vs constant-patch webhook \
-             (no webhook: {:.0}/s)",
-            args.on,
-            args.concurrency,
-            rate(0)
-        ),
-        rate(2),
-        rate(1),
-        "/s",
-    );
-    Ok(())
-}
-
-/// The storm's rows (what, ours, floor, ratio) from each mode's create latencies in ms: the real
-/// webhook (a) against the constant-patch one (d) at p50 and p99, and each one's overhead over no
-/// webhook (c).
-pub fn storm_rows(
-    on: &str,
-    concurrency: usize,
-    none: &[f64],
-    patch: &[f64],
-    ours: &[f64],
-) -> Vec<[String; 4]> {
-    let ratio = |x: f64, y: f64| {
-        if y > 0.0 {
-            format!("{:.2}", x / y)
-        } else {
-            "-".into()
-        }
-    };
-    let mut rows = Vec::new();
-    for p in [50, 99] {
-        let (c, d, a) = (pct(none, p), pct(patch, p), pct(ours, p));
-        let goal = if p == 99 { ", goal <= 1.1x" } else { "" };
-        rows.push([
-            format!(
-                "webhook storm{on}: p{p} of {} creates at {concurrency} in flight, real vs \
-                 constant-patch webhook{goal}",
-                ours.len()
-            ),
-            format!("{a:.2} ms"),
-            format!("{d:.2} ms"),
-            ratio(a, d),
-        ]);
-        rows.push([
-            format!("  of which over no webhook (c {c:.2} ms), p{p}: a - c vs d - c"),
-            format!("{:.2} ms", a - c),
-            format!("{:.2} ms", d - c),
-            ratio(a - c, d - c),
-        ]);
-    }
-    rows
-}
-
-/// Creates `n` pods, `concurrency` in flight; each create's ms. Checks each was admitted as the
-/// mode wants (attached or not).
-async fn storm_block(
-    client: &Client,
-    mode: Mode,
-    n: usize,
-    concurrency: usize,
-) -> anyhow::Result<Block> {
-    let api = Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE);
-    let body = pod()?;
-    let outcomes: Vec<Result<f64, kube::Error>> = stream::iter(0..n)
-        .map(|_| {
-            let (api, body) = (api.clone(), body.clone());
-            async move {
-                let started = Instant::now();
-                let created = match api.create(&PostParams::default(), &body).await {
-                    Ok(created) => created,
-                    Err(e) => return anyhow::Ok(Err(e)),
-                };
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
-                if attached(&created) != mode.attaches() {
-                    bail!("a pod was admitted unlike its mode: the webhook configuration is not the one measured");
-                }
-                anyhow::Ok(Ok(ms))
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect()
-        .await?;
-    let mut block = Block::default();
-    for outcome in outcomes {
-        match outcome {
-            Ok(ms) => block.latencies.push(ms),
-            // A create the apiserver gave up on (a ServerTimeout under the storm) is the storm's
-            // finding, not the end of the measurement: counted, shown in the rows, its first reason kept.
-            Err(e) => {
-                block.failed += 1;
-                block.first_failure.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
-    Ok(block)
-}
-
-/// One mode's creates in one block.
-#[derive(Default)]
-struct Block {
-    latencies: Vec<f64>,
-    failed: usize,
-    first_failure: Option<String>,
-}
-
 /// Labels the fixture namespace for the bench's binding (the operator labels enabled namespaces so).
 async fn label_fixture_namespace(client: &Client) -> anyhow::Result<()> {
     Api::<Namespace>::all(client.clone())
@@ -377,7 +182,7 @@ async fn policy_path(client: &Client, api: PolicyApi, install: bool) -> anyhow::
 
 /// Points the bench's MutatingWebhookConfiguration at the mode's URL (or removes it), installs or
 /// removes the policy path (where `served`), then waits until the apiserver uses them.
-async fn configure(
+pub(crate) async fn configure(
     client: &Client,
     path: Path<'_>,
     ca: &[u8],
@@ -387,35 +192,56 @@ async fn configure(
     if let Some(api) = served {
         policy_path(client, api, matches!(path, Path::Policy)).await?;
     }
-    let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
-    match api.delete(CONFIG_NAME, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.is_not_found() => {}
-        Err(e) => return Err(e.into()),
+    match path {
+        Path::Webhook(url) => install_webhooks(client, ca, &[("bench", url, "1")]).await?,
+        Path::Nothing | Path::Policy => remove_webhooks(client).await?,
     }
-    let Path::Webhook(url) = path else {
-        return settle(client, mode).await;
-    };
+    settle(client, mode).await
+}
+
+/// The bench's MutatingWebhookConfiguration with one webhook per `(name, base URL, label value)`:
+/// each admits the pods whose bench label has that value. Replaces the one there was.
+pub(crate) async fn install_webhooks(
+    client: &Client,
+    ca: &[u8],
+    hooks: &[(&str, &str, &str)],
+) -> anyhow::Result<()> {
     use base64::Engine;
+    remove_webhooks(client).await?;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+    let webhooks: Vec<_> = hooks
+        .iter()
+        .map(|(name, url, value)| {
+            json!({
+                "name": format!("{name}.bench.linkerd-multus.io"),
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": { "url": format!("{url}{}", vocab::WEBHOOK_PATH), "caBundle": ca },
+                "objectSelector": { "matchLabels": { POD_LABEL: value } },
+                "rules": [{ "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                            "resources": ["pods"] }],
+            })
+        })
+        .collect();
     let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": { "name": CONFIG_NAME },
-        "webhooks": [{
-            "name": "bench.linkerd-multus.io",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-            "clientConfig": {
-                "url": format!("{url}{}", vocab::WEBHOOK_PATH),
-                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca),
-            },
-            "objectSelector": { "matchLabels": { POD_LABEL: "1" } },
-            "rules": [{ "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                        "resources": ["pods"] }],
-        }],
+        "webhooks": webhooks,
     }))?;
-    api.create(&PostParams::default(), &config).await?;
-    settle(client, mode).await
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &config)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn remove_webhooks(client: &Client) -> anyhow::Result<()> {
+    let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    match api.delete(CONFIG_NAME, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The apiserver's webhook configuration watch has no ready signal: probe pods are created until
@@ -434,7 +260,7 @@ async fn settle(client: &Client, mode: Mode) -> anyhow::Result<()> {
     bail!("the apiserver did not take up the admission configuration within 20 s")
 }
 
-fn attached(pod: &Pod) -> bool {
+pub(crate) fn attached(pod: &Pod) -> bool {
     pod.metadata
         .annotations
         .as_ref()
@@ -459,12 +285,12 @@ async fn block(client: &Client, mode: Mode, n: usize) -> anyhow::Result<Vec<f64>
     Ok(out)
 }
 
-/// Deletes the bench's pods (no kubelet: gone at once).
-async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
+/// Deletes the bench's pods, whatever their label's value (no kubelet: gone at once).
+pub(crate) async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
     Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE)
         .delete_collection(
             &DeleteParams::default().grace_period(0),
-            &ListParams::default().labels(&format!("{POD_LABEL}=1")),
+            &ListParams::default().labels(POD_LABEL),
         )
         .await?;
     Ok(())
@@ -472,36 +298,16 @@ async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
 
 /// The fixture review's pod, labelled for the bench's webhook.
 fn pod() -> anyhow::Result<Pod> {
+    pod_labelled("1")
+}
+
+/// The fixture review's pod with the bench label's `value` (which of the bench's webhooks admits it).
+pub(crate) fn pod_labelled(value: &str) -> anyhow::Result<Pod> {
     let review: serde_json::Value = serde_json::from_str(fixture::REVIEW)?;
     let mut pod = review["request"]["object"].clone();
-    pod["metadata"]["labels"][POD_LABEL] = json!("1");
+    pod["metadata"]["labels"][POD_LABEL] = json!(value);
     pod["metadata"]
         .as_object_mut()
         .map(|m| m.remove("ownerReferences"));
     Ok(serde_json::from_value(pod)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn storm_rows_hold_the_real_webhook_to_the_constant_patch_at_each_percentile() {
-        let none: Vec<f64> = (1..=100).map(f64::from).collect();
-        let patch: Vec<f64> = none.iter().map(|v| v + 2.0).collect();
-        let ours: Vec<f64> = none.iter().map(|v| v + 3.0).collect();
-        let rows = storm_rows(" at 15k pods", 64, &none, &patch, &ours);
-        assert_eq!(rows.len(), 4);
-        assert_eq!(
-            rows[0][0],
-            "webhook storm at 15k pods: p50 of 100 creates at 64 in flight, real vs constant-patch webhook"
-        );
-        assert_eq!(rows[0][1..], ["53.00 ms", "52.00 ms", "1.02"]);
-        assert_eq!(rows[1][1..], ["3.00 ms", "2.00 ms", "1.50"]);
-        assert!(rows[2][0].contains("p99") && rows[2][0].ends_with("goal <= 1.1x"));
-        assert_eq!(rows[2][1..], ["102.00 ms", "101.00 ms", "1.01"]);
-        // No overhead of the floor over no webhook: no ratio, not a division by zero.
-        let rows = storm_rows("", 1, &none, &none, &ours);
-        assert_eq!(rows[1][3], "-");
-    }
 }

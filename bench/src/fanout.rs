@@ -30,6 +30,7 @@ use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
+use crate::procs::{cpu_seconds, status_kb};
 use crate::requests::Served;
 use crate::row;
 
@@ -577,35 +578,4 @@ impl Operator {
             .metric_sum("linkerd_multus_controller_nad_writes_total")
             .await?)
     }
-}
-
-/// `field` (e.g. `VmRSS`) of `/proc/<pid>/status`, in KB (`pid` may be `self`).
-pub(crate) fn status_kb(pid: &str, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))
-}
-
-/// User + system CPU seconds of process `pid` so far, from /proc (fields 14 and 15 of `stat`, in
-/// clock ticks of 1/100 s, the Linux default).
-pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces; the fields after its closing ')' do not.
-    let after = stat
-        .rsplit_once(')')
-        .context("malformed /proc/<pid>/stat")?
-        .1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| -> anyhow::Result<f64> {
-        Ok(fields
-            .get(i)
-            .context("short /proc/<pid>/stat")?
-            .parse::<f64>()?)
-    };
-    // `after` starts at field 3, so fields 14 and 15 are at 11 and 12.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
 }

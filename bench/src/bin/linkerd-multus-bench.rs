@@ -34,7 +34,7 @@ enum Part {
     /// Pod admission through the apiserver: real webhook, floor webhook, none.
     Admission(linkerd_multus_bench::admission::AdmissionArgs),
     /// A pod-creation storm through the apiserver: real webhook, constant-patch webhook, none.
-    Storm(linkerd_multus_bench::admission::StormArgs),
+    Storm(linkerd_multus_bench::storm::StormArgs),
     /// The operator on a simulated cluster grown through pod counts up to OpenShift's maximums:
     /// RSS, a leader's start, repair's steady state, check.
     Scale(linkerd_multus_bench::scale::ScaleArgs),
@@ -102,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Part::Fanout(args) => linkerd_multus_bench::fanout::run(args).await?,
         Part::Admission(args) => linkerd_multus_bench::admission::run(args).await?,
-        Part::Storm(args) => linkerd_multus_bench::admission::storm(args).await?,
+        Part::Storm(args) => linkerd_multus_bench::storm::run(args).await?,
         Part::Optin(args) => linkerd_multus_bench::optin::run(args).await?,
         Part::Shared(args) => linkerd_multus_bench::shared::run(args).await?,
         Part::Scale(args) => linkerd_multus_bench::scale::run(args).await?,

@@ -32,6 +32,7 @@ use linkerd_multus_crds::NetworkAttachmentDefinition;
 use self::cluster::Size;
 use crate::args::OperatorBenchArgs;
 use crate::fanout::{self, Operator, CNI_NAMESPACE, LABEL};
+use crate::procs;
 use crate::requests::Served;
 use crate::row;
 
@@ -219,9 +220,9 @@ async fn measure(
     // leader's first published findings on (their first write is not the steady state's).
     wait_findings(client, started).await?;
     let before = Served::read(client).await?;
-    let cpu = fanout::cpu_seconds(operator.pid())?;
+    let cpu = procs::cpu_seconds(operator.pid())?;
     tokio::time::sleep(args.steady).await;
-    let cpu = fanout::cpu_seconds(operator.pid())? - cpu;
+    let cpu = procs::cpu_seconds(operator.pid())? - cpu;
     let served = before.since(&Served::read(client).await?);
     let minutes = args.steady.as_secs_f64() / 60.0;
     let renewals = served.writes_to("leases");

@@ -58,5 +58,5 @@ pub fn measure(pods: usize) -> anyhow::Result<StoreMemory> {
 
 /// This process' resident set (`VmRSS`), KB.
 fn rss_kb() -> anyhow::Result<u64> {
-    crate::fanout::status_kb("self", "VmRSS")
+    crate::procs::status_kb("self", "VmRSS")
 }
