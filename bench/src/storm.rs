@@ -2,12 +2,12 @@
 //! through the real webhook, through a constant-patch webhook (its floor: the same TLS stack
 //! answering a fixed small JSONPatch) and through no webhook; p50/p99 of each.
 //!
-//! The three run at once, each pod sent to its webhook by its label, not in turns. On the scale
-//! part's cluster of 150,000 pods the apiserver's Go heap is 7-10 GB, and collecting it costs it
-//! seconds of CPU. Its period came close to one round of the three modes' turns, so it fell on the
-//! same mode's turn round after round: the real webhook's p99 3.3x the floor's in one run, the
-//! floor's 2.4x the real one's in another (2026-11-30, the apiserver's CPU in each turn read from
-//! /proc). Run at once, every mode pays the same share of it.
+//! The three run at once, each pod sent to its webhook by its label, not in turns. In turns, on the
+//! scale part's cluster of 150,000 pods, the apiserver spent 2-3x its usual CPU in one mode's turn,
+//! round after round, and which mode it was changed from run to run: the real webhook's p99 3.3x
+//! the floor's in one run, the floor's 2.4x the real one's in another (2026-11-30). Most likely its
+//! garbage collection (its Go heap, 7-10 GB, fell once a round); whatever it is, at once every mode
+//! pays the same share of it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
