@@ -41,7 +41,7 @@ pub struct StormArgs {
     /// Pods created per mode.
     #[arg(long, default_value_t = 10_000)]
     pub pods: usize,
-    /// Creates in flight, all modes together (each mode holds a third).
+    /// Creates in flight, all modes together (each mode holds a third, rounded up).
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
     /// Each mode's pods in this many rounds (the three modes at once in each); the bench's pods are
@@ -112,7 +112,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<()> {
     }
     for line in storm_rows(
         &args.on,
-        args.concurrency,
+        in_flight * LANES.len(),
         &none.latencies,
         &patch.latencies,
         &ours.latencies,
