@@ -72,6 +72,18 @@ impl Served {
         Served(by)
     }
 
+    /// Only the requests of the `(verb, resource)` pairs in `kinds`: what one client can ask for,
+    /// without the apiserver's own requests of other kinds in the same window.
+    pub fn only(&self, kinds: &[(&str, &str)]) -> Served {
+        Served(
+            self.0
+                .iter()
+                .filter(|((verb, resource), _)| kinds.contains(&(verb.as_str(), resource.as_str())))
+                .map(|(key, v)| (key.clone(), *v))
+                .collect(),
+        )
+    }
+
     /// Takes off `n` requests of `verb` on `resource` the bench itself sent in the window.
     pub fn without_own(mut self, verb: &str, resource: &str, n: f64) -> Served {
         let key = (verb.to_string(), resource.to_string());
@@ -151,6 +163,14 @@ apiserver_request_total_other{verb="LIST"} 9
             "PATCH pods/status x4, LIST pods x1"
         );
         assert_eq!(served.less(&idle, 5.0).describe(), "PATCH pods/status x4");
+        // One client's kinds only: the LIST of pods is not among them.
+        assert_eq!(
+            served
+                .only(&[("PATCH", "pods/status"), ("GET", "pods")])
+                .describe(),
+            "PATCH pods/status x4"
+        );
+        assert_eq!(served.only(&[]).total(), 0.0);
         assert_eq!(
             served
                 .without_own("PATCH", "pods/status", 1.0)
