@@ -196,7 +196,7 @@ pub(crate) async fn configure(
         Path::Webhook(url) => install_webhooks(client, ca, &[("bench", url, "1")]).await?,
         Path::Nothing | Path::Policy => remove_webhooks(client).await?,
     }
-    settle(client, mode).await
+    settle(client, &[(mode, "1")]).await
 }
 
 /// The bench's MutatingWebhookConfiguration with one webhook per `(name, base URL, label value)`:
@@ -244,14 +244,20 @@ pub(crate) async fn remove_webhooks(client: &Client) -> anyhow::Result<()> {
     }
 }
 
-/// The apiserver's webhook configuration watch has no ready signal: probe pods are created until
-/// one is (or is not) attached as the mode wants, then 2 s more pass (floor and none both leave a
-/// pod unattached, so that switch is only waited for).
-async fn settle(client: &Client, mode: Mode) -> anyhow::Result<()> {
+/// The apiserver's webhook configuration watch has no ready signal: probe pods, one for each
+/// `(mode, label value)`, are created until each is (or is not) attached as its mode wants, then 2 s
+/// more pass (floor and none both leave a pod unattached, so that switch is only waited for).
+pub(crate) async fn settle(client: &Client, probes: &[(Mode, &str)]) -> anyhow::Result<()> {
     let api = Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE);
     for _ in 0..100 {
-        let probe = api.create(&PostParams::default(), &pod()?).await?;
-        if attached(&probe) == mode.attaches() {
+        let mut ready = true;
+        for &(mode, label) in probes {
+            let probe = api
+                .create(&PostParams::default(), &pod_labelled(label)?)
+                .await?;
+            ready &= attached(&probe) == mode.attaches();
+        }
+        if ready {
             tokio::time::sleep(Duration::from_secs(2)).await;
             return Ok(());
         }

@@ -10,7 +10,7 @@
 //! pays the same share of it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use futures::{stream, StreamExt};
@@ -78,7 +78,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<()> {
         ],
     )
     .await?;
-    settle(&client).await?;
+    admission::settle(&client, &LANES).await?;
 
     let in_flight = args.concurrency.div_ceil(LANES.len()).max(1);
     let mut lanes: Vec<Lane> = (0..LANES.len()).map(|_| Lane::default()).collect();
@@ -139,27 +139,6 @@ fn split(pods: usize, rounds: usize) -> Vec<usize> {
     (0..rounds)
         .map(|i| pods / rounds + usize::from(i < pods % rounds))
         .collect()
-}
-
-/// The apiserver's webhook configuration watch has no ready signal: probe pods of every mode are
-/// created until each is admitted as its mode wants, then 2 s more pass.
-async fn settle(client: &Client) -> anyhow::Result<()> {
-    let api = Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE);
-    for _ in 0..100 {
-        let mut ready = true;
-        for (mode, label) in LANES {
-            let probe = api
-                .create(&PostParams::default(), &pod_labelled(label)?)
-                .await?;
-            ready &= attached(&probe) == mode.attaches();
-        }
-        if ready {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    bail!("the apiserver did not take up the storm's webhook configuration within 20 s")
 }
 
 /// One round: every mode creates `n` pods at once, `in_flight` each. A mode that is done keeps
