@@ -30,7 +30,7 @@ use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
-use crate::procs::{cpu_seconds, status_kb};
+use crate::procs::{cpu_seconds, status_kb, CpuSnapshot};
 use crate::requests::Served;
 use crate::row;
 
@@ -127,8 +127,15 @@ async fn measure(
         .get(vocab::NAD_NAME)
         .await?;
     let config = sample.spec.config.clone().unwrap_or_default();
-    let (floor_create, floor_created) =
-        floor_applies(client, names, &config, args.concurrency, |_, _| true).await?;
+    let (floor_create, floor_created) = floor_writes(
+        client,
+        names,
+        &config,
+        args.concurrency,
+        FloorWrite::Create,
+        |_, _| true,
+    )
+    .await?;
     row::compare(
         &format!("controller: {n} enabled namespaces -> every NAD exists"),
         ours_create,
@@ -220,6 +227,7 @@ pub(crate) async fn edit_then_idle(
     // What the apiserver served in each window, by verb and resource (the log): a row that misses
     // its goal says first whether ours sent more than the floor.
     let served = Served::read(client).await?;
+    let machine = CpuSnapshot::take()?;
     let cpu_before = cpu_seconds(operator.pid())?;
     let started = Instant::now();
     put_config(client, edit.level).await?;
@@ -235,9 +243,10 @@ pub(crate) async fn edit_then_idle(
     let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
     let served = served.since(&Served::read(client).await?);
     eprintln!(
-        "{}: the edit, ours, served: {}",
+        "{}: the edit, ours, served: {}; CPU: {}",
         edit.rows,
-        served.describe()
+        served.describe(),
+        CpuSnapshot::take()?.since(&machine)
     );
     let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
         .get(vocab::NAD_NAME)
@@ -250,14 +259,24 @@ pub(crate) async fn edit_then_idle(
     }
     let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
     let served = Served::read(client).await?;
+    let machine = CpuSnapshot::take()?;
     let floor_cpu_before = cpu_seconds(std::process::id())?;
-    let (floor_update, _) = floor_applies(client, names, &updated, edit.concurrency, moved).await?;
+    let (floor_update, _) = floor_writes(
+        client,
+        names,
+        &updated,
+        edit.concurrency,
+        FloorWrite::Apply,
+        moved,
+    )
+    .await?;
     let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
     let served = served.since(&Served::read(client).await?);
     eprintln!(
-        "{}: the edit, floor, served: {}",
+        "{}: the edit, floor, served: {}; CPU: {}",
         edit.rows,
-        served.describe()
+        served.describe(),
+        CpuSnapshot::take()?.since(&machine)
     );
     row::compare(
         &format!(
@@ -307,7 +326,12 @@ pub(crate) async fn wait_nads(
     mut operator: Option<&mut Operator>,
 ) -> anyhow::Result<Generations> {
     let api = Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone());
-    let config = watcher::Config::default().fields(&format!("metadata.name={nad}"));
+    // Listed from the apiserver's watch cache: a quorum list pages through every NAD in etcd (both
+    // sides' 10,000 at 5,000 namespaces), ~1 s of the apiserver's CPU in each window that neither
+    // side's writes need (pprof, 2026-12-01).
+    let config = watcher::Config::default()
+        .fields(&format!("metadata.name={nad}"))
+        .any_semantic();
     let events = watcher::watcher(api, config).default_backoff();
     let mut events = std::pin::pin!(events);
     let deadline = Instant::now() + PATIENCE;
@@ -359,19 +383,29 @@ pub(crate) async fn wait_nads(
     Ok(gens)
 }
 
-/// The floor: one server-side apply of a NAD with `config` per namespace, `concurrency` in flight,
-/// timed like ours: until the same kind of watch has seen every NAD satisfy `ok` (the watch's
-/// cost on the apiserver is then in both). Returns the seconds and the generations seen.
-pub(crate) async fn floor_applies(
+/// How the floor writes each NAD: the operator creates a new NAD with a POST and changes it with a
+/// forced server-side apply, so the floor does the same and both edit objects of one shape (a NAD
+/// made by a POST keeps that manager's entry in its managedFields through every apply after).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FloorWrite {
+    Create,
+    Apply,
+}
+
+/// The floor: one write of a NAD with `config` per namespace, `concurrency` in flight, timed like
+/// ours: until the same kind of watch has seen every NAD satisfy `ok` (the watch's cost on the
+/// apiserver is then in both). Returns the seconds and the generations seen.
+pub(crate) async fn floor_writes(
     client: &Client,
     names: &[String],
     config: &str,
     concurrency: usize,
+    write: FloorWrite,
     ok: impl Fn(&str, i64) -> bool,
 ) -> anyhow::Result<(f64, Generations)> {
     let started = Instant::now();
     let seen = wait_nads(client, FLOOR_NAD, names.len(), ok, None);
-    let applies = for_each(names, concurrency, |ns| {
+    let writes = for_each(names, concurrency, |ns| {
         let api = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &ns);
         let body = json!({
             "apiVersion": "k8s.cni.cncf.io/v1",
@@ -380,17 +414,25 @@ pub(crate) async fn floor_applies(
             "spec": { "config": config },
         });
         async move {
-            api.patch(
-                FLOOR_NAD,
-                &PatchParams::apply(FLOOR_MANAGER).force(),
-                &Patch::Apply(body),
-            )
-            .await?;
+            match write {
+                FloorWrite::Create => {
+                    let nad = serde_json::from_value(body)?;
+                    let params = PostParams {
+                        field_manager: Some(FLOOR_MANAGER.to_string()),
+                        ..PostParams::default()
+                    };
+                    api.create(&params, &nad).await?;
+                }
+                FloorWrite::Apply => {
+                    let params = PatchParams::apply(FLOOR_MANAGER).force();
+                    api.patch(FLOOR_NAD, &params, &Patch::Apply(body)).await?;
+                }
+            }
             Ok(())
         }
     });
-    let (applied, seen) = tokio::join!(applies, seen);
-    applied?;
+    let (written, seen) = tokio::join!(writes, seen);
+    written?;
     Ok((started.elapsed().as_secs_f64(), seen?))
 }
 

@@ -132,6 +132,10 @@ fn label(argv: &[String]) -> Option<String> {
     {
         return Some(name.to_string());
     }
+    // The operator under test, also when a copy of it is named for an A/B run.
+    if program.starts_with("linkerd-multus-operator") {
+        return Some("operator".to_string());
+    }
     match program {
         "linkerd-multus-bench" => {
             let sub = argv.get(1)?;
@@ -176,6 +180,10 @@ mod tests {
             ))
             .as_deref(),
             Some("floor-webhook --patch")
+        );
+        assert_eq!(
+            label(&argv("/tmp/linkerd-multus-operator-before run")).as_deref(),
+            Some("operator")
         );
         assert_eq!(label(&argv("/usr/bin/bash -c etcd")), None);
         assert_eq!(label(&[]), None);

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use futures::{future, stream, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -31,6 +30,7 @@ use crate::inputs::{self, InputGauge};
 use crate::listed::{listed, Listed, MarkListed};
 use crate::metrics::{Metrics, NodeMultusGauges};
 use crate::nad_cache::{self, NadView};
+use crate::nad_read::NadRead;
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
 use crate::sandboxes::{self, SandboxGauge};
@@ -210,9 +210,9 @@ impl NadController {
         ));
         let cm_trigger = configmap_trigger(cm_changes, ns_store.clone(), ctx.clone());
 
-        // Untyped, so a foreign NAD of an unexpected shape never fails to deserialise; the store
-        // keeps only its view (`nad_cache`).
-        let nad_api = Api::<DynamicObject>::all_with(client.clone(), &settings.nad_resource);
+        // Narrowly decoded, so a foreign NAD of an unexpected shape never fails to deserialise
+        // (`nad_read`); the store keeps only its view (`nad_cache`).
+        let nad_api = Api::<NadRead>::all_with(client.clone(), &settings.nad_resource);
         let nad_config =
             watcher::Config::default().fields(&format!("metadata.name={}", settings.nad.name));
         let nad_watch = watcher(nad_api, nad_config).map_ok(nad_cache::view_event);

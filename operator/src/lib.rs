@@ -17,6 +17,7 @@ pub mod listed_pod;
 pub mod metrics;
 pub mod nad_cache;
 pub mod nad_config;
+pub mod nad_read;
 pub mod node_agent;
 pub mod placement;
 pub mod reconcile;

@@ -6,15 +6,14 @@
 
 use std::borrow::Cow;
 
-use kube::api::DynamicObject;
 use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
-use serde_json::Value;
 
 use crate::desired::{ConfigDigest, Existing};
+use crate::nad_read::NadRead;
 
-/// One NAD named `--nad-name`, as the plan needs it. Read from the untyped object, so a foreign NAD
-/// of any shape is still seen (and judged foreign).
+/// One NAD named `--nad-name`, as the plan needs it. Read from the narrow decode, so a foreign NAD of
+/// any shape is still seen (and judged foreign).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NadView {
     pub name: String,
@@ -32,7 +31,7 @@ pub struct NadView {
 }
 
 impl NadView {
-    pub fn of(nad: &DynamicObject) -> Self {
+    pub fn of(nad: &NadRead) -> Self {
         let meta = &nad.metadata;
         let e = existing(nad);
         Self {
@@ -58,23 +57,18 @@ impl NadView {
     }
 }
 
-/// What the plan reads of an untyped NAD (the watch's view and a live read give the same).
-pub fn existing(nad: &DynamicObject) -> Existing {
+/// What the plan reads of a NAD (the watch's view and a live read give the same).
+pub fn existing(nad: &NadRead) -> Existing {
     Existing::of(
         nad.metadata.labels.as_ref(),
         nad.metadata.annotations.as_ref(),
-        spec_config(&nad.data),
+        nad.config.as_deref(),
         nad.metadata.uid.clone(),
     )
 }
 
-/// `spec.config` of an untyped NAD, when it is a string.
-pub fn spec_config(data: &Value) -> Option<&str> {
-    data.get("spec")?.get("config")?.as_str()
-}
-
 /// The watch's events with each object turned into its view.
-pub fn view_event(event: watcher::Event<DynamicObject>) -> watcher::Event<NadView> {
+pub fn view_event(event: watcher::Event<NadRead>) -> watcher::Event<NadView> {
     match event {
         watcher::Event::Apply(o) => watcher::Event::Apply(NadView::of(&o)),
         watcher::Event::Delete(o) => watcher::Event::Delete(NadView::of(&o)),
@@ -126,24 +120,17 @@ impl Lookup for NadView {
 mod tests {
     use std::collections::BTreeMap;
 
-    use kube::api::ApiResource;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
 
-    fn nad(labels: &[(&str, &str)], data: Value) -> DynamicObject {
-        let resource = ApiResource::erase::<linkerd_multus_crds::NetworkAttachmentDefinition>(&());
-        let mut nad = DynamicObject::new("linkerd-cni", &resource)
-            .within("apps")
-            .data(data);
-        nad.metadata.uid = Some("u-1".into());
-        nad.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
-        );
-        nad
+    fn nad(labels: &[(&str, &str)], spec: Value) -> NadRead {
+        let labels: BTreeMap<_, _> = labels.iter().copied().collect();
+        serde_json::from_value(json!({
+            "metadata": { "name": "linkerd-cni", "namespace": "apps", "uid": "u-1", "labels": labels },
+            "spec": spec,
+        }))
+        .expect("a NAD")
     }
 
     /// The view gives the plan the same `Existing` a live read gives.
@@ -154,7 +141,7 @@ mod tests {
                 (vocab::MANAGED_BY_LABEL, vocab::MANAGED_BY_VALUE),
                 ("team", "a"),
             ],
-            json!({ "spec": { "config": "{\"a\":1}" } }),
+            json!({ "config": "{\"a\":1}" }),
         );
         let view = NadView::of(&ours);
         assert_eq!(
@@ -177,7 +164,7 @@ mod tests {
         )]));
         assert!(NadView::of(&shared).existing().owned_shared());
 
-        let foreign = nad(&[("team", "a")], json!({ "spec": 3 }));
+        let foreign = nad(&[("team", "a")], json!(3));
         let view = NadView::of(&foreign);
         assert!(!view.owned);
         assert_eq!(view.config, None);

@@ -350,8 +350,15 @@ async fn edit(
         .spec
         .config
         .unwrap_or_default();
-    let (_, floor_created) =
-        fanout::floor_applies(client, names, &config, args.edit_concurrency, |_, _| true).await?;
+    let (_, floor_created) = fanout::floor_writes(
+        client,
+        names,
+        &config,
+        args.edit_concurrency,
+        fanout::FloorWrite::Create,
+        |_, _| true,
+    )
+    .await?;
     let rows = format!("scale {}", at(size));
     let result = fanout::edit_then_idle(
         client,

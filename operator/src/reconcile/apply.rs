@@ -5,13 +5,14 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
-    DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, TypeMeta,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, TypeMeta,
 };
 
 use super::{report, Context};
 use crate::desired::{self, Desired, Plan};
 use crate::error::{is_api_missing, is_not_found, Error};
 use crate::nad_cache::NadView;
+use crate::nad_read::NadRead;
 
 /// What carrying out a plan left to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,9 +106,16 @@ async fn create(
         ..PostParams::default()
     };
     ctx.metrics.wrote("create");
-    match ctx.nad_api(namespace).create(&params, &nad).await {
+    // kube's `create` sends and answers with one type: the untyped one here (creates are one per
+    // namespace; applies, one per namespace per edit, are answered narrowly).
+    let api = Api::<DynamicObject>::namespaced_with(
+        ctx.client.clone(),
+        namespace,
+        &ctx.settings.nad_resource,
+    );
+    match api.create(&params, &nad).await {
         Ok(created) => {
-            let view = NadView::of(&created);
+            let view = NadView::of(&NadRead::from(created));
             ctx.recent_writes.wrote(namespace, view, Instant::now());
             ctx.health.crd_served(true);
             tracing::info!(namespace, nad = %nad_name, "NAD created");

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -22,6 +22,7 @@ use crate::listed::Listed;
 use crate::metrics::Metrics;
 use crate::nad_cache::NadView;
 use crate::nad_config::{self, ConfigSource, NadConfigError};
+use crate::nad_read::NadRead;
 use crate::placement::{PlacementWatch, WatchHealth};
 use rules::admission_mode::Live;
 use rules::multus_node::{self, Placement};
@@ -196,9 +197,9 @@ impl Context {
         *self.is_leader.borrow()
     }
 
-    /// NADs are read and written untyped so the kind's group can be swapped (`--nad-api-group`) and
-    /// a foreign NAD of an unexpected shape never fails deserialisation.
-    pub(super) fn nad_api(&self, namespace: &str) -> Api<DynamicObject> {
+    /// NADs are read narrowly (`nad_read`) so the kind's group can be swapped (`--nad-api-group`)
+    /// and a foreign NAD of an unexpected shape never fails deserialisation.
+    pub(super) fn nad_api(&self, namespace: &str) -> Api<NadRead> {
         Api::namespaced_with(self.client.clone(), namespace, &self.settings.nad_resource)
     }
 }
