@@ -326,9 +326,8 @@ pub(crate) async fn wait_nads(
     mut operator: Option<&mut Operator>,
 ) -> anyhow::Result<Generations> {
     let api = Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone());
-    // Listed from the apiserver's watch cache: a quorum list pages through every NAD in etcd (both
-    // sides' 10,000 at 5,000 namespaces), ~1 s of the apiserver's CPU in each window that neither
-    // side's writes need (pprof, 2026-12-01).
+    // Listed from the apiserver's watch cache: waiting needs no quorum read, which pages through
+    // every NAD in etcd (both sides' 10,000 at 5,000 namespaces) on the apiserver being measured.
     let config = watcher::Config::default()
         .fields(&format!("metadata.name={nad}"))
         .any_semantic();
@@ -421,7 +420,12 @@ pub(crate) async fn floor_writes(
                         field_manager: Some(FLOOR_MANAGER.to_string()),
                         ..PostParams::default()
                     };
-                    api.create(&params, &nad).await?;
+                    match api.create(&params, &nad).await {
+                        // The scale part grows one cluster: the last size's NADs are there.
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 FloorWrite::Apply => {
                     let params = PatchParams::apply(FLOOR_MANAGER).force();
