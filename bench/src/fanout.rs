@@ -30,6 +30,7 @@ use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
+use crate::go_runtime::GoRuntime;
 use crate::procs::{cpu_seconds, status_kb, CpuSnapshot};
 use crate::requests::Served;
 use crate::row;
@@ -227,7 +228,7 @@ pub(crate) async fn edit_then_idle(
     // What the apiserver served in each window, by verb and resource (the log): a row that misses
     // its goal says first whether ours sent more than the floor.
     let served = Served::read(client).await?;
-    let machine = CpuSnapshot::take()?;
+    let (machine, go) = (CpuSnapshot::take()?, GoRuntime::read(client).await?);
     let cpu_before = cpu_seconds(operator.pid())?;
     let started = Instant::now();
     put_config(client, edit.level).await?;
@@ -242,11 +243,14 @@ pub(crate) async fn edit_then_idle(
     let ours_update = started.elapsed().as_secs_f64();
     let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
     let served = served.since(&Served::read(client).await?);
+    // At 150,000 pods one collection of the apiserver's heap costs seconds of its CPU: a window
+    // that paid for one says so.
     eprintln!(
-        "{}: the edit, ours, served: {}; CPU: {}",
+        "{}: the edit, ours, served: {}; CPU: {}; apiserver {}",
         edit.rows,
         served.describe(),
-        CpuSnapshot::take()?.since(&machine)
+        CpuSnapshot::take()?.since(&machine),
+        GoRuntime::read(client).await?.since(&go)
     );
     let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
         .get(vocab::NAD_NAME)
@@ -259,7 +263,7 @@ pub(crate) async fn edit_then_idle(
     }
     let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
     let served = Served::read(client).await?;
-    let machine = CpuSnapshot::take()?;
+    let (machine, go) = (CpuSnapshot::take()?, GoRuntime::read(client).await?);
     let floor_cpu_before = cpu_seconds(std::process::id())?;
     let (floor_update, _) = floor_writes(
         client,
@@ -273,10 +277,11 @@ pub(crate) async fn edit_then_idle(
     let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
     let served = served.since(&Served::read(client).await?);
     eprintln!(
-        "{}: the edit, floor, served: {}; CPU: {}",
+        "{}: the edit, floor, served: {}; CPU: {}; apiserver {}",
         edit.rows,
         served.describe(),
-        CpuSnapshot::take()?.since(&machine)
+        CpuSnapshot::take()?.since(&machine),
+        GoRuntime::read(client).await?.since(&go)
     );
     row::compare(
         &format!(
