@@ -32,7 +32,7 @@ use serde_json::json;
 use crate::args::OperatorBenchArgs;
 use crate::go_runtime::GoRuntime;
 use crate::procs::{cpu_seconds, status_kb, CpuSnapshot};
-use crate::requests::Served;
+use crate::requests::{metrics_text, Served};
 use crate::row;
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
@@ -225,10 +225,7 @@ pub(crate) async fn edit_then_idle(
     edit: &Edit<'_>,
 ) -> anyhow::Result<()> {
     let n = names.len();
-    // What the apiserver served in each window, by verb and resource (the log): a row that misses
-    // its goal says first whether ours sent more than the floor.
-    let served = Served::read(client).await?;
-    let (machine, go) = (CpuSnapshot::take()?, GoRuntime::read(client).await?);
+    let window = Window::open(client).await?;
     let cpu_before = cpu_seconds(operator.pid())?;
     let started = Instant::now();
     put_config(client, edit.level).await?;
@@ -242,15 +239,10 @@ pub(crate) async fn edit_then_idle(
     .await?;
     let ours_update = started.elapsed().as_secs_f64();
     let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
-    let served = served.since(&Served::read(client).await?);
-    // At 150,000 pods one collection of the apiserver's heap costs seconds of its CPU: a window
-    // that paid for one says so.
     eprintln!(
-        "{}: the edit, ours, served: {}; CPU: {}; apiserver {}",
+        "{}: the edit, ours, {}",
         edit.rows,
-        served.describe(),
-        CpuSnapshot::take()?.since(&machine),
-        GoRuntime::read(client).await?.since(&go)
+        window.close(client).await?
     );
     let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
         .get(vocab::NAD_NAME)
@@ -262,8 +254,7 @@ pub(crate) async fn edit_then_idle(
         bail!("the NADs' generation moved but their config did not change");
     }
     let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
-    let served = Served::read(client).await?;
-    let (machine, go) = (CpuSnapshot::take()?, GoRuntime::read(client).await?);
+    let window = Window::open(client).await?;
     let floor_cpu_before = cpu_seconds(std::process::id())?;
     let (floor_update, _) = floor_writes(
         client,
@@ -275,13 +266,10 @@ pub(crate) async fn edit_then_idle(
     )
     .await?;
     let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
-    let served = served.since(&Served::read(client).await?);
     eprintln!(
-        "{}: the edit, floor, served: {}; CPU: {}; apiserver {}",
+        "{}: the edit, floor, {}",
         edit.rows,
-        served.describe(),
-        CpuSnapshot::take()?.since(&machine),
-        GoRuntime::read(client).await?.since(&go)
+        window.close(client).await?
     );
     row::compare(
         &format!(
@@ -315,6 +303,37 @@ pub(crate) async fn edit_then_idle(
         "target 0",
     );
     Ok(())
+}
+
+/// One side's edit window, for the log: what the apiserver served by verb and resource (a row that
+/// misses its goal says first whether ours sent more than the floor), where the machine's CPU went,
+/// and the apiserver's collections (at 150,000 pods one costs seconds of its CPU).
+struct Window {
+    served: Served,
+    cpu: CpuSnapshot,
+    go: GoRuntime,
+}
+
+impl Window {
+    async fn open(client: &Client) -> anyhow::Result<Self> {
+        let metrics = metrics_text(client).await?;
+        Ok(Self {
+            served: Served::parse(&metrics),
+            cpu: CpuSnapshot::take()?,
+            go: GoRuntime::parse(&metrics),
+        })
+    }
+
+    /// "served: …; CPU: …; apiserver …" since `open`.
+    async fn close(&self, client: &Client) -> anyhow::Result<String> {
+        let metrics = metrics_text(client).await?;
+        Ok(format!(
+            "served: {}; CPU: {}; apiserver {}",
+            self.served.since(&Served::parse(&metrics)).describe(),
+            CpuSnapshot::take()?.since(&self.cpu),
+            GoRuntime::parse(&metrics).since(&self.go)
+        ))
+    }
 }
 
 /// Generation of each bench NAD, by namespace.

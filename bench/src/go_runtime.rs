@@ -14,8 +14,7 @@ pub struct GoRuntime {
 
 impl GoRuntime {
     pub async fn read(client: &Client) -> anyhow::Result<Self> {
-        let request = http::Request::get("/metrics").body(Vec::new())?;
-        Ok(Self::parse(&client.request_text(request).await?))
+        Ok(Self::parse(&crate::requests::metrics_text(client).await?))
     }
 
     /// Reads the two unlabelled samples from Prometheus text; a missing one is 0.

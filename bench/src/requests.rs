@@ -9,11 +9,16 @@ use kube::Client;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Served(pub BTreeMap<(String, String), f64>);
 
+/// The apiserver's own `/metrics` now, as Prometheus text: one read serves every parse of it.
+pub async fn metrics_text(client: &Client) -> anyhow::Result<String> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(request).await?)
+}
+
 impl Served {
     /// The apiserver's counters now.
     pub async fn read(client: &Client) -> anyhow::Result<Self> {
-        let request = http::Request::get("/metrics").body(Vec::new())?;
-        Ok(Self::parse(&client.request_text(request).await?))
+        Ok(Self::parse(&metrics_text(client).await?))
     }
 
     /// Sums `apiserver_request_total` of the Prometheus text `text` by verb and resource.

@@ -25,10 +25,9 @@ pub struct NadRead {
 
 /// A create's answer comes back whole (kube's `create` answers with the type it sends).
 impl From<DynamicObject> for NadRead {
-    fn from(nad: DynamicObject) -> Self {
-        let config = nad.data.get("spec").and_then(|s| s.get("config"));
+    fn from(mut nad: DynamicObject) -> Self {
         Self {
-            config: config.and_then(Value::as_str).map(str::to_string),
+            config: config_of(nad.data.get_mut("spec").map(Value::take)),
             metadata: nad.metadata,
         }
     }
@@ -62,13 +61,18 @@ fn narrow_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> 
 
 /// A NAD's spec is small (one string), so it is read as a value; any shape is accepted.
 fn spec_config<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match Option::<Value>::deserialize(d)? {
+    Ok(config_of(Option::<Value>::deserialize(d)?))
+}
+
+/// `config` of a NAD's `spec`, when the spec is an object and its config a string.
+fn config_of(spec: Option<Value>) -> Option<String> {
+    match spec {
         Some(Value::Object(mut spec)) => match spec.remove("config") {
             Some(Value::String(config)) => Some(config),
             _ => None,
         },
         _ => None,
-    })
+    }
 }
 
 /// The same served kind as `DynamicObject`: its group and version come from the `ApiResource`.
