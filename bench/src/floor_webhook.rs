@@ -28,7 +28,7 @@ pub enum Answer {
     Constant,
     /// Allowed with the request's uid (a real apiserver checks it).
     EchoUid,
-    /// [`Answer::EchoUid`] plus the constant [`PATCH`].
+    /// [`Answer::EchoUid`] plus the constant `PATCH`.
     EchoUidPatch,
 }
 

@@ -6,7 +6,8 @@
 //! webhook, one at a time), [`storm`] (the same three at once under a pod-creation storm), [`fixture`] (the pod review every webhook measurement
 //! sends), [`floor_webhook`] (the same axum + rustls stack answering a constant review),
 //! [`webhook_serve`] (the real webhook, alone),
-//! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client),
+//! [`fanout`] (the operator process on a dedicated apiserver against a minimal apply client; its
+//! ConfigMap [`fanout::edit`] is shared with `scale`),
 //! [`optin`] (one namespace opted in or out -> its NAD, against a minimal watch-and-create client),
 //! [`shared`] (NAD writes and objects with one shared NAD against one per namespace), [`scale`] (the
 //! operator on a simulated cluster grown to OpenShift's maximums); [`requests`] counts what the

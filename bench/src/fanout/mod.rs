@@ -4,7 +4,8 @@
 //! 1. `n` namespaces, already enabled, exist when the operator starts -> time from its start until
 //!    every NAD exists. Floor: `n` applies of a same-sized NAD at `concurrency` in flight (the
 //!    operator runs with the same `--max-concurrent-reconciles`).
-//! 2. The CNI ConfigMap edited -> time until every NAD is updated. Floor: `n` applies of the change.
+//! 2. The CNI ConfigMap edited -> time until every NAD is updated. Floor: `n` applies of the change,
+//!    in turns with the operator ([`edit`]).
 //!
 //! Both sides are timed until a metadata watch of their NADs has seen them all.
 //! 3. Idle: writes the operator sends over two forced resyncs (its `nad_writes` counter; target 0).
@@ -30,10 +31,12 @@ use linkerd_multus_e2e::operator_process::OperatorProcess;
 use serde_json::json;
 
 use crate::args::OperatorBenchArgs;
-use crate::go_runtime::GoRuntime;
-use crate::procs::{cpu_seconds, status_kb, CpuSnapshot};
-use crate::requests::{metrics_text, Served};
+use crate::procs::status_kb;
 use crate::row;
+
+pub mod edit;
+
+use self::edit::{edit_then_idle, Edit};
 
 /// Label selecting the bench's namespaces (the operator's hidden `--namespace-selector`).
 pub(crate) const LABEL: &str = "linkerd-multus-bench/fanout";
@@ -68,6 +71,9 @@ pub struct FanoutArgs {
     #[arg(long, alias = "resync-seconds", value_name = "DURATION", default_value = "10s",
           value_parser = vocab::duration::flag)]
     pub resync: Duration,
+    /// ConfigMap edits, each timed on both sides in turns; the row is the median round.
+    #[arg(long, default_value_t = 3)]
+    pub edit_rounds: usize,
     /// Enabled namespaces for the memory row (more are created after the fan-out); 0 = skip.
     #[arg(long, default_value_t = 0)]
     pub memory_namespaces: usize,
@@ -76,7 +82,7 @@ pub struct FanoutArgs {
 /// The linkerd2-cni chart's `cni_network_config` (the repository's one copy), with one knob to edit.
 pub(crate) fn template(log_level: &str) -> String {
     let mut v: serde_json::Value = serde_json::from_str(include_str!(
-        "../../fixtures/linkerd2-cni-network-config.json"
+        "../../../fixtures/linkerd2-cni-network-config.json"
     ))
     .expect("fixture");
     v["log_level"] = json!(log_level);
@@ -149,14 +155,15 @@ async fn measure(
         client,
         names,
         operator,
-        &Edit {
+        Edit {
             rows: "controller",
-            level: "debug",
-            created: &created,
-            floor_created: &floor_created,
-            config: &config,
+            levels: ["info", "debug"],
+            ours: created,
+            floor: floor_created,
+            config,
             concurrency: args.concurrency,
             resync: args.resync,
+            rounds: args.edit_rounds,
         },
     )
     .await?;
@@ -195,145 +202,6 @@ async fn measure(
         );
     }
     Ok(())
-}
-
-/// A ConfigMap edit measured against the floor (the fan-out part's steps 2 and 3, shared with the
-/// scale part): what was there before it.
-pub(crate) struct Edit<'a> {
-    /// The rows' prefix ("controller", or the scale part's size).
-    pub rows: &'a str,
-    /// The `log_level` the edit sets: another than the ConfigMap's, or nothing changes.
-    pub level: &'a str,
-    /// The generations of the operator's and of the floor's NADs before the edit.
-    pub created: &'a Generations,
-    pub floor_created: &'a Generations,
-    /// The NADs' config before the edit.
-    pub config: &'a str,
-    /// The floor's requests in flight (the operator's `--max-concurrent-reconciles`).
-    pub concurrency: usize,
-    /// The operator's `--resync`: the idle rows watch two.
-    pub resync: Duration,
-}
-
-/// The CNI ConfigMap edited -> every NAD of `names` updated, against the floor's `n` applies of
-/// the same change (step 2); then the operator's NAD writes over two resyncs once it settled
-/// (step 3, target 0).
-pub(crate) async fn edit_then_idle(
-    client: &Client,
-    names: &[String],
-    operator: &mut Operator,
-    edit: &Edit<'_>,
-) -> anyhow::Result<()> {
-    let n = names.len();
-    let window = Window::open(client).await?;
-    let cpu_before = cpu_seconds(operator.pid())?;
-    let started = Instant::now();
-    put_config(client, edit.level).await?;
-    wait_nads(
-        client,
-        vocab::NAD_NAME,
-        n,
-        |ns, g| g > edit.created.get(ns).copied().unwrap_or(0),
-        Some(operator),
-    )
-    .await?;
-    let ours_update = started.elapsed().as_secs_f64();
-    let ours_cpu = cpu_seconds(operator.pid())? - cpu_before;
-    eprintln!(
-        "{}: the edit, ours, {}",
-        edit.rows,
-        window.close(client).await?
-    );
-    let updated = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
-        .get(vocab::NAD_NAME)
-        .await?
-        .spec
-        .config
-        .unwrap_or_default();
-    if updated == edit.config {
-        bail!("the NADs' generation moved but their config did not change");
-    }
-    let moved = |ns: &str, g: i64| g > edit.floor_created.get(ns).copied().unwrap_or(0);
-    let window = Window::open(client).await?;
-    let floor_cpu_before = cpu_seconds(std::process::id())?;
-    let (floor_update, _) = floor_writes(
-        client,
-        names,
-        &updated,
-        edit.concurrency,
-        FloorWrite::Apply,
-        moved,
-    )
-    .await?;
-    let floor_cpu = cpu_seconds(std::process::id())? - floor_cpu_before;
-    eprintln!(
-        "{}: the edit, floor, {}",
-        edit.rows,
-        window.close(client).await?
-    );
-    row::compare(
-        &format!(
-            "{}: ConfigMap edit -> {n} NADs updated (goal <= 1.1x)",
-            edit.rows
-        ),
-        ours_update,
-        floor_update,
-        "s",
-    );
-    // On 2 cores the client's CPU is taken from the apiserver and etcd.
-    row::compare(
-        "  of which client CPU time (the operator process; the floor: the bench process)",
-        ours_cpu,
-        floor_cpu,
-        "s",
-    );
-
-    // Let the edit settle, then count writes over two resyncs.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = operator.writes().await?;
-    tokio::time::sleep(edit.resync * 2 + Duration::from_secs(3)).await;
-    let after = operator.writes().await?;
-    row::single(
-        &format!(
-            "{}: idle, 2 resyncs of {n} namespaces (--resync {})",
-            edit.rows,
-            vocab::duration::format(edit.resync)
-        ),
-        &format!("{} writes", after - before),
-        "target 0",
-    );
-    Ok(())
-}
-
-/// One side's edit window, for the log: what the apiserver served by verb and resource (a row that
-/// misses its goal says first whether ours sent more than the floor), where the machine's CPU went,
-/// and the apiserver's collections (at 150,000 pods one costs seconds of its CPU).
-struct Window {
-    served: Served,
-    cpu: CpuSnapshot,
-    go: GoRuntime,
-}
-
-impl Window {
-    async fn open(client: &Client) -> anyhow::Result<Self> {
-        let metrics = metrics_text(client).await?;
-        Ok(Self {
-            served: Served::parse(&metrics),
-            cpu: CpuSnapshot::take()?,
-            go: GoRuntime::parse(&metrics),
-        })
-    }
-
-    /// "served: …; CPU: …; apiserver …" since `open`.
-    async fn close(&self, client: &Client) -> anyhow::Result<String> {
-        let metrics = metrics_text(client).await?;
-        Ok(format!(
-            "served: {}; CPU: {}; apiserver {}",
-            self.served.since(&Served::parse(&metrics)).describe(),
-            CpuSnapshot::take()?.since(&self.cpu),
-            GoRuntime::parse(&metrics).since(&self.go)
-        ))
-    }
 }
 
 /// Generation of each bench NAD, by namespace.
