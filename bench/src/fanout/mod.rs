@@ -220,9 +220,12 @@ pub(crate) async fn wait_nads(
     let api = Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone());
     // Listed from the apiserver's watch cache: waiting needs no quorum read, which pages through
     // every NAD in etcd (both sides' 10,000 at 5,000 namespaces) on the apiserver being measured.
-    let config = watcher::Config::default()
+    // Unpaged: kube drops `resourceVersion=0` from a list with a limit (the watcher's default page
+    // of 500), which made each wait such a read (seen in the apiserver's audit log).
+    let mut config = watcher::Config::default()
         .fields(&format!("metadata.name={nad}"))
         .any_semantic();
+    config.page_size = None;
     let events = watcher::watcher(api, config).default_backoff();
     let mut events = std::pin::pin!(events);
     let deadline = Instant::now() + PATIENCE;
