@@ -2,6 +2,7 @@
 //! how large its heap is. On a cluster of 150,000 pods the heap is gigabytes and one collection
 //! marks all of it: a bench block that pays for one says so here.
 
+use kube::client::Body;
 use kube::Client;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -10,6 +11,18 @@ pub struct GoRuntime {
     pub gc_cycles: f64,
     /// `go_memstats_heap_inuse_bytes`.
     pub heap_bytes: f64,
+}
+
+/// Runs a collection of the apiserver's heap now and waits for it (Go's heap profile handler with
+/// `gc=1`), so a timed block starts with none due: at 50,000 pods one costs the apiserver 2.5–3 s
+/// of CPU, and the ConfigMap edit's rounds went 1.39x or 0.62x by which side's turn paid it. Needs
+/// the apiserver's `--profiling` (bench/run's testbed turns it on); false where it is not served.
+pub async fn collect(client: &Client) -> bool {
+    let Ok(request) = http::Request::get("/debug/pprof/heap?gc=1").body(Body::empty()) else {
+        return false;
+    };
+    // The answer's head comes once the collection is done; its body (a binary profile) is dropped.
+    matches!(client.send(request).await, Ok(answer) if answer.status().is_success())
 }
 
 impl GoRuntime {

@@ -16,7 +16,7 @@ use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
 
 use super::{floor_writes, put_config, wait_nads, FloorWrite, Generations, Operator};
-use crate::go_runtime::GoRuntime;
+use crate::go_runtime::{self, GoRuntime};
 use crate::procs::{cpu_seconds, CpuSnapshot};
 use crate::requests::{metrics_text, Served};
 use crate::row;
@@ -259,21 +259,26 @@ fn median_round(rounds: &[Round]) -> Round {
     sorted[sorted.len() / 2]
 }
 
-/// The edit's window, for the log: what the apiserver served by verb and resource, where the
+/// A turn's window, for the log: what the apiserver served by verb and resource, where the
 /// machine's CPU went, and the apiserver's collections.
 struct Window {
     served: Served,
     cpu: CpuSnapshot,
     go: GoRuntime,
+    /// The apiserver's heap was collected just before (`go_runtime::collect`).
+    collected: bool,
 }
 
 impl Window {
+    /// Collects the apiserver's heap first, so no turn inherits a collection the last one made due.
     async fn open(client: &Client) -> anyhow::Result<Self> {
+        let collected = go_runtime::collect(client).await;
         let metrics = metrics_text(client).await?;
         Ok(Self {
             served: Served::parse(&metrics),
             cpu: CpuSnapshot::take()?,
             go: GoRuntime::parse(&metrics),
+            collected,
         })
     }
 
@@ -281,7 +286,8 @@ impl Window {
     async fn close(&self, client: &Client) -> anyhow::Result<String> {
         let metrics = metrics_text(client).await?;
         Ok(format!(
-            "served: {}; CPU: {}; apiserver {}",
+            "{}served: {}; CPU: {}; apiserver {}",
+            if self.collected { "" } else { "(no collection before: no /debug/pprof) " },
             self.served.since(&Served::parse(&metrics)).describe(),
             CpuSnapshot::take()?.since(&self.cpu),
             GoRuntime::parse(&metrics).since(&self.go)
