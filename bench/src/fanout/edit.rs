@@ -287,7 +287,11 @@ impl Window {
         let metrics = metrics_text(client).await?;
         Ok(format!(
             "{}served: {}; CPU: {}; apiserver {}",
-            if self.collected { "" } else { "(no collection before: no /debug/pprof) " },
+            if self.collected {
+                ""
+            } else {
+                "(no collection before: no /debug/pprof) "
+            },
             self.served.since(&Served::parse(&metrics)).describe(),
             CpuSnapshot::take()?.since(&self.cpu),
             GoRuntime::parse(&metrics).since(&self.go)
