@@ -12,10 +12,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use kube::{Api, Client};
-use linkerd_multus_crds::NetworkAttachmentDefinition;
+use kube::Client;
 
-use super::{floor_writes, put_config, wait_nads, FloorWrite, Generations, Operator};
+use super::{floor_writes, nad_config, put_config, wait_nads, FloorWrite, Generations, Operator};
 use crate::go_runtime::{self, GoRuntime};
 use crate::procs::{cpu_seconds, CpuSnapshot};
 use crate::requests::{metrics_text, Served};
@@ -165,12 +164,7 @@ async fn one_round(
         let ours = ours_turn(client, names, operator, edit, level).await?;
         (ours, floor_turn(edit).await?)
     };
-    let written = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
-        .get(vocab::NAD_NAME)
-        .await?
-        .spec
-        .config
-        .unwrap_or_default();
+    let written = nad_config(client, &names[0]).await?;
     same_config(&written, &expected)?;
     edit.config = written;
     edit.ours = ours.gens;

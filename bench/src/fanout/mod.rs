@@ -130,10 +130,7 @@ async fn measure(
     let ours_create = operator.started().elapsed().as_secs_f64();
     let rss_fanout = operator.rss_mb()?;
 
-    let sample = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
-        .get(vocab::NAD_NAME)
-        .await?;
-    let config = sample.spec.config.clone().unwrap_or_default();
+    let config = nad_config(client, &names[0]).await?;
     let (floor_create, floor_created) = floor_writes(
         client,
         names,
@@ -202,6 +199,14 @@ async fn measure(
         );
     }
     Ok(())
+}
+
+/// The `spec.config` of the operator's NAD in `namespace` (empty when it has none).
+pub(crate) async fn nad_config(client: &Client, namespace: &str) -> anyhow::Result<String> {
+    let nad = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), namespace)
+        .get(vocab::NAD_NAME)
+        .await?;
+    Ok(nad.spec.config.unwrap_or_default())
 }
 
 /// Generation of each bench NAD, by namespace.

@@ -27,7 +27,6 @@ use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use linkerd_multus_crds::NetworkAttachmentDefinition;
 
 use self::cluster::Size;
 use crate::args::OperatorBenchArgs;
@@ -365,12 +364,7 @@ async fn edit(
         Some(&mut operator),
     )
     .await?;
-    let config = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), &names[0])
-        .get(vocab::NAD_NAME)
-        .await?
-        .spec
-        .config
-        .unwrap_or_default();
+    let config = fanout::nad_config(client, &names[0]).await?;
     let (_, floor) = fanout::floor_writes(
         client,
         names,
