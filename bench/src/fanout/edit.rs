@@ -8,7 +8,7 @@
 //! clients of equal concurrency then share the apiserver evenly and end together (1.00x in every
 //! round at 1,000 NADs), and what the operator costs the apiserver besides its writes (its NAD
 //! watches) slows the floor as much as itself. Each turn starts on a freshly collected apiserver
-//! heap ([`Window::open`]): at 50,000 pods the turn that paid for a collection lost its round.
+//! heap (`Window::open`): at 50,000 pods the turn that paid for a collection lost its round.
 
 use std::time::{Duration, Instant};
 
