@@ -11,8 +11,8 @@
 //! - `check`: wall time and the requests the apiserver served for it, by verb and resource (a
 //!   request per namespace or per node shows as a count that grows with the size).
 //!
-//! - a ConfigMap edit -> every NAD updated, against a minimal client's same applies at the same
-//!   time, then the operator's NAD writes over two idle resyncs ([`fanout::edit`]);
+//! - a ConfigMap edit -> every NAD updated, against a minimal client's same applies in turns, then
+//!   the operator's NAD writes over two idle resyncs ([`fanout::edit`]);
 //! - the nodes' load on the apiserver ([`nodes`]): a real installer's requests, and a plugin ADD's.
 
 pub mod cluster;
@@ -338,8 +338,8 @@ async fn timed_check(args: &ScaleArgs, client: &Client, how: &str) -> anyhow::Re
 }
 
 /// The ConfigMap edit at this size: the operator (repair off, the edit's concurrency and resync) has
-/// written every NAD; the floor has written its own; then the edit's rounds from `level`, both sides
-/// at once. Returns the level the ConfigMap is left with.
+/// written every NAD; the floor has written its own; then the edit's rounds from `level`, the two
+/// sides in turns. Returns the level the ConfigMap is left with.
 async fn edit(
     args: &ScaleArgs,
     client: &Client,
