@@ -131,39 +131,18 @@ async fn one_round(
     floor_first: bool,
 ) -> anyhow::Result<Round> {
     let expected = with_level(&edit.config, level)?;
-    let floor_turn = |edit: &Edit<'_>| {
-        let before = edit.floor.clone();
-        let (rows, concurrency) = (edit.rows.to_string(), edit.concurrency);
-        let expected = expected.clone();
-        async move {
-            let window = Window::open(client).await?;
-            let cpu = cpu_seconds(std::process::id())?;
-            let (secs, gens) = floor_writes(
-                client,
-                names,
-                &expected,
-                concurrency,
-                FloorWrite::Apply,
-                |ns, g| g > before.get(ns).copied().unwrap_or(0),
-            )
-            .await?;
-            let cpu = cpu_seconds(std::process::id())? - cpu;
-            eprintln!(
-                "{rows}: the edit to {level}, floor, {}",
-                window.close(client).await?
-            );
-            anyhow::Ok(Turn { secs, cpu, gens })
-        }
-    };
     let (ours, floor) = if floor_first {
-        let floor = floor_turn(edit).await?;
+        let floor = floor_turn(client, names, edit, &expected, level).await?;
         (
             ours_turn(client, names, operator, edit, level).await?,
             floor,
         )
     } else {
         let ours = ours_turn(client, names, operator, edit, level).await?;
-        (ours, floor_turn(edit).await?)
+        (
+            ours,
+            floor_turn(client, names, edit, &expected, level).await?,
+        )
     };
     let written = nad_config(client, &names[0]).await?;
     same_config(&written, &expected)?;
@@ -209,6 +188,34 @@ async fn ours_turn(
     let cpu = cpu_seconds(operator.pid())? - cpu;
     eprintln!(
         "{}: the edit to {level}, ours, {}",
+        edit.rows,
+        window.close(client).await?
+    );
+    Ok(Turn { secs, cpu, gens })
+}
+
+/// The floor's applies of `expected`, timed until its `n` NADs moved past `edit.floor`.
+async fn floor_turn(
+    client: &Client,
+    names: &[String],
+    edit: &Edit<'_>,
+    expected: &str,
+    level: &str,
+) -> anyhow::Result<Turn> {
+    let window = Window::open(client).await?;
+    let cpu = cpu_seconds(std::process::id())?;
+    let (secs, gens) = floor_writes(
+        client,
+        names,
+        expected,
+        edit.concurrency,
+        FloorWrite::Apply,
+        |ns, g| g > edit.floor.get(ns).copied().unwrap_or(0),
+    )
+    .await?;
+    let cpu = cpu_seconds(std::process::id())? - cpu;
+    eprintln!(
+        "{}: the edit to {level}, floor, {}",
         edit.rows,
         window.close(client).await?
     );
