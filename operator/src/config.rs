@@ -91,7 +91,6 @@ impl Config {
                         repair: repair.settings(
                             decision.clone(),
                             &run.cni_namespace,
-                            reconcile::nad_resource(run.nad_api_group.as_deref()),
                             StateLocation::new(&operator_namespace, &run.lease_name),
                         ),
                         findings,

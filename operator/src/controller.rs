@@ -2,7 +2,8 @@
 //!
 //! - Namespaces: the primary watch; every change reconciles that namespace.
 //! - NADs named `--nad-name` (whole objects, each kept as a small view; all namespaces): a hand edit or delete reconciles the
-//!   namespace at once, and the store feeds the owned-NAD gauge and spares GETs.
+//!   namespace at once, and the store feeds the owned-NAD gauge and spares GETs. Repair reads the
+//!   same watch ([`NadController::nad_events`]).
 //! - The CNI ConfigMap (its namespace only): any change reconciles *every* namespace that needs a
 //!   NAD, found in the namespace store, so an edit reaches all NADs at once.
 //! - Leadership: gaining it reconciles everything, since a follower wrote nothing.
@@ -12,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::channel::mpsc;
 use futures::{future, stream, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::runtime::controller::{self, Controller};
@@ -33,6 +35,7 @@ use crate::nad_cache::{self, NadView};
 use crate::nad_read::NadRead;
 use crate::placement;
 use crate::reconcile::{self, Context, ReconcileSettings};
+use crate::repair::nads::{NadEvent, NadEvents};
 use crate::sandboxes::{self, SandboxGauge};
 use rules::admission_mode::Live;
 use rules::multus_node::Placement;
@@ -49,6 +52,8 @@ pub struct NadController {
     nad_writer: reflector::store::Writer<NadView>,
     mark_cm_listed: MarkListed,
     mark_nads_listed: MarkListed,
+    /// Where the NAD watch's events go besides the store ([`Self::nad_events`]).
+    nad_events: Option<mpsc::UnboundedSender<NadEvent>>,
     ns_listed: Listed,
     /// Runs the NodeMultus watch; yields where pods are attached from when it changes.
     placement_changes: std::pin::Pin<Box<dyn Stream<Item = Placement> + Send>>,
@@ -155,6 +160,7 @@ impl NadController {
             nad_writer,
             mark_cm_listed,
             mark_nads_listed,
+            nad_events: None,
             ns_listed,
             placement_changes: placement.changes,
             sandbox_watch: Box::pin(sandbox_watch),
@@ -176,6 +182,16 @@ impl NadController {
         self.ns_listed.clone()
     }
 
+    /// The NAD watch's events, for repair: one watch of the NADs per process, not one each (the
+    /// apiserver encodes and sends every NAD change to each watch; a ConfigMap edit is one change
+    /// per enabled namespace). Unbounded, so repair never holds up the controller; its events are
+    /// a namespace name each, and repair takes them as they come. Drop the stream when not read.
+    pub fn nad_events(&mut self) -> NadEvents {
+        let (tx, rx) = mpsc::unbounded();
+        self.nad_events = Some(tx);
+        rx
+    }
+
     pub fn readiness(&self) -> Readiness {
         Readiness {
             namespaces: self.ns_listed.clone(),
@@ -194,6 +210,7 @@ impl NadController {
             nad_writer,
             mark_cm_listed,
             mark_nads_listed,
+            nad_events,
             ns_listed,
             placement_changes,
             sandbox_watch,
@@ -216,10 +233,17 @@ impl NadController {
         let nad_config =
             watcher::Config::default().fields(&format!("metadata.name={}", settings.nad.name));
         let nad_watch = watcher(nad_api, nad_config).map_ok(nad_cache::view_event);
-        let nad_changes = mark_nads_listed.on_init_done(reflector::reflector(
-            nad_writer,
-            nad_watch.default_backoff(),
-        ));
+        let nad_changes = mark_nads_listed
+            .on_init_done(reflector::reflector(
+                nad_writer,
+                nad_watch.default_backoff(),
+            ))
+            .inspect(move |event| {
+                // A closed receiver (repair stopped or not in nad mode) is no error here.
+                if let Some(tx) = &nad_events {
+                    let _ = tx.unbounded_send(NadEvent::of(event));
+                }
+            });
         let nad_trigger = nad_trigger(nad_changes, ctx.clone());
 
         // Gaining the lead also reports where pods are attached from (a follower said nothing).

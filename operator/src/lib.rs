@@ -212,7 +212,7 @@ async fn build_controller_tasks(
     let node_agent_resync = config.settings.resync;
     let node_agent_leader = leadership.subscribe();
     let (live_tx, live_rx) = tokio::sync::watch::channel(None);
-    let controller = NadController::new(
+    let mut controller = NadController::new(
         client,
         config.settings,
         config.namespace_selector.as_deref(),
@@ -247,7 +247,11 @@ async fn build_controller_tasks(
                     .await
                     .map_err(RunError::Client)?,
                 settings,
-                (namespaces.clone(), controller.namespaces_listed()),
+                (
+                    namespaces.clone(),
+                    controller.namespaces_listed(),
+                    controller.nad_events(),
+                ),
                 leadership.subscribe(),
                 config.identity,
                 &mut registry,

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use clap::Args;
-use kube::api::ApiResource;
 use rules::decision::DecisionConfig;
 
 use super::state::StateLocation;
@@ -53,19 +52,17 @@ const DEFAULT_DEADLINE: &str = "2m";
 
 impl RepairArgs {
     /// The repairer's settings (it decides like the webhook, with `decision`; the installer pods run
-    /// in `cni_namespace`; the NAD kind is `nad_resource`; its halts are published at `state`); None
-    /// when it is off.
+    /// in `cni_namespace`; its halts are published at `state`); None when it is off. The NADs it
+    /// reads come from the controller's watch.
     pub fn settings(
         &self,
         decision: DecisionConfig,
         cni_namespace: &str,
-        nad_resource: ApiResource,
         state: StateLocation,
     ) -> Option<RepairSettings> {
         self.repair_unattached_pods.then(|| RepairSettings {
             decision,
             cni_namespace: cni_namespace.to_string(),
-            nad_resource,
             max_per_minute: self.repair_max_per_minute,
             cooldown: self.repair_cooldown,
             deadline: self.repair_deadline,
@@ -110,7 +107,6 @@ mod tests {
         );
         assert!(!s.dry_run);
         assert_eq!(s.deadline, super::super::watchdog::DEFAULT_DEADLINE);
-        assert_eq!(s.nad_resource.group, "k8s.cni.cncf.io");
         let s = run_config(&[
             "x",
             "--repair-unattached-pods",
@@ -132,14 +128,12 @@ mod tests {
             "--repair-cooldown=90s",
             "--repair-dry-run",
             "--repair-deadline=15s",
-            "--nad-api-group=example.com",
         ])
         .expect("on");
         assert_eq!(
             (s.max_per_minute, s.cooldown, s.dry_run, s.deadline),
             (2, Duration::from_secs(90), true, Duration::from_secs(15))
         );
-        assert_eq!(s.nad_resource.group, "example.com");
     }
 
     #[test]

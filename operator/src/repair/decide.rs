@@ -178,7 +178,7 @@ pub struct NadsSeen {
 /// every scan, so the pod is restarted once the NAD is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NadUnavailable {
-    /// The repairer's NAD watch has not listed yet (just started, or the API server is not answering).
+    /// The operator's NAD watch has not listed yet (just started, or the API server is not answering).
     NotListed,
     /// The NetworkAttachmentDefinition kind is not served: Multus or its CRD is not installed.
     CrdMissing,

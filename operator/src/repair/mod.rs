@@ -47,7 +47,6 @@ use futures::stream::{self, BoxStream};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ApiResource;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -62,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 use self::decide::{decide, nad_unavailable, NadUnavailable, Skip, Verdict, Why};
 use self::evict::{evict, Evicted};
 use self::limiter::{Admit, Limiter};
-use self::nads::{NadEvent, NadWatch};
+use self::nads::{NadEvent, NadEvents, NadWatch};
 use self::slim::{SlimPod, WatchedPod};
 use self::state::{Published, StateLocation};
 use self::store::{Applied, PodStore};
@@ -97,8 +96,6 @@ pub struct RepairSettings {
     /// `--cni-namespace`: where the chart's installer pods run (aux-chain mode: a pod whose validator
     /// failed is restarted only on a node with a Ready one).
     pub cni_namespace: String,
-    /// The NAD kind (`--nad-api-group`): nad mode evicts only into a NAD that exists.
-    pub nad_resource: ApiResource,
     pub max_per_minute: u32,
     pub cooldown: Duration,
     /// `--repair-deadline`: the watchdog's.
@@ -136,6 +133,8 @@ pub struct Repairer {
     placement: Option<watch::Receiver<Placement>>,
     /// Run by the leader at each scan ([`StoreFindings`]); moved into the loop's state by `run`.
     findings: Option<Box<dyn StoreFindings>>,
+    /// The controller's NAD watch's events (`NadController::nad_events`); taken by `run`.
+    nads: Option<NadEvents>,
 }
 
 enum Scan {
@@ -168,7 +167,8 @@ impl Repairer {
         client: Client,
         evictions: Client,
         settings: RepairSettings,
-        (namespaces, namespaces_listed): (Store<Namespace>, Listed),
+        // What the controller's watches give: its namespace store, whether it is whole, its NADs.
+        (namespaces, namespaces_listed, nads): (Store<Namespace>, Listed, NadEvents),
         is_leader: watch::Receiver<bool>,
         identity: String,
         registry: &mut Registry,
@@ -184,6 +184,7 @@ impl Repairer {
             metrics: RepairMetrics::register(registry),
             placement: None,
             findings: None,
+            nads: Some(nads),
         }
     }
 
@@ -230,7 +231,7 @@ impl Repairer {
 
     /// The pod watch's store, and every reason to look at pods: its events, a tick every
     /// [`SCAN_INTERVAL`], and in nad mode the NADs' events.
-    fn scans(&self) -> BoxStream<'static, Scan> {
+    fn scans(&mut self) -> BoxStream<'static, Scan> {
         let api = Api::<WatchedPod>::all(self.client.clone());
         let pods = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -247,16 +248,11 @@ impl Repairer {
             tokio::time::sleep(SCAN_INTERVAL).await;
             Some((Scan::All, ()))
         });
-        let nad_events = if self.aux_chain() {
-            stream::pending().boxed()
-        } else {
-            nads::watch(
-                self.client.clone(),
-                &self.settings.nad_resource,
-                &self.settings.decision.nad.name,
-            )
-            .map(Scan::Nads)
-            .boxed()
+        // Aux-chain mode drops the NAD events unread: the controller's sends then fail at once
+        // instead of queueing.
+        let nad_events = match self.nads.take() {
+            Some(nads) if !self.aux_chain() => nads.map(Scan::Nads).boxed(),
+            _ => stream::pending().boxed(),
         };
         stream::select(stream::select(pods, ticks), nad_events).boxed()
     }

@@ -1,16 +1,19 @@
 //! The repairer's view of the NADs named `--nad-name` (nad mode): which namespaces hold one, and
-//! whether the kind is served at all. Its own metadata watch (names and namespaces only), so it
-//! needs nothing from the controller, and [`NadWatch::apply`] is pure and tested here.
+//! whether the kind is served at all. Fed from the controller's NAD watch ([`NadEvent::of`]; it
+//! watches the same NADs), so the apiserver sends each NAD change once to this process, not twice;
+//! [`NadWatch::apply`] is pure and tested here.
 
 use std::collections::BTreeSet;
 
-use futures::{Stream, StreamExt};
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use kube::runtime::watcher;
 
 use super::decide::NadsSeen;
 use crate::error::watch_api_missing;
+use crate::nad_cache::NadView;
+
+/// The controller's NAD watch's events, as repair receives them (a concrete receiver, not a boxed
+/// stream: the repairer is shared across its awaits, so it must be `Sync`).
+pub type NadEvents = futures::channel::mpsc::UnboundedReceiver<NadEvent>;
 
 /// One answer of the NAD watch, reduced to what the view keeps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,35 +68,74 @@ impl NadWatch {
     }
 }
 
-/// The watch of NADs named `name` of the kind `resource` (`--nad-api-group`), as [`NadEvent`]s.
-pub fn watch(
-    client: Client,
-    resource: &ApiResource,
-    name: &str,
-) -> impl Stream<Item = NadEvent> + Send + 'static {
-    // Metadata only: the namespaces are all it keeps.
-    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client, resource);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let ns = |meta: &kube::api::ObjectMeta| meta.namespace.clone().unwrap_or_default();
-    watcher(api, config)
-        .default_backoff()
-        .map(move |event| match event {
-            Ok(watcher::Event::Apply(o)) => NadEvent::Apply(ns(&o.metadata)),
-            Ok(watcher::Event::Delete(o)) => NadEvent::Delete(ns(&o.metadata)),
-            Ok(watcher::Event::Init) => NadEvent::Init,
-            Ok(watcher::Event::InitApply(o)) => NadEvent::InitApply(ns(&o.metadata)),
-            Ok(watcher::Event::InitDone) => NadEvent::InitDone,
-            Err(e) => {
-                let api_missing = watch_api_missing(&e);
-                tracing::debug!(error = %e, api_missing, "watching NADs for repair failed; retrying");
-                NadEvent::Failed { api_missing }
-            }
-        })
+impl NadEvent {
+    /// One answer of the controller's NAD watch, reduced to what the view keeps.
+    pub fn of(event: &Result<watcher::Event<NadView>, watcher::Error>) -> Self {
+        let ns = |nad: &NadView| nad.namespace.clone().unwrap_or_default();
+        match event {
+            Ok(watcher::Event::Apply(nad)) => Self::Apply(ns(nad)),
+            Ok(watcher::Event::Delete(nad)) => Self::Delete(ns(nad)),
+            Ok(watcher::Event::Init) => Self::Init,
+            Ok(watcher::Event::InitApply(nad)) => Self::InitApply(ns(nad)),
+            Ok(watcher::Event::InitDone) => Self::InitDone,
+            Err(e) => Self::Failed {
+                api_missing: watch_api_missing(e),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn view(namespace: &str) -> NadView {
+        NadView {
+            name: "linkerd-cni".into(),
+            namespace: Some(namespace.into()),
+            uid: None,
+            resource_version: None,
+            owned: true,
+            adoptable: false,
+            config: None,
+            shared: false,
+        }
+    }
+
+    /// The controller's events keep the NAD's namespace; a failure says whether the kind is gone
+    /// (a 404 for the group) or the apiserver merely failed.
+    #[test]
+    fn of_the_controllers_watch() {
+        use kube::core::Status;
+        let ok = |e| NadEvent::of(&Ok(e));
+        assert_eq!(
+            ok(watcher::Event::Apply(view("a"))),
+            NadEvent::Apply("a".into())
+        );
+        assert_eq!(
+            ok(watcher::Event::Delete(view("b"))),
+            NadEvent::Delete("b".into())
+        );
+        assert_eq!(ok(watcher::Event::Init), NadEvent::Init);
+        assert_eq!(
+            ok(watcher::Event::InitApply(view("c"))),
+            NadEvent::InitApply("c".into())
+        );
+        assert_eq!(ok(watcher::Event::InitDone), NadEvent::InitDone);
+        let failed = |status: Status| {
+            NadEvent::of(&Err(watcher::Error::InitialListFailed(kube::Error::Api(
+                status.boxed(),
+            ))))
+        };
+        assert_eq!(
+            failed(Status::failure("404 page not found", "NotFound").with_code(404)),
+            NadEvent::Failed { api_missing: true }
+        );
+        assert_eq!(
+            failed(Status::failure("etcd is down", "InternalError").with_code(500)),
+            NadEvent::Failed { api_missing: false }
+        );
+    }
 
     fn namespaces(w: &NadWatch) -> Vec<&str> {
         w.seen.namespaces.iter().map(String::as_str).collect()
