@@ -10,12 +10,19 @@
 //! watches) slows the floor as much as itself. Each turn starts on a freshly collected apiserver
 //! heap (`Window::open`): at 50,000 pods the turn that paid for a collection lost its round.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use kube::Client;
+use futures::StreamExt;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use linkerd_multus_crds::NetworkAttachmentDefinition;
 
-use super::{floor_writes, nad_config, put_config, wait_nads, FloorWrite, Generations, Operator};
+use super::{
+    floor_writes, nad_config, put_config, wait_nads, FloorWrite, Generations, Operator, FLOOR_NAD,
+};
 use crate::go_runtime::{self, GoRuntime};
 use crate::procs::{cpu_seconds, CpuSnapshot};
 use crate::requests::{metrics_text, Served};
@@ -39,6 +46,8 @@ pub(crate) struct Edit<'a> {
     pub resync: Duration,
     /// Edits, each timed on both sides in turns (at least one).
     pub rounds: usize,
+    /// The floor keeps a whole-object watch of its NADs through every round (`FloorWatch`).
+    pub floor_watches: bool,
 }
 
 /// One round's figures.
@@ -67,6 +76,10 @@ pub(crate) async fn edit_then_idle(
     let n = names.len();
     let mut rounds = Vec::new();
     let mut level = edit.levels[0];
+    let floor_watch = match edit.floor_watches {
+        true => Some(FloorWatch::synced(client).await?),
+        false => None,
+    };
     for r in 0..edit.rounds.max(1) {
         level = edit.levels[(r + 1) % 2];
         // Each side goes first in every other round: whatever favours a round's first (or second)
@@ -82,6 +95,13 @@ pub(crate) async fn edit_then_idle(
             round.ratio()
         );
         rounds.push(round);
+    }
+    if let Some(watch) = floor_watch {
+        eprintln!(
+            "{}: the floor's own NAD watch saw {} events",
+            edit.rows,
+            watch.stop()
+        );
     }
     let median = median_round(&rounds);
     row::compare(
@@ -220,6 +240,43 @@ async fn floor_turn(
         window.close(client).await?
     );
     Ok(Turn { secs, cpu, gens })
+}
+
+/// A whole-object watch of the floor's NADs, listed before the first round and drained until
+/// stopped: what the apiserver does for the operator's own NAD watch, done for the floor too.
+struct FloorWatch {
+    task: tokio::task::JoinHandle<()>,
+    events: Arc<AtomicU64>,
+}
+
+impl FloorWatch {
+    async fn synced(client: &Client) -> anyhow::Result<Self> {
+        let api = Api::<NetworkAttachmentDefinition>::all(client.clone());
+        let mut config = watcher::Config::default().fields(&format!("metadata.name={FLOOR_NAD}"));
+        config.page_size = None;
+        let mut stream = Box::pin(watcher::watcher(api, config).default_backoff());
+        while let Some(event) = stream.next().await {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                break;
+            }
+        }
+        let events = Arc::new(AtomicU64::new(0));
+        let seen = events.clone();
+        let task = tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                if let Ok(watcher::Event::Apply(_)) = event {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Ok(Self { task, events })
+    }
+
+    /// Ends the watch; the events it saw after its list.
+    fn stop(self) -> u64 {
+        self.task.abort();
+        self.events.load(Ordering::Relaxed)
+    }
 }
 
 /// `config` with every `log_level` set to `level`: what the operator writes once the ConfigMap

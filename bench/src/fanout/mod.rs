@@ -74,6 +74,10 @@ pub struct FanoutArgs {
     /// ConfigMap edits, each timed on both sides in turns; the row is the median round.
     #[arg(long, default_value_t = 3)]
     pub edit_rounds: usize,
+    /// Diagnostic, off in `bench/run`: the floor also keeps a whole-object watch of its NADs, as the
+    /// operator keeps of its own, so the floor's turns pay the apiserver for serving it too.
+    #[arg(long)]
+    pub floor_watches_its_nads: bool,
     /// Enabled namespaces for the memory row (more are created after the fan-out); 0 = skip.
     #[arg(long, default_value_t = 0)]
     pub memory_namespaces: usize,
@@ -161,6 +165,7 @@ async fn measure(
             concurrency: args.concurrency,
             resync: args.resync,
             rounds: args.edit_rounds,
+            floor_watches: args.floor_watches_its_nads,
         },
     )
     .await?;
