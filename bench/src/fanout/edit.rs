@@ -76,9 +76,10 @@ pub(crate) async fn edit_then_idle(
     let n = names.len();
     let mut rounds = Vec::new();
     let mut level = edit.levels[0];
-    let floor_watch = match edit.floor_watches {
-        true => Some(FloorWatch::synced(client).await?),
-        false => None,
+    let floor_watch = if edit.floor_watches {
+        Some(FloorWatch::synced(client).await?)
+    } else {
+        None
     };
     for r in 0..edit.rounds.max(1) {
         level = edit.levels[(r + 1) % 2];
