@@ -294,7 +294,7 @@ async fn block(client: &Client, mode: Mode, n: usize) -> anyhow::Result<Vec<f64>
 /// Deletes the bench's pods, whatever their label's value (no kubelet: gone at once). On a
 /// 150,000-pod cluster one collection delete of 6,000 storm pods outlived the apiserver's 60 s
 /// request timeout (500 "context deadline exceeded") and ended a run: such a timeout deletes again
-/// what is left, a few times.
+/// what is left, up to ten times.
 pub(crate) async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
     let api = Api::<Pod>::namespaced(client.clone(), fixture::NAMESPACE);
     let params = DeleteParams::default().grace_period(0);
@@ -303,7 +303,7 @@ pub(crate) async fn delete_bench_pods(client: &Client) -> anyhow::Result<()> {
     loop {
         match api.delete_collection(&params, &selector).await {
             Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if server_timed_out(&s) && attempt < 5 => {
+            Err(kube::Error::Api(s)) if server_timed_out(&s) && attempt < 10 => {
                 eprintln!(
                     "bench: deleting the bench's pods timed out ({}), again",
                     s.message

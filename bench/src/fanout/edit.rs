@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
+use kube::api::PartialObjectMeta;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use linkerd_multus_crds::NetworkAttachmentDefinition;
@@ -46,8 +47,8 @@ pub(crate) struct Edit<'a> {
     pub resync: Duration,
     /// Edits, each timed on both sides in turns (at least one).
     pub rounds: usize,
-    /// The floor keeps a whole-object watch of its NADs through every round (`FloorWatch`).
-    pub floor_watches: bool,
+    /// The floor keeps a watch of its NADs through every round (`FloorWatch`), or none.
+    pub floor_watches: Option<WatchKind>,
 }
 
 /// One round's figures.
@@ -76,10 +77,9 @@ pub(crate) async fn edit_then_idle(
     let n = names.len();
     let mut rounds = Vec::new();
     let mut level = edit.levels[0];
-    let floor_watch = if edit.floor_watches {
-        Some(FloorWatch::synced(client).await?)
-    } else {
-        None
+    let floor_watch = match edit.floor_watches {
+        Some(kind) => Some(FloorWatch::synced(client, kind).await?),
+        None => None,
     };
     for r in 0..edit.rounds.max(1) {
         level = edit.levels[(r + 1) % 2];
@@ -250,14 +250,53 @@ struct FloorWatch {
     events: Arc<AtomicU64>,
 }
 
+/// What a diagnostic floor watch asks of its NADs: the whole object, as the operator's watch does,
+/// or only their metadata (what a metadata-only watch in the operator would cost the apiserver).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchKind {
+    Whole,
+    Metadata,
+}
+
+/// A watch event as the floor counts it.
+enum Seen {
+    Listed,
+    Changed,
+    Other,
+}
+
+impl Seen {
+    fn of<K>(event: watcher::Event<K>) -> Self {
+        match event {
+            watcher::Event::InitDone => Self::Listed,
+            watcher::Event::Apply(_) => Self::Changed,
+            _ => Self::Other,
+        }
+    }
+}
+
 impl FloorWatch {
-    async fn synced(client: &Client) -> anyhow::Result<Self> {
-        let api = Api::<NetworkAttachmentDefinition>::all(client.clone());
+    async fn synced(client: &Client, kind: WatchKind) -> anyhow::Result<Self> {
         let mut config = watcher::Config::default().fields(&format!("metadata.name={FLOOR_NAD}"));
         config.page_size = None;
-        let mut stream = Box::pin(watcher::watcher(api, config).default_backoff());
+        let mut stream = match kind {
+            WatchKind::Whole => watcher::watcher(
+                Api::<NetworkAttachmentDefinition>::all(client.clone()),
+                config,
+            )
+            .default_backoff()
+            .map_ok(Seen::of)
+            .boxed(),
+            WatchKind::Metadata => watcher::watcher(
+                Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone()),
+                config,
+            )
+            .default_backoff()
+            .map_ok(Seen::of)
+            .boxed(),
+        };
         while let Some(event) = stream.next().await {
-            if matches!(event, Ok(watcher::Event::InitDone)) {
+            if matches!(event, Ok(Seen::Listed)) {
                 break;
             }
         }
@@ -265,7 +304,7 @@ impl FloorWatch {
         let seen = events.clone();
         let task = tokio::spawn(async move {
             while let Some(event) = stream.next().await {
-                if let Ok(watcher::Event::Apply(_)) = event {
+                if let Ok(Seen::Changed) = event {
                     seen.fetch_add(1, Ordering::Relaxed);
                 }
             }

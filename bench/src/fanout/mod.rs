@@ -74,10 +74,11 @@ pub struct FanoutArgs {
     /// ConfigMap edits, each timed on both sides in turns; the row is the median round.
     #[arg(long, default_value_t = 3)]
     pub edit_rounds: usize,
-    /// Diagnostic, off in `bench/run`: the floor also keeps a whole-object watch of its NADs, as the
-    /// operator keeps of its own, so the floor's turns pay the apiserver for serving it too.
-    #[arg(long)]
-    pub floor_watches_its_nads: bool,
+    /// Diagnostic, off in `bench/run`: the floor also keeps a watch of its NADs, so its turns pay the
+    /// apiserver for serving it too: of whole objects (as the operator's own, the default) or of
+    /// their metadata only.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "whole", value_name = "KIND")]
+    pub floor_watches_its_nads: Option<edit::WatchKind>,
     /// Enabled namespaces for the memory row (more are created after the fan-out); 0 = skip.
     #[arg(long, default_value_t = 0)]
     pub memory_namespaces: usize,

@@ -389,7 +389,7 @@ async fn edit(
             concurrency: args.edit_concurrency,
             resync: args.resync,
             rounds: args.edit_rounds,
-            floor_watches: false,
+            floor_watches: None,
         },
     )
     .await;
