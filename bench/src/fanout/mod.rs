@@ -541,3 +541,34 @@ impl Operator {
             .await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::edit::WatchKind;
+    use super::FanoutArgs;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FanoutArgs,
+    }
+
+    fn floor_watch(extra: &[&str]) -> Result<Option<WatchKind>, clap::Error> {
+        let base = ["bench", "--kubeconfig", "k", "--operator", "o"];
+        Ok(Cli::try_parse_from(base.iter().chain(extra))?
+            .args
+            .floor_watches_its_nads)
+    }
+
+    #[test]
+    fn the_floors_watch_is_off_unless_asked_and_whole_when_asked_bare() {
+        assert_eq!(floor_watch(&[]).unwrap(), None);
+        let bare = floor_watch(&["--floor-watches-its-nads"]).unwrap();
+        assert_eq!(bare, Some(WatchKind::Whole));
+        let metadata = floor_watch(&["--floor-watches-its-nads=metadata"]).unwrap();
+        assert_eq!(metadata, Some(WatchKind::Metadata));
+        assert!(floor_watch(&["--floor-watches-its-nads=spec"]).is_err());
+    }
+}
