@@ -10,12 +10,15 @@
 //! watches) slows the floor as much as itself. Each turn starts on a freshly collected apiserver
 //! heap (`Window::open`): at 50,000 pods the turn that paid for a collection lost its round.
 
+use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::PartialObjectMeta;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
@@ -273,6 +276,20 @@ impl Seen {
             _ => Self::Other,
         }
     }
+
+    /// `api`'s watch, its events as the floor counts them (one type for either kind of watch).
+    fn stream<K>(
+        api: Api<K>,
+        config: watcher::Config,
+    ) -> BoxStream<'static, Result<Self, watcher::Error>>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        watcher::watcher(api, config)
+            .default_backoff()
+            .map_ok(Self::of)
+            .boxed()
+    }
 }
 
 impl FloorWatch {
@@ -280,20 +297,14 @@ impl FloorWatch {
         let mut config = watcher::Config::default().fields(&format!("metadata.name={FLOOR_NAD}"));
         config.page_size = None;
         let mut stream = match kind {
-            WatchKind::Whole => watcher::watcher(
+            WatchKind::Whole => Seen::stream(
                 Api::<NetworkAttachmentDefinition>::all(client.clone()),
                 config,
-            )
-            .default_backoff()
-            .map_ok(Seen::of)
-            .boxed(),
-            WatchKind::Metadata => watcher::watcher(
+            ),
+            WatchKind::Metadata => Seen::stream(
                 Api::<PartialObjectMeta<NetworkAttachmentDefinition>>::all(client.clone()),
                 config,
-            )
-            .default_backoff()
-            .map_ok(Seen::of)
-            .boxed(),
+            ),
         };
         while let Some(event) = stream.next().await {
             if matches!(event, Ok(Seen::Listed)) {
